@@ -1,0 +1,188 @@
+"""Sphinx configuration for *retain_graph, explained*.
+
+The source directory is the repository root: MyST-NB pages live in ``docs/``, sphinx-gallery
+scripts in ``gallery/`` (rendered into ``auto_examples/``), and ``index.md`` is the home page.
+Every page and script is executed during the build; see README.md, "How the build keeps its
+promises", for what each setting below enforces.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+# --- Fail early and clearly when the build environment is incomplete ---------------------------
+_REQUIRED = {
+    "torch": "torch",
+    "numpy": "numpy",
+    "matplotlib": "matplotlib",
+    "myst_nb": "myst-nb",
+    "sphinx_gallery": "sphinx-gallery",
+    "furo": "furo",
+    "sphinx_copybutton": "sphinx-copybutton",
+    "sphinx_design": "sphinx-design",
+    "sphinx_sitemap": "sphinx-sitemap",
+    "sphinxext.opengraph": "sphinxext-opengraph",
+    "notfound": "sphinx-notfound-page",
+    "ipykernel": "ipykernel",
+    "jupyter_cache": "jupyter-cache",
+}
+_missing = [pkg for mod, pkg in _REQUIRED.items() if importlib.util.find_spec(mod) is None]
+if _missing:
+    raise SystemExit(
+        f"conf.py: missing build dependencies: {', '.join(_missing)}.\n"
+        "Build with `nox -s docs` (it installs the pinned versions), or install them yourself:\n"
+        "    python -m pip install -r requirements/docs.txt -c constraints.txt"
+    )
+
+import torch  # noqa: E402  (imported after the dependency check on purpose)
+
+import site_context  # noqa: E402
+
+# --- Project ------------------------------------------------------------------------------------
+project = "retain_graph, explained"
+author = "the retain_graph, explained authors"
+copyright = "2026, the retain_graph, explained authors"  # fixed year: builds must be reproducible
+release = version = ""
+language = "en"
+
+REPOSITORY = "https://github.com/retain-graph-explained/retain-graph-explained"
+BRANCH = "main"
+TORCH_DOCS = "https://docs.pytorch.org/docs/{}/".format(".".join(torch.__version__.split(".")[:2]))
+PYTHON_DOCS = "https://docs.python.org/{}.{}/".format(*sys.version_info[:2])
+
+extensions = [
+    "myst_nb",
+    "sphinx_gallery.gen_gallery",
+    "sphinx.ext.intersphinx",
+    "sphinx_copybutton",
+    "sphinx_design",
+    "sphinx_sitemap",
+    "sphinxext.opengraph",
+    "notfound.extension",
+    # Local extensions (docs/_ext): each is small and says why it exists.
+    "site_context",
+    "nb_cache_outputs",
+    "nb_expectations",
+]
+
+root_doc = "index"
+templates_path = ["docs/_templates"]
+exclude_patterns = [
+    "_build",
+    ".nox",
+    ".venv",
+    ".git",
+    ".ci",
+    ".github",
+    "README.md",
+    "tests",
+    "requirements",
+    "gallery",
+    "docs/_ext",
+    "docs/_templates",
+    "docs/_ipython",
+    "docs/_inventories",
+    "node_modules",
+    # sphinx-gallery writes notebooks next to its rst; myst-nb must not read (and re-execute) them.
+    "auto_examples/*.ipynb",
+    "auto_examples/**/*.ipynb",
+    "auto_examples/*.py",
+    "auto_examples/**/*.py",
+]
+suppress_warnings = []
+nitpicky = False
+pygments_style = "friendly"
+pygments_dark_style = "monokai"
+
+# --- MyST-NB: every page is executed; a cell may only raise when it says which error ----------
+myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
+myst_heading_anchors = 3
+nb_execution_mode = "cache"  # re-execute a page only when its code changes
+nb_execution_timeout = 120
+nb_execution_allow_errors = False
+nb_execution_raise_on_error = False  # keep tracebacks in the log (MyST-NB #616); -W fails the build
+nb_execution_show_tb = True
+nb_output_stderr = "warn"  # an unexpected warning printed by a cell fails the build under -W
+nb_merge_streams = False
+nb_kernel_rgx_aliases = {".*": "python3"}
+
+# The kernel reads its start-up (seeds, short tracebacks) from a private IPython directory that we
+# copy into _build, so the source tree is never written to.
+_ipython_dir = ROOT / "_build" / "ipython"
+if _ipython_dir.exists():
+    shutil.rmtree(_ipython_dir)
+shutil.copytree(ROOT / "docs" / "_ipython", _ipython_dir)
+os.environ["IPYTHONDIR"] = str(_ipython_dir)
+
+# --- sphinx-gallery ----------------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": "gallery",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",  # every plot_*.py is executed
+    "ignore_pattern": r"__init__\.py",
+    "reset_modules": ("gallery_reset.reset_before_example",),
+    "reset_modules_order": "both",
+    "image_scrapers": ("matplotlib",),
+    "remove_config_comments": True,
+    "download_all_examples": True,
+    "write_computation_times": False,  # timings differ between builds; the benchmark reports them
+    "min_reported_time": float("inf"),
+    "show_signature": False,
+    "show_memory": False,
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,
+    "inspect_global_variables": False,
+    "matplotlib_animations": False,
+    "parallel": False,
+    "doc_module": (),
+    "backreferences_dir": None,
+}
+
+# --- Intersphinx, offline: inventories are vendored (see docs/_ext/make_inventories.py) ---------
+intersphinx_mapping = {
+    "torch": (TORCH_DOCS, str(ROOT / "docs" / "_inventories" / "torch.inv")),
+    "python": (PYTHON_DOCS, str(ROOT / "docs" / "_inventories" / "python.inv")),
+}
+intersphinx_disabled_reftypes = ["*"]
+intersphinx_timeout = 5
+
+# --- HTML --------------------------------------------------------------------------------------
+html_theme = "furo"
+html_title = project
+html_static_path = ["docs/_static"]
+html_css_files = ["site.css"]
+html_favicon = "docs/_static/favicon.svg"
+html_last_updated_fmt = None
+html_copy_source = True
+html_show_sourcelink = False
+html_baseurl = site_context.site_url()
+html_theme_options = {
+    "source_repository": REPOSITORY,
+    "source_branch": BRANCH,
+    "source_directory": "",
+    "top_of_page_buttons": ["view", "edit"],
+    "navigation_with_keys": True,
+}
+html_context = {"repository": REPOSITORY, "branch": BRANCH}
+
+# Copy buttons on code, never on outputs (myst-nb wraps outputs in div.output, sphinx-gallery in
+# div.sphx-glr-script-out); prompts are stripped from what is copied.
+copybutton_selector = "div:not(.output):not(.sphx-glr-script-out) > div.highlight > pre"
+copybutton_exclude = ".linenos, .gp, .go"
+copybutton_prompt_text = r">>> |\.\.\. |\$ |In \[\d*\]: | {2,5}\.\.\.: "
+copybutton_prompt_is_regexp = True
+
+sitemap_url_scheme = "{link}"
+sitemap_show_lastmod = False
+ogp_site_url = site_context.site_url()
+ogp_site_name = project
+ogp_social_cards = {"enable": False}
+ogp_enable_meta_description = True
+notfound_urls_prefix = site_context.site_url(path_only=True)

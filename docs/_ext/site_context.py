@@ -1,0 +1,76 @@
+"""Per-page context for the templates: where a page's source lives, and which torch ran it.
+
+Why: sphinx-gallery pages are generated rst, so the theme's "view/edit source" links would point at
+files that are not in the repository; they must point at ``gallery/*.py``. And every page states the
+torch version its outputs were executed with, read from the running ``torch`` (never typed).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SITE_URL = "https://retain-graph-explained.github.io/"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def site_url(path_only: bool = False) -> str:
+    """The public URL of the site: $SITE_URL, else Read the Docs' canonical URL, else the default."""
+    url = os.environ.get("SITE_URL") or os.environ.get("READTHEDOCS_CANONICAL_URL") or DEFAULT_SITE_URL
+    url = url if url.endswith("/") else url + "/"
+    return urlparse(url).path if path_only else url
+
+
+def source_path(pagename: str, suffix: str | None) -> str | None:
+    """The repository path of the file a page is built from (gallery pages map to gallery/*.py)."""
+    if pagename.startswith("auto_examples/"):
+        rest = pagename.removeprefix("auto_examples/")
+        if rest == "index":
+            return "gallery/README.rst"
+        return f"gallery/{rest}.py"
+    if suffix is None:
+        return None
+    return pagename + suffix
+
+
+def pinned_torch_version() -> str | None:
+    """The torch version pinned in constraints.txt (None when the file has no pin)."""
+    match = re.search(r"^torch==([^\s;#]+)", (ROOT / "constraints.txt").read_text(), re.M)
+    return match.group(1) if match else None
+
+
+def _check_torch(app: Sphinx) -> None:
+    import torch
+
+    pinned = pinned_torch_version()
+    running = torch.__version__.split("+")[0]
+    if pinned and running != pinned:
+        logger.warning(
+            "conf.py: the site is being built with torch %s, but constraints.txt pins torch==%s; "
+            "every output would describe the wrong version. Build with `nox -s docs`.",
+            torch.__version__,
+            pinned,
+            type="site",
+        )
+
+
+def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    import torch
+
+    context["torch_version"] = torch.__version__
+    context["python_version"] = platform.python_version()
+    context["source_path"] = source_path(pagename, context.get("page_source_suffix"))
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", _check_torch)
+    app.connect("html-page-context", _page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

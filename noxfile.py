@@ -1,0 +1,122 @@
+"""Sessions for building, testing and measuring the site. See README.md for what each is for.
+
+Every session installs from ``requirements/*.txt`` under ``-c constraints.txt`` (the one lock file),
+so nothing here can pull an unpinned torch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["docs"]
+nox.options.reuse_venv = "yes"
+nox.options.default_venv_backend = "venv"  # pip/venv: uv does not see the local torch wheel
+
+ROOT = Path(__file__).resolve().parent
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+CONSTRAINTS = ["-c", "constraints.txt"]
+SPHINX = ["sphinx-build", "-W", "--keep-going", "-b", "html", "-d", str(BUILD / "doctrees")]
+
+
+def install(session: nox.Session, name: str) -> None:
+    """Install requirements/<name>.txt, pinned by constraints.txt."""
+    session.install("-r", f"requirements/{name}.txt", *CONSTRAINTS)
+
+
+def build_html(session: nox.Session, *extra: str, offline: bool = False) -> None:
+    """Run the strict build into _build/html; on failure, leave nothing that looks finished.
+
+    A failed build moves the output to _build/html-failed, and drops Sphinx's saved environment so
+    the next build reads every page again (otherwise Sphinx would skip the broken pages and
+    report success). Executed results stay cached, so that costs little.
+    """
+    command = [*SPHINX, *extra, ".", str(HTML)]
+    if offline:
+        # A private network namespace with only loopback up: Jupyter kernels talk over loopback,
+        # anything else (intersphinx downloads, CDNs) fails.
+        command = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
+    try:
+        session.run(*command, external=offline)
+    except nox.command.CommandFailed:
+        failed = BUILD / "html-failed"
+        shutil.rmtree(failed, ignore_errors=True)
+        if HTML.exists():
+            HTML.rename(failed)
+        (BUILD / "doctrees" / "environment.pickle").unlink(missing_ok=True)
+        session.error(
+            "The site did not build: the warnings above name each file and line. Fix them and run "
+            "`nox -s docs` again. The incomplete output was moved to _build/html-failed."
+        )
+
+
+def can_isolate_network() -> bool:
+    """True when this machine lets us run the build in a network namespace (root, unshare, ip)."""
+    return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site into _build/html, executing every page and gallery script."""
+    install(session, "docs")
+    build_html(session, *session.posargs)
+    session.log(f"Built: open {HTML / 'index.html'}")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Build the site with no network, then test it (browser tests need Chromium; CI requires it)."""
+    install(session, "tests")
+    offline = can_isolate_network()
+    if not offline:
+        if os.environ.get("CI") == "true":
+            session.error("CI must prove the build works offline, but unshare/ip/root are unavailable.")
+        session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
+    build_html(session, offline=offline)
+    session.run("pytest", *(session.posargs or ["tests"]), env={"SITE_BUILT_OFFLINE": str(int(offline))})
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Live preview with sphinx-autobuild (rebuilds on save; executed results stay cached)."""
+    install(session, "docs")
+    session.install("-r", "requirements/dev.txt", *CONSTRAINTS)
+    session.run(
+        "sphinx-autobuild", *SPHINX[1:], "--ignore", "*/auto_examples/*", "--ignore", "*/_build/*",
+        "--watch", "gallery", ".", str(HTML), *session.posargs,
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (code style and errors) and sphinx-lint (reStructuredText in the gallery)."""
+    session.install("-r", "requirements/dev.txt", *CONSTRAINTS)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("sphinx-lint", "gallery", "docs")
+
+
+@nox.session
+def linkcheck(session: nox.Session) -> None:
+    """Check external links, including every intersphinx target (needs network; not in tests)."""
+    install(session, "docs")
+    session.run(*SPHINX[:3], "-b", "linkcheck", "-d", str(BUILD / "doctrees"), ".", str(BUILD / "linkcheck"))
+
+
+@nox.session
+def inventories(session: nox.Session) -> None:
+    """Regenerate docs/_inventories from the installed (pinned) torch and Python."""
+    install(session, "docs")
+    session.install("sphobjinv", *CONSTRAINTS)
+    session.run("python", "docs/_ext/make_inventories.py")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Print build timings: cold, unchanged rebuild, one-example edit, per-example execution."""
+    install(session, "docs")
+    session.run("python", "tests/bench_build.py", *session.posargs)
