@@ -116,9 +116,7 @@ nb_kernel_rgx_aliases = {".*": "python3"}
 # The kernel reads its start-up (seeds, short tracebacks) from a private IPython directory that we
 # copy into _build, so the source tree is never written to.
 _ipython_dir = ROOT / "_build" / "ipython"
-if _ipython_dir.exists():
-    shutil.rmtree(_ipython_dir)
-shutil.copytree(ROOT / "docs" / "_ipython", _ipython_dir)
+shutil.copytree(ROOT / "docs" / "_ipython", _ipython_dir, dirs_exist_ok=True)
 os.environ["IPYTHONDIR"] = str(_ipython_dir)
 
 # --- sphinx-gallery ----------------------------------------------------------------------------
