@@ -118,6 +118,9 @@ nb_kernel_rgx_aliases = {".*": "python3"}
 _ipython_dir = ROOT / "_build" / "ipython"
 shutil.copytree(ROOT / "docs" / "_ipython", _ipython_dir, dirs_exist_ok=True)
 os.environ["IPYTHONDIR"] = str(_ipython_dir)
+# The "python3" kernel starts whichever `python` is first on PATH: make it this interpreter, so the
+# pages run with exactly the packages (and torch) that Sphinx itself sees.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 # --- sphinx-gallery ----------------------------------------------------------------------------
 sphinx_gallery_conf = {
