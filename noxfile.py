@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 CONSTRAINTS = ["-c", "constraints.txt"]
-SPHINX = ["sphinx-build", "-W", "--keep-going", "-b", "html", "-d", str(BUILD / "doctrees")]
+BUILD_SITE = ["python", "docs/_ext/build_site.py"]
 
 
 def install(session: nox.Session, name: str) -> None:
@@ -28,34 +28,8 @@ def install(session: nox.Session, name: str) -> None:
     session.install("-r", f"requirements/{name}.txt", *CONSTRAINTS)
 
 
-def build_html(session: nox.Session, *extra: str, offline: bool = False) -> None:
-    """Run the strict build into _build/html; on failure, leave nothing that looks finished.
-
-    A failed build moves the output to _build/html-failed, and drops Sphinx's saved environment so
-    the next build reads every page again (otherwise Sphinx would skip the broken pages and
-    report success). Executed results stay cached, so that costs little.
-    """
-    command = [*SPHINX, *extra, ".", str(HTML)]
-    if offline:
-        # A private network namespace with only loopback up: Jupyter kernels talk over loopback,
-        # anything else (intersphinx downloads, CDNs) fails.
-        command = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
-    try:
-        session.run(*command, external=offline)
-    except nox.command.CommandFailed:
-        failed = BUILD / "html-failed"
-        shutil.rmtree(failed, ignore_errors=True)
-        if HTML.exists():
-            HTML.rename(failed)
-        (BUILD / "doctrees" / "environment.pickle").unlink(missing_ok=True)
-        session.error(
-            "The site did not build: the warnings above name each file and line. Fix them and run "
-            "`nox -s docs` again. The incomplete output was moved to _build/html-failed."
-        )
-
-
 def can_isolate_network() -> bool:
-    """True when this machine lets us run the build in a network namespace (root, unshare, ip)."""
+    """True when this machine lets us build in a private network namespace (root, unshare, ip)."""
     return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
 
 
@@ -63,7 +37,7 @@ def can_isolate_network() -> bool:
 def docs(session: nox.Session) -> None:
     """Build the site into _build/html, executing every page and gallery script."""
     install(session, "docs")
-    build_html(session, *session.posargs)
+    session.run(*BUILD_SITE, "--", *session.posargs)
     session.log(f"Built: open {HTML / 'index.html'}")
 
 
@@ -76,7 +50,7 @@ def tests(session: nox.Session) -> None:
         if os.environ.get("CI") == "true":
             session.error("CI must prove the build works offline, but unshare/ip/root are unavailable.")
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
-    build_html(session, offline=offline)
+    session.run(*BUILD_SITE, *(["--offline"] if offline else []))
     session.run("pytest", *(session.posargs or ["tests"]), env={"SITE_BUILT_OFFLINE": str(int(offline))})
 
 
@@ -86,8 +60,8 @@ def serve(session: nox.Session) -> None:
     install(session, "docs")
     session.install("-r", "requirements/dev.txt", *CONSTRAINTS)
     session.run(
-        "sphinx-autobuild", *SPHINX[1:], "--ignore", "*/auto_examples/*", "--ignore", "*/_build/*",
-        "--watch", "gallery", ".", str(HTML), *session.posargs,
+        "sphinx-autobuild", "-b", "html", "-d", str(BUILD / "doctrees"), "--ignore", "*/auto_examples/*",
+        "--ignore", "*/_build/*", "--watch", "gallery", ".", str(HTML), *session.posargs,
     )
 
 
@@ -104,7 +78,10 @@ def lint(session: nox.Session) -> None:
 def linkcheck(session: nox.Session) -> None:
     """Check external links, including every intersphinx target (needs network; not in tests)."""
     install(session, "docs")
-    session.run(*SPHINX[:3], "-b", "linkcheck", "-d", str(BUILD / "doctrees"), ".", str(BUILD / "linkcheck"))
+    session.run(
+        "sphinx-build", "-W", "--keep-going", "-b", "linkcheck", "-d", str(BUILD / "doctrees"), ".",
+        str(BUILD / "linkcheck"),
+    )
 
 
 @nox.session
@@ -113,6 +90,17 @@ def inventories(session: nox.Session) -> None:
     install(session, "docs")
     session.install("sphobjinv", *CONSTRAINTS)
     session.run("python", "docs/_ext/make_inventories.py")
+
+
+@nox.session(reuse_venv="never")
+def lock(session: nox.Session) -> None:
+    """Regenerate constraints.txt: resolve requirements/*.txt afresh and pin everything."""
+    for name in ("tests", "dev"):
+        session.install("-r", f"requirements/{name}.txt")
+    frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
+    header = (ROOT / "constraints.txt").read_text().splitlines()[:2]
+    pins = [line.replace("+cpu", "") for line in frozen.splitlines() if "==" in line]
+    (ROOT / "constraints.txt").write_text("\n".join([*header, *sorted(pins, key=str.lower)]) + "\n")
 
 
 @nox.session

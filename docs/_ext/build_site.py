@@ -1,0 +1,73 @@
+"""Run the site's one strict build; used by `nox -s docs`, the tests and the benchmark alike.
+
+Why a script: the same command must build the site for users, prove it offline in the tests, and
+be timed by the benchmark. On failure it leaves nothing that looks finished: the output directory
+is moved to ``<out>-failed`` and Sphinx's saved environment is dropped, so the next build reads
+every page again instead of skipping the broken ones and reporting success (executed results stay
+cached, so that costs little).
+
+    python docs/_ext/build_site.py [--offline] [--source DIR] [--out DIR] [-- extra sphinx args]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sphinx_command(source: Path, out: Path, extra: list[str]) -> list[str]:
+    doctrees = out.parent / "doctrees"
+    return [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html",
+            "-d", str(doctrees), *extra, str(source), str(out)]
+
+
+def offline(command: list[str]) -> list[str]:
+    """Wrap a command in a private network namespace with only loopback up (Jupyter needs it)."""
+    return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
+
+
+def can_isolate_network() -> bool:
+    return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
+
+
+def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False) -> int:
+    command = sphinx_command(source, out, extra)
+    if no_network:
+        command = offline(command)
+    code = subprocess.call(command, cwd=source)
+    if code != 0:
+        failed = out.with_name(out.name + "-failed")
+        shutil.rmtree(failed, ignore_errors=True)
+        if out.exists():
+            out.rename(failed)
+        (out.parent / "doctrees" / "environment.pickle").unlink(missing_ok=True)
+        print(
+            f"\nThe site did not build: the warnings above name each file and line. Fix them and "
+            f"build again. The incomplete output was moved to {failed}.",
+            file=sys.stderr,
+        )
+    return code
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--offline", action="store_true", help="build with no network (needs root)")
+    parser.add_argument("--source", type=Path, default=REPO)
+    parser.add_argument("--out", type=Path, default=None, help="default: SOURCE/_build/html")
+    parser.add_argument("extra", nargs="*", help="extra sphinx-build arguments (after --)")
+    args = parser.parse_args()
+    source = args.source.resolve()
+    out = (args.out or source / "_build" / "html").resolve()
+    if args.offline and not can_isolate_network():
+        parser.error("--offline needs root, `unshare` and `ip` (util-linux, iproute2)")
+    return build(source, out, args.extra, no_network=args.offline)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

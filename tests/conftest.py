@@ -1,0 +1,121 @@
+"""Shared fixtures: the built site, its pages, and the sources they were built from.
+
+The tests check the site as built by `nox -s tests` (which builds `_build/html` first), the way a
+reader and a maintainer meet it: pages, downloads, links, and a browser.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+BUILD_SITE = ROOT / "docs" / "_ext" / "build_site.py"
+IN_CI = os.environ.get("CI") == "true"
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own helpers (nb_expectations, ...)
+
+
+def myst_pages() -> list[Path]:
+    """MyST-NB notebook pages (Markdown files with a kernelspec)."""
+    pages = [ROOT / "index.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [p for p in pages if "kernelspec:" in p.read_text().split("\n---", 1)[0]]
+
+
+def gallery_scripts() -> list[Path]:
+    return sorted((ROOT / "gallery").glob("plot_*.py"))
+
+
+def html_for(source: Path) -> Path:
+    rel = source.relative_to(ROOT)
+    if rel.parts[0] == "gallery":
+        return HTML / "auto_examples" / (source.stem + ".html")
+    return HTML / rel.with_suffix(".html")
+
+
+@functools.cache
+def soup(path: Path) -> BeautifulSoup:
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+def built_pages() -> list[Path]:
+    """Every HTML page of the site."""
+    return sorted(p for p in HTML.rglob("*.html") if "_static" not in p.parts)
+
+
+def read_notebook(page: Path):
+    """The notebook myst-nb reads from a MyST page (cells with their metadata and source lines)."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    return read_myst_markdown_notebook(page.read_text(encoding="utf-8"), add_source_map=True)
+
+
+def prints_something(source: str) -> bool:
+    """Whether a code cell/block must show output: it calls print()/display() at top level, ends
+    with a bare non-call expression (its repr is shown), or draws a figure (plt./fig./ax. calls)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # IPython syntax (magics): be strict
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                func = sub.func
+                if isinstance(func, ast.Name) and func.id in {"print", "display"}:
+                    return True
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    if func.value.id == "plt" and func.attr in {"subplots", "figure", "show"}:
+                        return True
+    last = tree.body[-1] if tree.body else None
+    return isinstance(last, ast.Expr) and not isinstance(last.value, (ast.Call, ast.Constant))
+
+
+def copy_tree(dest: Path, paths: list[str] | None = None) -> Path:
+    """Copy the repository's files (as git sees them: tracked and untracked-but-not-ignored) to
+    dest, or only the given repository paths."""
+    if paths is None:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT, check=True, capture_output=True, text=True,
+        ).stdout.split("\0")
+        paths = [p for p in listed if p and (ROOT / p).is_file()]
+    for rel in paths:
+        src = ROOT / rel
+        target = dest / rel
+        if src.is_dir():
+            shutil.copytree(src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    return dest
+
+
+def run_build(source: Path, *, offline: bool = False, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run the site's build script on a copy of the project; returns the completed process."""
+    command = [sys.executable, str(BUILD_SITE), "--source", str(source)]
+    if offline:
+        command.append("--offline")
+    if extra:
+        command += ["--", *extra]
+    return subprocess.run(command, capture_output=True, text=True, cwd=source)
+
+
+def can_isolate_network() -> bool:
+    return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    if not (HTML / "index.html").exists():
+        pytest.fail("No built site in _build/html: run `nox -s tests` (it builds the site first).")
+    return HTML

@@ -1,0 +1,116 @@
+"""Guarantees 1 and 2: every page and script ran, and shows the outputs and errors its code made.
+
+Like pytorch/tutorials' validate_tutorials_built, these read the built HTML: a code cell that
+prints, displays or draws must show an output right under it, and a cell that declares an expected
+error must show exactly that error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import HTML, gallery_scripts, html_for, myst_pages, prints_something, read_notebook, soup
+
+from nb_expectations import parse_expectation  # docs/_ext, on sys.path through conf (see below)
+
+MYST = myst_pages()
+GALLERY = gallery_scripts()
+
+
+def test_there_is_something_to_check():
+    assert MYST, "no MyST-NB pages found"
+    assert GALLERY, "no gallery scripts found"
+
+
+def _visible_code_cells(page):
+    notebook = read_notebook(page)
+    lines = notebook.metadata.get("source_map", [])
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        if "remove-cell" in tags:
+            continue
+        yield lines[index], cell
+
+
+@pytest.mark.parametrize("page", MYST, ids=lambda p: p.name)
+def test_myst_cells_show_their_outputs(site, page):
+    html_cells = soup(html_for(page)).select("div.cell")
+    cells = list(_visible_code_cells(page))
+    assert len(html_cells) == len(cells), f"{page.name}: {len(cells)} code cells, {len(html_cells)} rendered"
+    for (line, cell), html in zip(cells, html_cells, strict=True):
+        output = html.select_one("div.cell_output")
+        where = f"{page.relative_to(site.parents[1])}:{line}"
+        if "raises-exception" in cell.metadata.get("tags", []):
+            ename, fragment = parse_expectation(cell.metadata.get("expect-error"))
+            traceback = html.select_one("div.cell_output .traceback")
+            assert traceback is not None, f"{where}: expected error is not shown"
+            text = traceback.get_text()
+            assert f"{ename}: " in text and fragment in " ".join(text.split()), (
+                f"{where}: shows {text.strip()[:200]!r}, not {ename}: {fragment!r}"
+            )
+        elif prints_something(cell.source) and "remove-output" not in cell.metadata.get("tags", []):
+            assert output is not None and output.get_text(strip=True) or (output and output.find("img")), (
+                f"{where}: this cell prints or draws, but the page shows no output under it"
+            )
+
+
+@pytest.mark.parametrize("page", MYST, ids=lambda p: p.name)
+def test_myst_page_download_is_the_executed_notebook(site, page):
+    """The executed notebook offered for download has an output wherever the page shows one."""
+    executed = site.parent / "jupyter_execute" / page.relative_to(site.parents[1]).with_suffix(".ipynb")
+    assert executed.exists(), f"{executed} missing"
+    notebook = json.loads(executed.read_text())
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert all(c.get("execution_count") for c in code), f"{page.name}: unexecuted cells in download"
+    rendered = soup(html_for(page)).select("div.cell")
+    for cell, html in zip(code, rendered, strict=False):
+        if html.select_one("div.cell_output"):
+            assert cell["outputs"], f"{page.name}: downloaded notebook lacks an output the page shows"
+    links = [a["href"] for a in soup(html_for(page)).select("a.reference.download")]
+    if page.parent.name == "docs":
+        assert any(h.endswith(f"/{page.stem}.ipynb") for h in links), (
+            f"{page.name}: offer the executed notebook with {{nb-download}}`{page.stem}.ipynb`"
+        )
+
+
+@pytest.mark.parametrize("script", GALLERY, ids=lambda p: p.name)
+def test_gallery_blocks_show_their_outputs(site, script):
+    from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+    _, blocks = split_code_and_text_blocks(str(script))[:2]
+    code_blocks = [(lineno, text) for label, text, lineno in blocks if label == "code"]
+    page = soup(html_for(script))
+    rendered = page.select("div.highlight-Python")
+    assert len(rendered) == len(code_blocks), f"{script.name}: code blocks and rendered blocks differ"
+    for (lineno, text), html in zip(code_blocks, rendered, strict=True):
+        if not prints_something(text):
+            continue
+        following = html.find_next_sibling()
+        classes = following.get("class", []) if following else []
+        shown = following is not None and (
+            "sphx-glr-script-out" in classes or following.name == "img" or "sphx-glr-horizontal" in classes
+        )
+        assert shown, f"gallery/{script.name}:{lineno}: this block prints or draws, but no output follows"
+    assert "BROKEN" not in page.get_text(), f"{script.name}: marked as broken"
+
+
+@pytest.mark.parametrize("script", GALLERY, ids=lambda p: p.name)
+def test_gallery_script_completed_and_is_cached(site, script):
+    """sphinx-gallery writes the MD5 of a script only when it ran to the end."""
+    md5 = site.parents[1] / "auto_examples" / (script.name + ".md5")
+    assert md5.exists(), f"{script.name} did not run to completion in the last build"
+
+
+def test_gallery_offers_downloads(site):
+    for script in GALLERY:
+        links = [a["href"] for a in soup(html_for(script)).select("a.reference.download")]
+        for suffix in (".py", ".ipynb", ".zip"):
+            matching = [h for h in links if h.endswith(script.stem + suffix)]
+            assert matching, f"{script.name}: no {suffix} download"
+            assert (html_for(script).parent / matching[0]).exists()
+    index_links = [a["href"] for a in soup(HTML / "auto_examples" / "index.html").select("a.reference.download")]
+    assert any(h.endswith("auto_examples_python.zip") for h in index_links)
+    assert any(h.endswith("auto_examples_jupyter.zip") for h in index_links)
