@@ -68,19 +68,16 @@ extensions = [
     "notfound.extension",
     # Local extensions (docs/_ext): each is small and says why it exists.
     "site_context",
-    "nb_cache_outputs",
+    "nb_download",
     "nb_expectations",
+    "reproducible_output",
 ]
 
 root_doc = "index"
 templates_path = ["docs/_templates"]
 exclude_patterns = [
     "_build",
-    ".nox",
-    ".venv",
-    ".git",
-    ".ci",
-    ".github",
+    ".*",  # .nox, .git, .github, .ci, .pytest_cache, .venv, ...
     "README.md",
     "tests",
     "requirements",

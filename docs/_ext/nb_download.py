@@ -1,11 +1,14 @@
-"""Keep cached outputs in the page's own notebook when myst-nb serves a page from its cache.
+"""Make each page's downloadable executed notebook complete and reproducible.
 
-Why: in ``nb_execution_mode = "cache"``, myst-nb 1.4.0 replaces its notebook with a merged copy
+Why, 1: in ``nb_execution_mode = "cache"``, myst-nb 1.4.0 replaces its notebook with a merged copy
 from jupyter-cache on a cache hit, but then writes the *original* (output-less) notebook to
 ``_build/jupyter_execute``: the "download executed notebook" file would have no outputs, and the
 cell metadata (``expect-error``) would come from the cached copy, not from the page as it is now.
 This copies the cached outputs and execution counts into the page's notebook instead. The tests
 check that every downloadable notebook has its outputs, so a myst-nb that changes this is noticed.
+
+Why, 2: nbformat gives every cell a random id when myst-nb reads a Markdown page, so two builds
+would offer different notebook files. Cells get ids from their position instead.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ _original_start_client = NotebookClientCache.start_client
 
 def _start_client_keeping_source(self: NotebookClientCache) -> None:
     source = self._notebook
+    for index, cell in enumerate(source.cells):
+        cell.id = f"cell-{index}"
     _original_start_client(self)
     merged = self._notebook
     if merged is source:
