@@ -107,7 +107,7 @@ nb_execution_allow_errors = False
 nb_execution_raise_on_error = False  # keep tracebacks in the log (MyST-NB #616); -W fails the build
 nb_execution_show_tb = True
 nb_output_stderr = "warn"  # an unexpected warning printed by a cell fails the build under -W
-nb_merge_streams = False
+nb_merge_streams = True  # one output block per stream, however the kernel chunked it
 nb_kernel_rgx_aliases = {".*": "python3"}
 
 # The kernel reads its start-up (seeds, short tracebacks) from a private IPython directory that we
@@ -148,7 +148,6 @@ intersphinx_mapping = {
     "torch": (TORCH_DOCS, str(ROOT / "docs" / "_inventories" / "torch.inv")),
     "python": (PYTHON_DOCS, str(ROOT / "docs" / "_inventories" / "python.inv")),
 }
-intersphinx_disabled_reftypes = ["*"]
 intersphinx_timeout = 5
 
 # --- HTML --------------------------------------------------------------------------------------

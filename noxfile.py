@@ -106,5 +106,5 @@ def lock(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Print build timings: cold, unchanged rebuild, one-example edit, per-example execution."""
-    install(session, "docs")
+    install(session, "tests")
     session.run("python", "tests/bench_build.py", *session.posargs)

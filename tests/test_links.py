@@ -1,0 +1,44 @@
+"""Guarantee 6: no broken internal link or anchor anywhere in the built site.
+
+Crawls every HTML page: each relative href/src must name a file that exists, and each #fragment
+must name an id (or name) on the target page.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlsplit
+
+from conftest import built_pages, soup
+
+
+def _ids(page):
+    return {tag.get("id") for tag in soup(page).find_all(id=True)} | {
+        tag.get("name") for tag in soup(page).find_all("a", attrs={"name": True})
+    }
+
+
+def test_every_internal_link_and_anchor_resolves(site):
+    broken = []
+    for page in built_pages():
+        for tag, attr in (("a", "href"), ("link", "href"), ("img", "src"), ("script", "src")):
+            for element in soup(page).find_all(tag, attrs={attr: True}):
+                url = urlsplit(element[attr])
+                if url.scheme or url.netloc or element[attr].startswith(("mailto:", "javascript:")):
+                    continue
+                if url.path.startswith("/"):  # 404.html links from the site root, wherever it is served
+                    target = site / unquote(url.path).lstrip("/")
+                else:
+                    target = (page.parent / unquote(url.path)).resolve() if url.path else page
+                if target.is_dir():
+                    target = target / "index.html"
+                rel = page.relative_to(site)
+                if not target.exists():
+                    broken.append(f"{rel}: {element[attr]} (no such file)")
+                elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in _ids(target):
+                    broken.append(f"{rel}: {element[attr]} (no such anchor)")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_crawl_saw_the_whole_site(site):
+    pages = {p.relative_to(site).as_posix() for p in built_pages()}
+    assert {"index.html", "search.html", "404.html", "auto_examples/index.html"} <= pages

@@ -1,0 +1,106 @@
+"""The site shell: what every page carries (torch version, description, source links, favicon),
+no resource from another origin, and the configuration that keeps every install pinned."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from conftest import HTML, ROOT, built_pages, gallery_scripts, html_for, myst_pages, soup
+
+CONTENT = [html_for(p) for p in [*myst_pages(), *gallery_scripts()]] + [HTML / "index.html"]
+
+
+@pytest.mark.parametrize("page", CONTENT, ids=lambda p: str(p.relative_to(HTML)))
+def test_every_page_states_the_torch_version_it_ran_with(site, page):
+    line = soup(page).select_one(".executed-with-torch")
+    assert line is not None, "the torch version line is missing"
+    assert line.get_text(strip=True) == f"torch {torch.__version__}"
+
+
+@pytest.mark.parametrize("page", CONTENT, ids=lambda p: str(p.relative_to(HTML)))
+def test_every_page_has_a_description_and_favicon(site, page):
+    description = soup(page).select_one('meta[name="description"]')
+    assert description is not None and len(description["content"]) > 40
+    assert soup(page).select_one('link[rel="icon"], link[rel="shortcut icon"]')["href"].endswith("favicon.svg")
+    assert soup(page).select_one('meta[property="og:title"]') is not None
+
+
+def test_gallery_source_links_point_at_the_scripts(site):
+    for script in gallery_scripts():
+        page = soup(html_for(script))
+        for selector, verb in ((".view-this-page a", "blob"), (".edit-this-page a", "edit")):
+            href = page.select_one(selector)["href"]
+            assert href.endswith(f"/{verb}/main/gallery/{script.name}"), href
+
+
+def test_page_source_links_point_at_the_markdown(site):
+    for source in myst_pages():
+        rel = source.relative_to(ROOT).as_posix()
+        href = soup(html_for(source)).select_one(".edit-this-page a")["href"]
+        assert href.endswith(f"/edit/main/{rel}"), href
+
+
+def test_no_page_loads_anything_from_another_origin(site):
+    """Static check (the browser test watches real requests too)."""
+    offenders = []
+    for page in built_pages():
+        for tag, attr in (("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src")):
+            for element in soup(page).find_all(tag, attrs={attr: True}):
+                if tag == "link" and not {"stylesheet", "icon", "preload", "shortcut"} & set(element.get("rel", [])):
+                    continue  # canonical and navigation links are not loaded
+                if re.match(r"^(https?:)?//", element[attr]):
+                    offenders.append(f"{page.relative_to(site)}: <{tag} {attr}={element[attr]}>")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_sitemap_and_not_found_page(site):
+    sitemap = (site / "sitemap.xml").read_text()
+    assert "index.html" in sitemap and "docs/how-this-site-works.html" in sitemap
+    not_found = soup(site / "404.html")
+    assert "not found" in not_found.get_text().lower()
+
+
+def test_torch_names_link_to_the_official_docs(site):
+    """Intersphinx resolves offline: API names in prose and gallery code link to docs.pytorch.org."""
+    major_minor = ".".join(torch.__version__.split(".")[:2])
+    base = f"https://docs.pytorch.org/docs/{major_minor}/"
+    gallery = soup(html_for(gallery_scripts()[0]))
+    hrefs = {a["href"] for a in gallery.find_all("a", href=True)}
+    assert f"{base}generated/torch.Tensor.backward.html#torch.Tensor.backward" in hrefs
+    assert f"{base}generated/torch.tensor.html#torch.tensor" in hrefs  # a name in code
+
+
+def test_vendored_inventories_match_the_installed_torch(tmp_path, monkeypatch):
+    """docs/_inventories must be regenerated (`nox -s inventories`) when the torch pin changes."""
+    import make_inventories
+    import sphobjinv as soi
+
+    monkeypatch.setattr(make_inventories, "OUT", tmp_path)
+    make_inventories.main()
+    for name in ("torch.inv", "python.inv"):
+        fresh = soi.Inventory(tmp_path / name)
+        vendored = soi.Inventory(ROOT / "docs" / "_inventories" / name)
+        assert (fresh.version, sorted(o.name for o in fresh.objects)) == (
+            vendored.version, sorted(o.name for o in vendored.objects)
+        ), f"docs/_inventories/{name} is out of date: run `nox -s inventories`"
+
+
+def test_every_requirement_is_pinned_and_every_install_uses_the_pins():
+    pins = {
+        line.split("==")[0].lower().replace("_", "-")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+    for req in (ROOT / "requirements").glob("*.txt"):
+        for line in req.read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if not line or line.startswith("-r"):
+                continue
+            name = re.split(r"[=<>\[ ;]", line)[0].lower().replace("_", "-")
+            assert name in pins, f"{req.name}: {name} is not pinned in constraints.txt"
+    assert re.search(r"^torch==2\.13\.0$", (ROOT / "constraints.txt").read_text(), re.M)
+    noxfile = (ROOT / "noxfile.py").read_text()
+    for call in re.findall(r"session\.install\((.*?)\)", noxfile):
+        assert "CONSTRAINTS" in call or "requirements/" in call, f"unpinned install: {call}"
