@@ -68,9 +68,10 @@ extensions = [
     "notfound.extension",
     # Local extensions (docs/_ext): each is small and says why it exists.
     "site_context",
-    "nb_download",
+    "nb_execution",
     "nb_expectations",
     "reproducible_output",
+    "forget_failed_builds",
 ]
 
 root_doc = "index"
@@ -109,6 +110,7 @@ nb_execution_show_tb = True
 nb_output_stderr = "warn"  # an unexpected warning printed by a cell fails the build under -W
 nb_merge_streams = True  # one output block per stream, however the kernel chunked it
 nb_kernel_rgx_aliases = {".*": "python3"}
+nb_render_markdown_format = "gfm"  # Markdown produced by cells (tables built from results) renders
 
 # The kernel reads its start-up (seeds, short tracebacks) from a private IPython directory that we
 # copy into _build, so the source tree is never written to.

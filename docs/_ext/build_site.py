@@ -2,9 +2,8 @@
 
 Why a script: the same command must build the site for users, prove it offline in the tests, and
 be timed by the benchmark. On failure it leaves nothing that looks finished: the output directory
-is moved to ``<out>-failed`` and Sphinx's saved environment is dropped, so the next build reads
-every page again instead of skipping the broken ones and reporting success (executed results stay
-cached, so that costs little).
+is moved to ``<out>-failed`` (and the ``forget_failed_builds`` extension has already dropped
+Sphinx's saved environment, so the next build reads every page again).
 
     python docs/_ext/build_site.py [--offline] [--source DIR] [--out DIR] [-- extra sphinx args]
 """
@@ -46,7 +45,6 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
         shutil.rmtree(failed, ignore_errors=True)
         if out.exists():
             out.rename(failed)
-        (out.parent / "doctrees" / "environment.pickle").unlink(missing_ok=True)
         print(
             f"\nThe site did not build: the warnings above name each file and line. Fix them and "
             f"build again. The incomplete output was moved to {failed}.",

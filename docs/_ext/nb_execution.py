@@ -1,0 +1,97 @@
+"""Fixes around myst-nb's execution cache: complete, reproducible downloads; no stale pages.
+
+Why, 1: in ``nb_execution_mode = "cache"``, myst-nb 1.4.0 replaces its notebook with a merged copy
+from jupyter-cache on a cache hit, but then writes the *original* (output-less) notebook to
+``_build/jupyter_execute``: the "download executed notebook" file would have no outputs, and the
+cell metadata (``expect-error``) would come from the cached copy, not from the page as it is now.
+This copies the cached outputs and execution counts into the page's notebook instead. The tests
+check that every downloadable notebook has its outputs, so a myst-nb that changes this is noticed.
+
+Why, 2: nbformat gives every cell a random id when myst-nb reads a Markdown page, and the kernel
+splits printed text into stream chunks as timing allows, so two builds would offer different
+notebook files. Cells get ids from their position, and consecutive chunks of the same stream are
+joined exactly. (myst-nb's own ``nb_merge_streams`` strips each chunk and adds a newline, which
+breaks a line wherever a chunk boundary happened to fall; after this join it has one chunk per
+stream, so the page is deterministic too.)
+
+Why, 3: jupyter-cache re-executes a page only when its code changes, and Sphinx re-reads it only
+when its file changes. A page that imports a helper module next to it (``docs/autograd_graph.py``)
+must run again when that module changes: the module's hash goes into the importing cells'
+metadata (part of the cache key), and the module is noted as a dependency of the page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from myst_nb.core.execute.cache import NotebookClientCache
+from sphinx.application import Sphinx
+
+IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
+
+
+def local_modules(code: str, folder: Path) -> list[Path]:
+    """The modules in ``folder`` that ``code`` imports."""
+    return sorted({folder / f"{name}.py" for name in IMPORT.findall(code) if (folder / f"{name}.py").is_file()})
+
+_original_start_client = NotebookClientCache.start_client
+
+
+def _start_client_keeping_source(self: NotebookClientCache) -> None:
+    source = self._notebook
+    for index, cell in enumerate(source.cells):
+        cell.id = f"cell-{index}"
+        if cell.cell_type == "code" and self.path is not None:
+            for module in local_modules(cell.source, Path(self.path).parent):
+                digest = hashlib.sha256(module.read_bytes()).hexdigest()[:16]
+                cell.metadata.setdefault("local_modules", {})[module.name] = digest
+    _original_start_client(self)
+    merged = self._notebook
+    if merged is not source:
+        _copy_cached_outputs(source, merged)
+        self._notebook = source
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            cell.outputs = join_stream_chunks(cell.get("outputs", []))
+
+
+def join_stream_chunks(outputs: list) -> list:
+    """Join consecutive outputs of the same stream (stdout/stderr) into one, text unchanged."""
+    joined: list = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == output.get("name")
+        ):
+            previous["text"] += output["text"]
+        else:
+            joined.append(output)
+    return joined
+
+
+def _copy_cached_outputs(source, merged) -> None:
+    cached_cells = [cell for cell in merged.cells if cell.cell_type == "code"]
+    page_cells = [cell for cell in source.cells if cell.cell_type == "code"]
+    for page_cell, cached_cell in zip(page_cells, cached_cells, strict=True):
+        page_cell.outputs = cached_cell.get("outputs", [])
+        page_cell.execution_count = cached_cell.get("execution_count")
+    for key in ("kernelspec", "language_info"):
+        if key in merged.metadata:
+            source.metadata[key] = merged.metadata[key]
+
+
+def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
+    folder = Path(app.env.doc2path(docname)).parent
+    for module in local_modules(source[0], folder):
+        app.env.note_dependency(str(module))
+
+
+def setup(app: Sphinx) -> dict:
+    NotebookClientCache.start_client = _start_client_keeping_source
+    app.connect("source-read", _note_local_modules)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
