@@ -257,7 +257,7 @@ def draw(*snaps: Snapshot, height: float = 3.0) -> Graph:
         for ax, snap, (where, _), width in zip(axes[0], snaps, layouts, widths, strict=True):
             _draw_panel(ax, snap, where, width)
         fig.suptitle("Autograd graph (arrows: direction of backward)", fontsize=9)
-        fig.subplots_adjust(left=0, right=1, bottom=0.02, top=0.86, wspace=0)
+        fig.subplots_adjust(left=0, right=1, bottom=0.02, top=1 - 0.45 / height, wspace=0)
         fig.savefig(buffer, format="svg", metadata={"Date": None})
         plt.close(fig)
     return Graph(buffer.getvalue(), " ".join(s.description for s in snaps))
