@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import html
 import io
+import itertools
+import re
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -28,6 +30,7 @@ import torch
 __all__ = ["Graph", "Node", "Saved", "Snapshot", "draw", "snapshot"]
 
 PREFIX = "_saved_"
+_FIGURES = itertools.count(1)  # numbers the drawings of one page, so their SVG ids differ
 
 
 @dataclass(frozen=True)
@@ -260,4 +263,9 @@ def draw(*snaps: Snapshot, height: float = 3.0) -> Graph:
         fig.subplots_adjust(left=0, right=1, bottom=0.02, top=1 - 0.45 / height, wspace=0)
         fig.savefig(buffer, format="svg", metadata={"Date": None})
         plt.close(fig)
-    return Graph(buffer.getvalue(), " ".join(s.description for s in snaps))
+    # matplotlib numbers ids from 1 in every SVG ("figure_1", "patch_1"): prefix them, and the
+    # references to them, so that several drawings inline on one page keep unique ids.
+    prefix = f"autograd-graph-{next(_FIGURES)}-"
+    svg = re.sub(r'\bid="', f'id="{prefix}', buffer.getvalue())
+    svg = svg.replace("url(#", f"url(#{prefix}").replace('href="#', f'href="#{prefix}')
+    return Graph(svg, " ".join(s.description for s in snaps))
