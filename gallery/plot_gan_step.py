@@ -89,7 +89,7 @@ def mlp(n_in, n_out):
 
 BATCH = 128
 gen_start, disc_start = mlp(4, 1), mlp(1, 1)
-real = 3 + 0.5 * torch.randn(BATCH, 1)
+real = 3 + 0.5 * torch.randn(BATCH, 1)  # one fixed batch, read by the step functions below
 noise = torch.randn(BATCH, 4)
 is_real, is_fake = torch.ones(BATCH, 1), torch.zeros(BATCH, 1)
 bce = F.binary_cross_entropy_with_logits
@@ -379,7 +379,7 @@ with torch.no_grad():
     samples_before = gen(probe).squeeze(1)
 history = []
 for _ in range(120):
-    real = 3 + 0.5 * torch.randn(BATCH, 1)
+    real = 3 + 0.5 * torch.randn(BATCH, 1)  # a new batch for usual_step to read
     noise = torch.randn(BATCH, 4)
     history.append([loss.item() for loss in usual_step(gen, disc, opt_gen, opt_disc)])
 with torch.no_grad():
@@ -388,6 +388,9 @@ print(f"generated mean before {samples_before.mean():.2f}, after {samples_after.
 print(f"generated std  before {samples_before.std():.2f}, after {samples_after.std():.2f}")
 assert abs(samples_before.mean()) < 0.5
 assert abs(samples_after.mean() - 3) < 0.2
+
+# %%
+# The losses during training, and the generated samples before and after:
 
 fig, (ax_loss, ax_hist) = plt.subplots(1, 2, figsize=(6.5, 3))
 ax_loss.plot([d for d, _ in history], label="discriminator")

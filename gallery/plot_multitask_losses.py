@@ -11,12 +11,10 @@ graph still holds afterwards, and the time per step.
 """
 
 # %%
-# A trunk with a head in the middle and a head at the end
-# -------------------------------------------------------
+# A meter for saved tensors
+# -------------------------
 #
-# ``head_a`` reads the trunk's first layer and ``head_b`` its last, so the two losses sit at
-# different depths. ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks`
-# context: every tensor the forward pass saves for backward goes through its ``pack`` method,
+# ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks` context: every tensor the forward pass saves for backward goes through its ``pack`` method,
 # which adds up the tensor's bytes and puts it in a ``Box``; a :mod:`weakref` finalizer on the
 # box notices when autograd lets go of it. Parameters are skipped: they exist anyway. Setting one thread keeps these tiny
 # operations fast and the timings steady.
@@ -49,14 +47,17 @@ class SavedBytes(saved_tensors_hooks):
     def __init__(self, skip=()):
         super().__init__(self._pack, self._unpack)
         self._skip = {p.untyped_storage().data_ptr() for p in skip}
-        self._saved = {}  # one entry per distinct saved tensor: [times held, bytes]
+        self._saved = {}  # one entry per distinct tensor held: [times held, bytes]
+        self._released = 0  # bytes of tensors no longer held
 
     @property
     def held(self):
-        return sum(nbytes for count, nbytes in self._saved.values() if count)
+        return sum(nbytes for _, nbytes in self._saved.values())
 
     def _release(self, key):
         self._saved[key][0] -= 1
+        if self._saved[key][0] == 0:
+            self._released += self._saved.pop(key)[1]
 
     def _pack(self, tensor):
         box = Box(tensor.detach())  # boxing the tensor itself could keep its own graph alive
@@ -70,6 +71,13 @@ class SavedBytes(saved_tensors_hooks):
     def _unpack(self, box):
         return box.tensor
 
+
+# %%
+# A trunk with a head in the middle and a head at the end
+# -------------------------------------------------------
+#
+# ``head_a`` reads the trunk's first layer and ``head_b`` its last, so the two losses sit at
+# different depths.
 
 trunk_1 = nn.Sequential(nn.Linear(20, 64), nn.Tanh())
 trunk_2 = nn.Sequential(nn.Linear(64, 64), nn.Tanh())
