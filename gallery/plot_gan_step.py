@@ -221,14 +221,16 @@ loss_disc, loss_gen = reused_step(gen, disc, opt_gen, opt_disc)
 print(f"reused step ran: discriminator loss {loss_disc:.4f}, generator loss {loss_gen:.4f}")
 
 # %%
-# What ``inputs=`` prevents: a plain second backward adds the generator's objective, which
-# pushes the other way, into the discriminator's gradient.
+# What ``inputs=`` prevents: a plain first backward also fills the generator's ``.grad``, and a
+# plain second backward adds the generator's objective, which pushes the other way, into the
+# discriminator's gradient.
 
 gen, disc, opt_gen, opt_disc = fresh_pair()
 scores_fake = disc(gen(noise))
 loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
 own = torch.autograd.grad(loss_disc, list(disc.parameters()), retain_graph=True)
 loss_disc.backward(retain_graph=True)
+assert all(p.grad is not None for p in gen.parameters())  # the generator got some too
 bce(scores_fake, is_real).backward()
 mixed = [p.grad for p in disc.parameters()]
 difference = max((g - h).abs().max().item() for g, h in zip(own, mixed))

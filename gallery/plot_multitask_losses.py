@@ -170,7 +170,15 @@ assert all(after_del == 0 for *_, after_del in results.values())
 # traverses, so ``head_a``'s branch (its input activations and the cross-entropy's saved
 # values) stays in memory until ``loss_a`` is dropped. In a training loop that is until the
 # next forward pass has overwritten ``loss_a``. The other two ways free the whole graph at once.
-#
+# The bytes still held are exactly what ``head_a``'s branch saves on its own:
+
+meter = SavedBytes(skip=params)
+with meter:
+    loss_a_alone = F.cross_entropy(head_a(trunk_1(inputs).detach()), labels)
+print(f"head_a's branch alone saves {meter.held} B")
+assert meter.held == results["sequential"][2]
+
+# %%
 # Gradients: to the bit, or to rounding?
 # --------------------------------------
 #
