@@ -118,6 +118,40 @@ else:
     raise AssertionError("the second backward through the shared trunk was expected to fail")
 
 # %%
+# A popular Q&A answer explains this failure as the second branch no longer finding a graph that
+# connects it to the input. The graph is still there, node for node; what the first backward
+# released are the intermediate values its nodes saved. Here the same forward pass is written out
+# so that ``middle``, the output of ``trunk_1``'s tanh, can be inspected: the nodes reachable
+# from ``loss_b`` are counted before and after ``loss_a``'s backward, and the tanh node's saved
+# output is read afterwards.
+
+
+def graph_nodes(loss):
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+middle = trunk_1(inputs)
+loss_a = F.cross_entropy(head_a(middle), labels)
+loss_b = F.mse_loss(head_b(trunk_2(middle)), targets)
+nodes_before = graph_nodes(loss_b)
+loss_a.backward()
+print(f"nodes reachable from loss_b: {nodes_before} before, {graph_nodes(loss_b)} after")
+assert graph_nodes(loss_b) == nodes_before
+try:
+    saved_output = middle.grad_fn._saved_result
+except RuntimeError as error:
+    print(f"{type(middle.grad_fn).__name__}._saved_result -> {type(error).__name__}: {error}")
+    assert "after they have already been freed" in str(error)
+else:
+    raise AssertionError("the tanh node's saved output was expected to be freed")
+
+# %%
 # The three ways that work
 # ------------------------
 #
