@@ -252,7 +252,7 @@ fig, ax = plt.subplots(figsize=(6.2, 3.4))
 ax.plot(values, autograd_slopes, label="autograd, create_graph=True")
 ax.plot(values[::4], finite_slopes[::4], "o", label="central difference")
 ax.axhline(0.0, color="tab:red", linestyle="--", label="without create_graph")
-ax.axvline(original, color="grey", linewidth=0.8)
+ax.axvline(original, color="grey", linewidth=0.8, label="value after seeding")
 ax.set(
     xlabel=f"value of the first layer's weight [{row}, {col}]",
     ylabel="∂ penalty / ∂ weight",
@@ -275,7 +275,7 @@ ax.set(
     xlabel="bytes saved for backward (float64)",
     title="What one WGAN-GP critic step keeps until backward",
 )
-ax.legend(fontsize="small", loc="lower right")
+ax.legend(fontsize="small", loc="upper right")
 fig.tight_layout()
 plt.show()
 
