@@ -24,10 +24,12 @@ regression model with a correct SAM step and with plain gradient descent.
 import copy
 import statistics
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
 
 torch.manual_seed(0)
 RHO = 0.05
@@ -43,6 +45,24 @@ def move(params, steps, sign=1.0):
     with torch.no_grad():
         for param, step in zip(params, steps):
             param.add_(sign * step)
+
+
+def saved_params(model, compute):
+    """Names of ``model``'s parameters that ``compute()`` saves for backward.
+
+    Run it on a throwaway forward: tensors saved under a hook bypass autograd's in-place check.
+    """
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor)
+        return tensor
+
+    with saved_tensors_hooks(pack, lambda tensor: tensor):
+        compute()
+    storages = {t.untyped_storage().data_ptr() for t in saved}  # compared, never printed
+    names = [n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() in storages]
+    return names
 
 
 def same_grads(first, second):
@@ -65,18 +85,25 @@ params = list(linear.parameters())
 loss = ((linear(features) - targets) ** 2).mean()
 first = torch.autograd.grad(loss, params, retain_graph=True)
 move(params, ascent_direction(first))
-again = torch.autograd.grad(loss, params)  # the first forward's loss, retained graph
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    again = torch.autograd.grad(loss, params)  # the first forward's loss, retained graph
 fresh = torch.autograd.grad(((linear(features) - targets) ** 2).mean(), params)  # new forward
 
 print(f"reused loss gives the first gradient exactly: {same_grads(again, first)}")
 print(f"a new forward gives a different gradient:     {not same_grads(fresh, first)}")
-assert same_grads(again, first) and not same_grads(fresh, first)
+print(f"warnings raised: {len(caught)}")
+assert same_grads(again, first) and not same_grads(fresh, first) and not caught
 
 # %%
 # No error, no warning: the "perturbed" gradient is the gradient at the old weights, so this SAM
 # step would be plain gradient descent. The graph never looks at the current weights. For this
-# model, the matrix product saved only the input features (all that the weight's gradient needs),
-# not the weight itself, so the in-place change went unnoticed.
+# model, the forward pass saved none of the parameters for backward (the weight's gradient needs
+# only the input features), so nothing noticed the in-place change:
+
+saved = saved_params(linear, lambda: ((linear(features) - targets) ** 2).mean())
+print(f"parameters the forward saved for backward: {saved}")
+assert saved == []
 
 # %%
 # Reusing the old loss on a network with a hidden layer: an error
@@ -98,6 +125,9 @@ def mse(model):
 
 net = copy.deepcopy(start)
 params = list(net.parameters())
+saved = saved_params(net, lambda: mse(net))
+print(f"parameters the forward saved for backward: {saved}")
+assert saved == ["2.weight"]
 loss = mse(net)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 move(params, ascent_direction(first))
@@ -134,8 +164,9 @@ assert not same_grads(mixed, first) and not same_grads(mixed, at_perturbed)
 # ------------------
 #
 # Each pass gets its own forward, and each graph is used once, so neither needs ``retain_graph``.
-# The weights are restored from a copy (adding and then subtracting the step would not give the
-# same floats back), and the update uses the second gradient.
+# The weights are restored from a copy, and the update uses the second gradient. (Undoing the move
+# by subtracting the step is not exact in floating point: on the starting network it changes
+# some weights, as the next cell shows.)
 
 
 def sam_step(model, lr, losses_seen):
@@ -165,7 +196,22 @@ def sgd_step(model, lr, losses_seen):
 
 
 # %%
-# One step from the same weights: SAM's update direction differs from the plain gradient.
+# Moving the starting network's weights by SAM's step and back again does not restore them all:
+
+undo = copy.deepcopy(start)
+undo_params = list(undo.parameters())
+undo_step = ascent_direction(torch.autograd.grad(mse(undo), undo_params))
+move(undo_params, undo_step)
+move(undo_params, undo_step, sign=-1.0)
+changed = sum(int((a != b).sum()) for a, b in zip(undo.parameters(), start.parameters()))
+print(
+    f"weights changed by a move there and back: {changed} of {sum(p.numel() for p in undo_params)}"
+)
+assert changed > 0
+
+# %%
+# One step from the same weights: SAM's update direction differs from the plain gradient, and a
+# step with a learning rate of zero gives back exactly the starting weights.
 
 probe = copy.deepcopy(start)
 plain, sharp = sam_step(probe, lr=0.0, losses_seen=[])
@@ -258,5 +304,3 @@ ax.barh(list(step_times), [1e3 * t for t in step_times.values()], color=["tab:bl
 ax.set(xlabel="milliseconds per step (median)", title="SAM: two forward and two backward passes")
 fig.tight_layout()
 plt.show()
-
-# sphinx_gallery_thumbnail_number = 1
