@@ -258,10 +258,10 @@ assert final_sgd < sgd_losses[0] and final_sam < sam_losses[0]
 assert final_sam > final_sgd
 
 # %%
-# Both descend. SAM ends a little higher on this training loss, which is not what it optimises:
-# it follows the gradient at a nearby, worse point, aiming for regions where the loss is flat,
-# a property that pays off (when it does) on data not seen in training, which a problem this small
-# does not test. Each of its steps costs two forward and two backward passes.
+# Both descend. SAM ends a little higher on this training loss, which is not the quantity it
+# targets: it follows the gradient taken at a nearby, worse point, aiming to settle where the loss
+# is flat, and a problem this small does not measure that. Each of its steps costs two forward
+# passes (counted above) and two backward passes.
 
 fig, ax = plt.subplots(figsize=(6.2, 3.4))
 ax.plot(range(steps), sgd_losses, label="plain gradient descent")
