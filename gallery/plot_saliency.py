@@ -215,20 +215,6 @@ assert same and net.out.weight.grad is not None
 net.zero_grad(set_to_none=True)
 
 # %%
-# One more option needs no retained graph at all: ``is_grads_batched=True`` differentiates the three
-# scores in one vectorised call. It sums in a different order, so it agrees with the maps above
-# within rounding, not bit for bit.
-
-x = image.clone().requires_grad_()
-logits, _ = net(x)
-(batched,) = torch.autograd.grad(
-    logits, x, grad_outputs=torch.eye(3).unsqueeze(1), is_grads_batched=True
-)
-close = all(torch.allclose(batched[k, 0], maps[k], atol=1e-6) for k in range(3))
-print(f"batched shape {tuple(batched.shape)}, agrees with the per-class maps: {close}")
-assert close
-
-# %%
 # What the maps show
 # ------------------
 #
