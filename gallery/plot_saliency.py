@@ -1,0 +1,278 @@
+"""
+Saliency maps: the gradient of a class score with respect to the input
+======================================================================
+
+A saliency map asks which input pixels a classifier's score is most sensitive to: it is the
+gradient of one class score with respect to the image. This example trains a tiny classifier on
+8×8 images of lines, then computes that gradient three ways (``backward()`` and ``x.grad``,
+``retain_grad()`` on a hidden layer, and ``torch.autograd.grad``), checks that they agree exactly,
+and shows which one leaves no ``.grad`` behind. One forward pass can serve the maps of all classes,
+but only if the graph is kept: with ``backward()`` that also means resetting ``.grad`` between
+classes, with ``torch.autograd.grad`` it does not.
+"""
+
+# %%
+# A tiny classifier of lines
+# --------------------------
+#
+# Each 8×8 image holds one noisy line: a row (class 0), a column (class 1), or a wrapped diagonal
+# (class 2), at a random position. The classifier has one hidden layer; its ``forward`` also
+# returns the hidden activations, so that their gradient can be inspected later. It is trained with
+# a hand-written gradient-descent loop.
+
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+CLASSES = ["row", "column", "diagonal"]
+
+
+def make_lines(count, noise=0.3):
+    labels = torch.randint(0, 3, (count,))
+    where = torch.randint(0, 8, (count, 1, 1))
+    r, c = torch.arange(8).view(1, 8, 1), torch.arange(8).view(1, 1, 8)
+    shapes = torch.stack(
+        [
+            (r == where).expand(count, 8, 8),
+            (c == where).expand(count, 8, 8),
+            (c - r) % 8 == where,
+        ],
+        dim=1,
+    ).float()
+    lines = shapes[torch.arange(count), labels]
+    return lines + noise * torch.randn(count, 8, 8), labels, lines
+
+
+class LineNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(64, 32)
+        self.out = nn.Linear(32, 3)
+
+    def forward(self, images):
+        hidden = torch.tanh(self.hidden(images.flatten(1)))
+        return self.out(hidden), hidden
+
+
+train_images, train_labels, _ = make_lines(1024)
+net = LineNet()
+for step in range(100):
+    loss = F.cross_entropy(net(train_images)[0], train_labels)
+    grads = torch.autograd.grad(loss, list(net.parameters()))
+    with torch.no_grad():
+        for param, grad in zip(net.parameters(), grads):
+            param -= 1.0 * grad
+
+test_images, test_labels, test_lines = make_lines(200)
+with torch.no_grad():
+    accuracy = (net(test_images)[0].argmax(1) == test_labels).float().mean().item()
+print(f"final training loss {loss.item():.4f}, accuracy on 200 new images {accuracy:.1%}")
+assert accuracy > 0.9
+
+# %%
+# The image to explain is the first test image; its class score is the logit of its true class.
+
+image, label, line = test_images[:1], test_labels[0].item(), test_lines[0]
+with torch.no_grad():
+    logits = net(image)[0][0]
+print(f"true class: {CLASSES[label]}, predicted: {CLASSES[logits.argmax().item()]}")
+print("logits:", [round(v, 3) for v in logits.tolist()])
+assert logits.argmax().item() == label
+
+# %%
+# (a) ``requires_grad_()``, ``backward()`` and ``x.grad``
+# ----------------------------------------------------------
+#
+# Mark the input with :external:py:meth:`torch.Tensor.requires_grad_`, run the forward, and call
+# :external:py:meth:`torch.Tensor.backward` on the score: the saliency map lands in
+# :external:py:attr:`torch.Tensor.grad` of the input. It is not the only thing that lands
+# somewhere: ``backward()`` also fills the ``.grad`` of every weight of the network.
+
+net.zero_grad(set_to_none=True)
+x = image.clone().requires_grad_()
+logits, hidden = net(x)
+hidden.retain_grad()  # for (b) below; called after the whole forward pass, before backward
+logits[0, label].backward()
+saliency_a, hidden_grad_b = x.grad.clone(), hidden.grad.clone()
+
+print("x.grad shape:", tuple(x.grad.shape))
+for name, param in net.named_parameters():
+    print(f"{name:>13}.grad filled: {param.grad is not None}")
+assert all(param.grad is not None for param in net.parameters())
+
+# %%
+# (b) ``retain_grad()`` on a hidden activation
+# --------------------------------------------
+#
+# The hidden activation is not a leaf, so autograd does not keep its gradient unless asked. In (a)
+# it was asked, with :external:py:meth:`torch.Tensor.retain_grad`, and that call came *after* the
+# forward pass had finished: what matters is only that it comes before ``backward()``. Without it,
+# reading ``.grad`` of the hidden activation gives ``None`` and a warning:
+
+logits, hidden_plain = net(x)
+logits[0, label].backward()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    missing = hidden_plain.grad
+for warning in caught:
+    message = str(warning.message).split(" (Triggered")[0]  # drop the C++ source location
+    print(f"{warning.category.__name__}: {message}")
+print(f"hidden.grad without retain_grad(): {missing}")
+print(f"hidden.grad with retain_grad(): shape {tuple(hidden_grad_b.shape)}")
+assert missing is None and len(caught) == 1
+assert "retain_grad" in str(caught[0].message)
+
+# %%
+# (c) ``torch.autograd.grad`` for the input and the hidden layer at once
+# ----------------------------------------------------------------------
+#
+# :external:py:func:`torch.autograd.grad` returns the gradients with respect to the tensors you
+# list, here the input and the hidden activation, and writes nothing anywhere: no ``.grad`` on the
+# input, the hidden layer or the weights. The numbers are exactly those of (a) and (b).
+
+net.zero_grad(set_to_none=True)
+x = image.clone().requires_grad_()
+logits, hidden = net(x)
+saliency_c, hidden_grad_c = torch.autograd.grad(logits[0, label], [x, hidden])
+
+print(f"input gradient equal to (a):  {torch.equal(saliency_c, saliency_a)}")
+print(f"hidden gradient equal to (b): {torch.equal(hidden_grad_c, hidden_grad_b)}")
+untouched = x.grad is None and all(param.grad is None for param in net.parameters())
+print(f"x.grad and every weight's .grad still None: {untouched}")
+assert torch.equal(saliency_c, saliency_a) and torch.equal(hidden_grad_c, hidden_grad_b)
+assert untouched
+
+# %%
+# Maps for every class from one forward pass
+# ------------------------------------------
+#
+# A single map, as above, never needs ``retain_graph``: one forward, one backward. To compare the
+# classes, differentiate each class score in turn. One forward pass is enough, but the first
+# backward pass frees what the forward saved, so the second class fails:
+
+x = image.clone().requires_grad_()
+logits, _ = net(x)
+logits[0, 0].backward()
+try:
+    logits[0, 1].backward()
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "backward through the graph a second time" in str(error)
+else:
+    raise AssertionError("a second backward() through the freed graph was expected to fail")
+
+# %%
+# The reference maps, one ``torch.autograd.grad`` call per class: ``retain_graph=True`` keeps the
+# graph for the next class, and the last call lets it go. There is nothing to reset between calls.
+
+x = image.clone().requires_grad_()
+logits, _ = net(x)
+maps = []
+for k in range(3):
+    (grad,) = torch.autograd.grad(logits[0, k], x, retain_graph=k < 2)
+    maps.append(grad[0])
+print(f"x.grad after three autograd.grad calls: {x.grad}")
+assert x.grad is None
+
+# %%
+# With ``backward(retain_graph=True)`` the graph survives too, but gradients *accumulate* in
+# ``x.grad``: without a reset, the second "map" is the sum of the first two classes' maps, and the
+# weights' ``.grad`` collect all three classes.
+
+net.zero_grad(set_to_none=True)
+x = image.clone().requires_grad_()
+logits, _ = net(x)
+summed = []
+for k in range(3):
+    logits[0, k].backward(retain_graph=k < 2)
+    summed.append(x.grad[0].clone())
+accumulated = torch.equal(summed[1], maps[0] + maps[1])
+print(f"x.grad after class 1 == map(class 0) + map(class 1): {accumulated}")
+print(f"x.grad after class 1 == map(class 1):                {torch.equal(summed[1], maps[1])}")
+assert accumulated and not torch.allclose(summed[1], maps[1])
+
+# %%
+# The ``backward()`` version is correct only with a reset (``x.grad = None``) between classes; it
+# then matches the ``autograd.grad`` maps exactly, and still fills the weights' ``.grad`` on the
+# way, which a training loop would have to clear.
+
+net.zero_grad(set_to_none=True)
+x = image.clone().requires_grad_()
+logits, _ = net(x)
+reset_maps = []
+for k in range(3):
+    x.grad = None
+    logits[0, k].backward(retain_graph=k < 2)
+    reset_maps.append(x.grad[0].clone())
+same = all(torch.equal(a, b) for a, b in zip(reset_maps, maps))
+print(f"with a reset, backward() maps equal the autograd.grad maps: {same}")
+print(f"weights' .grad filled as a side effect: {net.out.weight.grad is not None}")
+assert same and net.out.weight.grad is not None
+net.zero_grad(set_to_none=True)
+
+# %%
+# What the maps show
+# ------------------
+#
+# The three maps for this image, all from the one forward pass above. Red pixels raise the class
+# score when brightened, blue ones lower it.
+
+fig, axes = plt.subplots(1, 4, figsize=(6.5, 2.6), layout="constrained")
+axes[0].imshow(image[0].numpy(), cmap="gray")
+axes[0].set_title(f"input\n(a {CLASSES[label]})", fontsize="small")
+limit = max(m.abs().max().item() for m in maps)
+for k, ax in enumerate(axes[1:]):
+    shown = ax.imshow(maps[k].numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit)
+    ax.set_title(f"gradient of the\n{CLASSES[k]} score", fontsize="small")
+for ax in axes:
+    ax.set(xticks=[], yticks=[])
+axes[0].set(xlabel="pixel column", ylabel="pixel row")
+fig.colorbar(shown, ax=axes, shrink=0.8, label="∂ score / ∂ pixel")
+fig.suptitle("Saliency maps for each class, from one forward pass", fontsize="medium")
+plt.show()
+
+# %%
+# For the true class, the score of this image is more sensitive to the pixels of the line than to
+# the others: the mean absolute gradient on the line's pixels is larger than off the line. The
+# maps are noisy, though; the next cell checks the whole test set.
+
+on_line = maps[label].abs()[line.bool()].mean().item()
+off_line = maps[label].abs()[~line.bool()].mean().item()
+print(f"mean |gradient| on the line {on_line:.4f}, off the line {off_line:.4f}")
+assert on_line > off_line
+
+# %%
+# One image is an anecdote. Maps for the whole test set come from a single call: the images do not
+# interact in the network, so the gradient of the *sum* of each image's own class score with
+# respect to the batch is every image's map at once. (It agrees with the map computed from the
+# single image within rounding: a batch is multiplied in a different order.)
+
+batch = test_images.clone().requires_grad_()
+own_scores = net(batch)[0].gather(1, test_labels[:, None]).sum()
+(all_maps,) = torch.autograd.grad(own_scores, batch)
+assert torch.allclose(all_maps[0], maps[label], atol=1e-6)
+
+mask = test_lines.bool()
+on = (all_maps.abs() * mask).sum((1, 2)) / mask.sum((1, 2))
+off = (all_maps.abs() * ~mask).sum((1, 2)) / (~mask).sum((1, 2))
+wins = int((on > off).sum())
+print(f"images whose map is larger on the line than off it: {wins} of {len(test_images)}")
+assert wins > len(test_images) // 2
+
+# %%
+# And the hidden layer's gradient for the true class, from (b) and (c): how much the score would
+# change per unit change of each of the 32 hidden activations.
+
+fig, ax = plt.subplots(figsize=(6.2, 2.8))
+ax.bar(range(32), hidden_grad_c[0].tolist())
+ax.set(
+    xlabel="hidden unit",
+    ylabel=f"∂ score({CLASSES[label]}) / ∂ hidden",
+    title="Gradient at the hidden layer (retain_grad or autograd.grad)",
+)
+fig.tight_layout()
+plt.show()
