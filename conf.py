@@ -41,9 +41,8 @@ if _missing:
         "    python -m pip install -r requirements/docs.txt -c constraints.txt"
     )
 
-import torch  # noqa: E402  (imported after the dependency check on purpose)
-
 import site_context  # noqa: E402
+import torch  # noqa: E402  (imported after the dependency check on purpose)
 
 # --- Project ------------------------------------------------------------------------------------
 project = "retain_graph, explained"

@@ -48,10 +48,14 @@ def tests(session: nox.Session) -> None:
     offline = can_isolate_network()
     if not offline:
         if os.environ.get("CI") == "true":
-            session.error("CI must prove the build works offline, but unshare/ip/root are unavailable.")
+            session.error(
+                "CI must prove the build works offline, but unshare/ip/root are unavailable."
+            )
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
     session.run(*BUILD_SITE, *(["--offline"] if offline else []))
-    session.run("pytest", *(session.posargs or ["tests"]), env={"SITE_BUILT_OFFLINE": str(int(offline))})
+    session.run(
+        "pytest", *(session.posargs or ["tests"]), env={"SITE_BUILT_OFFLINE": str(int(offline))}
+    )
 
 
 @nox.session
@@ -60,8 +64,20 @@ def serve(session: nox.Session) -> None:
     install(session, "docs")
     session.install("-r", "requirements/dev.txt", *CONSTRAINTS)
     session.run(
-        "sphinx-autobuild", "-b", "html", "-d", str(BUILD / "doctrees"), "--ignore", "*/auto_examples/*",
-        "--ignore", "*/_build/*", "--watch", "gallery", ".", str(HTML), *session.posargs,
+        "sphinx-autobuild",
+        "-b",
+        "html",
+        "-d",
+        str(BUILD / "doctrees"),
+        "--ignore",
+        "*/auto_examples/*",
+        "--ignore",
+        "*/_build/*",
+        "--watch",
+        "gallery",
+        ".",
+        str(HTML),
+        *session.posargs,
     )
 
 
@@ -79,7 +95,14 @@ def linkcheck(session: nox.Session) -> None:
     """Check external links, including every intersphinx target (needs network; not in tests)."""
     install(session, "docs")
     session.run(
-        "sphinx-build", "-W", "--keep-going", "-b", "linkcheck", "-d", str(BUILD / "doctrees"), ".",
+        "sphinx-build",
+        "-W",
+        "--keep-going",
+        "-b",
+        "linkcheck",
+        "-d",
+        str(BUILD / "doctrees"),
+        ".",
         str(BUILD / "linkcheck"),
     )
 

@@ -42,7 +42,9 @@ def page_times(project: Path) -> dict[str, float]:
 
     cache = get_cache(project / "_build" / ".jupyter_cache")
     return {
-        Path(record.uri).relative_to(project).as_posix(): record.data.get("execution_seconds", float("nan"))
+        Path(record.uri).relative_to(project).as_posix(): record.data.get(
+            "execution_seconds", float("nan")
+        )
         for record in cache.list_cache_records()
     }
 
@@ -56,8 +58,13 @@ def script_times(project: Path) -> dict[str, float]:
             times[f"gallery/{script.name}"] = float(json.loads(cost.read_text())["time"])
         else:  # fall back to running it on its own
             start = time.perf_counter()
-            subprocess.run([sys.executable, str(script)], cwd=tempfile.gettempdir(), check=True,
-                           capture_output=True, env={"MPLBACKEND": "Agg", "PATH": ""})
+            subprocess.run(
+                [sys.executable, str(script)],
+                cwd=tempfile.gettempdir(),
+                check=True,
+                capture_output=True,
+                env={"MPLBACKEND": "Agg", "PATH": ""},
+            )
             times[f"gallery/{script.name}"] = time.perf_counter() - start
     return times
 
@@ -75,11 +82,15 @@ def main() -> None:
 
     ratio = warm / cold
     print("\nBuild benchmark (2-core targets in brackets)")
-    print(f"  cold build (deps installed, caches empty): {cold:6.1f} s  [<= {TARGETS['cold']:.0f} s] "
-          f"{verdict(cold <= TARGETS['cold'])}")
+    print(
+        f"  cold build (deps installed, caches empty): {cold:6.1f} s  [<= {TARGETS['cold']:.0f} s] "
+        f"{verdict(cold <= TARGETS['cold'])}"
+    )
     print(f"  unchanged rebuild:                         {warm:6.1f} s")
-    print(f"  rebuild / cold:                            {ratio:6.3f}    [<= {TARGETS['ratio']}] "
-          f"{verdict(ratio <= TARGETS['ratio'])}")
+    print(
+        f"  rebuild / cold:                            {ratio:6.3f}    [<= {TARGETS['ratio']}] "
+        f"{verdict(ratio <= TARGETS['ratio'])}"
+    )
     print(f"  rebuild after editing one script:          {edit:6.1f} s")
     print("  execution time per page and script:")
     for name, seconds in sorted({**pages, **scripts}.items()):

@@ -86,21 +86,28 @@ def copy_tree(dest: Path, paths: list[str] | None = None) -> Path:
     if paths is None:
         listed = subprocess.run(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=ROOT, check=True, capture_output=True, text=True,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.split("\0")
         paths = [p for p in listed if p and (ROOT / p).is_file()]
     for rel in paths:
         src = ROOT / rel
         target = dest / rel
         if src.is_dir():
-            shutil.copytree(src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+            )
         elif src.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target)
     return dest
 
 
-def run_build(source: Path, *, offline: bool = False, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def run_build(
+    source: Path, *, offline: bool = False, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """Run the site's build script on a copy of the project; returns the completed process."""
     command = [sys.executable, str(BUILD_SITE), "--source", str(source)]
     if offline:

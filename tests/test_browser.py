@@ -18,12 +18,21 @@ import pytest
 from conftest import HTML, IN_CI, built_pages, gallery_scripts, html_for, myst_pages
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 if CHROMIUM is None:
     if IN_CI:
-        raise RuntimeError("CI=true but Chromium is missing: .ci/run must `apt-get install -y chromium`")
+        raise RuntimeError(
+            "CI=true but Chromium is missing: .ci/run must `apt-get install -y chromium`"
+        )
     pytest.skip(
         "LOUD SKIP: browser tests need Debian's Chromium (`apt-get install -y chromium`); "
         "they are required on CI",
@@ -60,12 +69,16 @@ def page(browser, server):
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
     page = context.new_page()
     page.problems = []
-    page.on("console", lambda msg: msg.type == "error" and page.problems.append(f"console: {msg.text}"))
+    page.on(
+        "console", lambda msg: msg.type == "error" and page.problems.append(f"console: {msg.text}")
+    )
     page.on("pageerror", lambda exc: page.problems.append(f"page error: {exc}"))
 
     def watch(route):
         url = route.request.url
-        if urlsplit(url).netloc != urlsplit(server).netloc and not url.startswith(("data:", "blob:")):
+        if urlsplit(url).netloc != urlsplit(server).netloc and not url.startswith(
+            ("data:", "blob:")
+        ):
             page.problems.append(f"request to another origin: {url}")
             return route.abort()
         return route.continue_()
@@ -88,7 +101,9 @@ def test_page_loads_cleanly(page, server, path):
 def test_search_finds_the_home_page(page, server):
     page.goto(f"{server}/search.html?q=retain_graph", wait_until="networkidle")
     page.wait_for_selector("#search-results ul.search li", timeout=15000)
-    hits = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.getAttribute('href'))")
+    hits = page.eval_on_selector_all(
+        "#search-results ul.search li a", "els => els.map(e => e.getAttribute('href'))"
+    )
     assert any(h.split("?")[0].split("#")[0] == "index.html" for h in hits), hits
     assert page.problems == []
 
@@ -104,19 +119,24 @@ def test_theme_toggle_cycles_the_theme(page, server):
     assert page.evaluate("document.body.dataset.theme") == seen[-1], "the choice is not remembered"
 
 
-@pytest.mark.parametrize(
-    "source", [*myst_pages(), *gallery_scripts()], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("source", [*myst_pages(), *gallery_scripts()], ids=lambda p: p.name)
 def test_copy_buttons_sit_on_code_not_outputs(page, server, source):
     path = html_for(source).relative_to(HTML).as_posix()
     page.goto(f"{server}/{path}", wait_until="networkidle")
-    on_outputs = page.locator("div.cell_output button.copybtn, div.sphx-glr-script-out button.copybtn").count()
+    on_outputs = page.locator(
+        "div.cell_output button.copybtn, div.sphx-glr-script-out button.copybtn"
+    ).count()
     assert on_outputs == 0
     code = page.locator("div.cell_input div.highlight pre, div.highlight-Python div.highlight pre")
     if code.count() == 0:
         return
-    assert page.locator("div.cell_input button.copybtn, div.highlight-Python button.copybtn").count() == code.count()
-    visible = page.locator("div.cell_input div.highlight pre:visible, div.highlight-Python div.highlight pre:visible")
+    assert (
+        page.locator("div.cell_input button.copybtn, div.highlight-Python button.copybtn").count()
+        == code.count()
+    )
+    visible = page.locator(
+        "div.cell_input div.highlight pre:visible, div.highlight-Python div.highlight pre:visible"
+    )
     if visible.count() == 0:
         return  # all code folded away (hide-input)
     first = visible.first

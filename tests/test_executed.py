@@ -10,8 +10,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import HTML, gallery_scripts, html_for, myst_pages, prints_something, read_notebook, soup
-
+from conftest import (
+    HTML,
+    gallery_scripts,
+    html_for,
+    myst_pages,
+    prints_something,
+    read_notebook,
+    soup,
+)
 from nb_expectations import parse_expectation  # docs/_ext, on sys.path through conf (see below)
 
 MYST = myst_pages()
@@ -39,7 +46,9 @@ def _visible_code_cells(page):
 def test_myst_cells_show_their_outputs(site, page):
     html_cells = soup(html_for(page)).select("div.cell")
     cells = list(_visible_code_cells(page))
-    assert len(html_cells) == len(cells), f"{page.name}: {len(cells)} code cells, {len(html_cells)} rendered"
+    assert len(html_cells) == len(cells), (
+        f"{page.name}: {len(cells)} code cells, {len(html_cells)} rendered"
+    )
     for (line, cell), html in zip(cells, html_cells, strict=True):
         output = html.select_one("div.cell_output")
         where = f"{page.relative_to(site.parents[1])}:{line}"
@@ -52,15 +61,19 @@ def test_myst_cells_show_their_outputs(site, page):
                 f"{where}: shows {text.strip()[:200]!r}, not {ename}: {fragment!r}"
             )
         elif prints_something(cell.source) and "remove-output" not in cell.metadata.get("tags", []):
-            assert output is not None and output.get_text(strip=True) or (output and output.find("img")), (
-                f"{where}: this cell prints or draws, but the page shows no output under it"
-            )
+            assert (
+                output is not None
+                and output.get_text(strip=True)
+                or (output and output.find("img"))
+            ), f"{where}: this cell prints or draws, but the page shows no output under it"
 
 
 @pytest.mark.parametrize("page", MYST, ids=lambda p: p.name)
 def test_myst_page_download_is_the_executed_notebook(site, page):
     """The executed notebook offered for download has an output wherever the page shows one."""
-    executed = site.parent / "jupyter_execute" / page.relative_to(site.parents[1]).with_suffix(".ipynb")
+    executed = (
+        site.parent / "jupyter_execute" / page.relative_to(site.parents[1]).with_suffix(".ipynb")
+    )
     assert executed.exists(), f"{executed} missing"
     notebook = json.loads(executed.read_text())
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
@@ -68,7 +81,9 @@ def test_myst_page_download_is_the_executed_notebook(site, page):
     rendered = soup(html_for(page)).select("div.cell")
     for cell, html in zip(code, rendered, strict=False):
         if html.select_one("div.cell_output"):
-            assert cell["outputs"], f"{page.name}: downloaded notebook lacks an output the page shows"
+            assert cell["outputs"], (
+                f"{page.name}: downloaded notebook lacks an output the page shows"
+            )
     links = [a["href"] for a in soup(html_for(page)).select("a.reference.download")]
     if page.parent.name == "docs":
         assert any(h.endswith(f"/{page.stem}.ipynb") for h in links), (
@@ -84,16 +99,22 @@ def test_gallery_blocks_show_their_outputs(site, script):
     code_blocks = [(lineno, text) for label, text, lineno in blocks if label == "code"]
     page = soup(html_for(script))
     rendered = page.select("div.highlight-Python")
-    assert len(rendered) == len(code_blocks), f"{script.name}: code blocks and rendered blocks differ"
+    assert len(rendered) == len(code_blocks), (
+        f"{script.name}: code blocks and rendered blocks differ"
+    )
     for (lineno, text), html in zip(code_blocks, rendered, strict=True):
         if not prints_something(text):
             continue
         following = html.find_next_sibling()
         classes = following.get("class", []) if following else []
         shown = following is not None and (
-            "sphx-glr-script-out" in classes or following.name == "img" or "sphx-glr-horizontal" in classes
+            "sphx-glr-script-out" in classes
+            or following.name == "img"
+            or "sphx-glr-horizontal" in classes
         )
-        assert shown, f"gallery/{script.name}:{lineno}: this block prints or draws, but no output follows"
+        assert shown, (
+            f"gallery/{script.name}:{lineno}: this block prints or draws, but no output follows"
+        )
     assert "BROKEN" not in page.get_text(), f"{script.name}: marked as broken"
 
 
@@ -111,6 +132,9 @@ def test_gallery_offers_downloads(site):
             matching = [h for h in links if h.endswith(script.stem + suffix)]
             assert matching, f"{script.name}: no {suffix} download"
             assert (html_for(script).parent / matching[0]).exists()
-    index_links = [a["href"] for a in soup(HTML / "auto_examples" / "index.html").select("a.reference.download")]
+    index_links = [
+        a["href"]
+        for a in soup(HTML / "auto_examples" / "index.html").select("a.reference.download")
+    ]
     assert any(h.endswith("auto_examples_python.zip") for h in index_links)
     assert any(h.endswith("auto_examples_jupyter.zip") for h in index_links)

@@ -8,7 +8,6 @@ import textwrap
 import nbformat
 import pytest
 from conftest import ROOT, copy_tree, run_build
-
 from nb_expectations import check_notebook, parse_expectation
 
 
@@ -36,22 +35,49 @@ def test_parse_expectation():
 
 
 def test_the_declared_error_passes():
-    cell = _cell("y.backward()", tags=["raises-exception"], expect="RuntimeError: second time",
-                 outputs=[_error("RuntimeError", "Trying to backward ... a second time ...")])
+    cell = _cell(
+        "y.backward()",
+        tags=["raises-exception"],
+        expect="RuntimeError: second time",
+        outputs=[_error("RuntimeError", "Trying to backward ... a second time ...")],
+    )
     assert _problems(cell) == []
 
 
 @pytest.mark.parametrize(
     ("cell", "complaint"),
     [
-        (_cell("f()", tags=["raises-exception"], expect="RuntimeError: x", outputs=[_error("TypeError", "x")]),
-         "got TypeError"),
-        (_cell("f()", tags=["raises-exception"], expect="RuntimeError: x", outputs=[_error("RuntimeError", "y")]),
-         "containing 'x'"),
+        (
+            _cell(
+                "f()",
+                tags=["raises-exception"],
+                expect="RuntimeError: x",
+                outputs=[_error("TypeError", "x")],
+            ),
+            "got TypeError",
+        ),
+        (
+            _cell(
+                "f()",
+                tags=["raises-exception"],
+                expect="RuntimeError: x",
+                outputs=[_error("RuntimeError", "y")],
+            ),
+            "containing 'x'",
+        ),
         (_cell("f()", tags=["raises-exception"], expect="RuntimeError: x"), "raised nothing"),
-        (_cell("f()", tags=["raises-exception"], outputs=[_error("RuntimeError", "x")]), "does not say which"),
-        (_cell("f()", expect="RuntimeError: x", outputs=[_error("RuntimeError", "x")]), "lacks the"),
-        (_cell("f()", outputs=[_error("ZeroDivisionError", "division by zero")]), "raised ZeroDivisionError"),
+        (
+            _cell("f()", tags=["raises-exception"], outputs=[_error("RuntimeError", "x")]),
+            "does not say which",
+        ),
+        (
+            _cell("f()", expect="RuntimeError: x", outputs=[_error("RuntimeError", "x")]),
+            "lacks the",
+        ),
+        (
+            _cell("f()", outputs=[_error("ZeroDivisionError", "division by zero")]),
+            "raised ZeroDivisionError",
+        ),
         (_cell("f()", count=None), "not executed"),
         (_cell("f()", tags=["skip-execution"]), "must not skip"),
     ],
@@ -61,7 +87,7 @@ def test_every_other_outcome_is_a_problem(cell, complaint):
     assert any(complaint in problem for problem in problems), problems
 
 
-BAD_PAGE = textwrap.dedent('''\
+BAD_PAGE = textwrap.dedent("""\
     ---
     jupytext:
       text_representation:
@@ -84,7 +110,7 @@ BAD_PAGE = textwrap.dedent('''\
     ```{code-cell} ipython3
     1 / 0
     ```
-    ''')
+    """)
 
 BAD_SCRIPT = textwrap.dedent('''\
     """
@@ -105,10 +131,20 @@ def broken_build(tmp_path_factory):
     """Build a minimal project (the real configuration, one broken page, one broken script)."""
     project = copy_tree(
         tmp_path_factory.mktemp("broken"),
-        ["conf.py", "constraints.txt", "docs/_ext", "docs/_templates", "docs/_static", "docs/_ipython",
-         "docs/_inventories", "gallery/README.rst"],
+        [
+            "conf.py",
+            "constraints.txt",
+            "docs/_ext",
+            "docs/_templates",
+            "docs/_static",
+            "docs/_ipython",
+            "docs/_inventories",
+            "gallery/README.rst",
+        ],
     )
-    (project / "index.md").write_text("# Home\n\n```{toctree}\ndocs/bad\nauto_examples/index\n```\n")
+    (project / "index.md").write_text(
+        "# Home\n\n```{toctree}\ndocs/bad\nauto_examples/index\n```\n"
+    )
     (project / "docs" / "bad.md").write_text(BAD_PAGE)
     (project / "gallery" / "plot_bad.py").write_text(BAD_SCRIPT)
     (project / "gallery" / "README.rst").write_text("Examples\n========\n\nBroken ones.\n")
@@ -123,13 +159,17 @@ def test_a_broken_example_fails_the_build(broken_build):
 
 def test_a_wrong_expected_error_is_named_with_file_and_line(broken_build):
     _, _, log = broken_build
-    assert "docs/bad.md:14: WARNING: code cell 1 was expected to raise TypeError" in log, log[-3000:]
+    assert "docs/bad.md:14: WARNING: code cell 1 was expected to raise TypeError" in log, log[
+        -3000:
+    ]
     assert "got RuntimeError: a different error" in log
 
 
 def test_an_undeclared_error_is_named_with_file_and_line(broken_build):
     _, _, log = broken_build
-    assert "docs/bad.md:20: WARNING: code cell 2 raised ZeroDivisionError: division by zero" in log, log[-3000:]
+    assert (
+        "docs/bad.md:20: WARNING: code cell 2 raised ZeroDivisionError: division by zero" in log
+    ), log[-3000:]
 
 
 def test_a_failing_gallery_script_is_named_with_file_and_line(broken_build):

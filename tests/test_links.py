@@ -25,7 +25,9 @@ def test_every_internal_link_and_anchor_resolves(site):
                 url = urlsplit(element[attr])
                 if url.scheme or url.netloc or element[attr].startswith(("mailto:", "javascript:")):
                     continue
-                if url.path.startswith("/"):  # 404.html links from the site root, wherever it is served
+                if url.path.startswith(
+                    "/"
+                ):  # 404.html links from the site root, wherever it is served
                     target = site / unquote(url.path).lstrip("/")
                 else:
                     target = (page.parent / unquote(url.path)).resolve() if url.path else page
@@ -34,7 +36,11 @@ def test_every_internal_link_and_anchor_resolves(site):
                 rel = page.relative_to(site)
                 if not target.exists():
                     broken.append(f"{rel}: {element[attr]} (no such file)")
-                elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in _ids(target):
+                elif (
+                    url.fragment
+                    and target.suffix == ".html"
+                    and unquote(url.fragment) not in _ids(target)
+                ):
                     broken.append(f"{rel}: {element[attr]} (no such anchor)")
     assert not broken, "\n".join(broken)
 

@@ -14,7 +14,16 @@ import re
 from datetime import date
 
 import pytest
-from conftest import HTML, IN_CI, ROOT, can_isolate_network, copy_tree, gallery_scripts, myst_pages, run_build
+from conftest import (
+    HTML,
+    IN_CI,
+    ROOT,
+    can_isolate_network,
+    copy_tree,
+    gallery_scripts,
+    myst_pages,
+    run_build,
+)
 
 
 def _executed(project, log: str) -> tuple[set[str], int]:
@@ -29,7 +38,9 @@ def _executed(project, log: str) -> tuple[set[str], int]:
 def second_build(tmp_path_factory):
     offline = can_isolate_network()
     if IN_CI and not offline:
-        pytest.fail("CI must prove that the build works offline, but no network namespace can be made")
+        pytest.fail(
+            "CI must prove that the build works offline, but no network namespace can be made"
+        )
     project = copy_tree(tmp_path_factory.mktemp("second") / "site")
     result = run_build(project, offline=offline)
     log = result.stdout + result.stderr
@@ -42,7 +53,9 @@ def test_built_offline():
     if os.environ.get("SITE_BUILT_OFFLINE") != "1":
         if IN_CI:
             pytest.fail("on CI the site must be built offline (nox -s tests does it with unshare)")
-        pytest.skip("LOUD SKIP: this machine cannot build in a network namespace; offline not proven")
+        pytest.skip(
+            "LOUD SKIP: this machine cannot build in a network namespace; offline not proven"
+        )
 
 
 def _pages(root):
@@ -83,7 +96,9 @@ def test_two_builds_give_the_same_downloads(site, second_build):
     assert ours.keys() == theirs.keys()
     for rel, path in ours.items():
         if path.suffix == ".ipynb":
-            assert _notebook_text(path) == _notebook_text(theirs[rel]), f"{rel} differs between builds"
+            assert _notebook_text(path) == _notebook_text(theirs[rel]), (
+                f"{rel} differs between builds"
+            )
         else:
             assert path.read_bytes() == theirs[rel].read_bytes(), f"{rel} differs between builds"
     assert len(list((site / "_images").iterdir())) == len(list((root / "_images").iterdir()))
@@ -91,8 +106,14 @@ def test_two_builds_give_the_same_downloads(site, second_build):
 
 def test_pages_name_no_paths_or_dates_of_the_build_machine(site, second_build):
     project, _ = second_build
-    forbidden = [str(ROOT), str(project), "/tmp/", "ipykernel_", os.path.expanduser("~") + "/",
-                 date.today().isoformat()]
+    forbidden = [
+        str(ROOT),
+        str(project),
+        "/tmp/",
+        "ipykernel_",
+        os.path.expanduser("~") + "/",
+        date.today().isoformat(),
+    ]
     for path in [*site.rglob("*.html"), *site.rglob("*.ipynb"), *site.rglob("*.txt")]:
         text = path.read_text(encoding="utf-8", errors="replace")
         for needle in forbidden:

@@ -23,7 +23,11 @@ def test_every_page_states_the_torch_version_it_ran_with(site, page):
 def test_every_page_has_a_description_and_favicon(site, page):
     description = soup(page).select_one('meta[name="description"]')
     assert description is not None and len(description["content"]) > 40
-    assert soup(page).select_one('link[rel="icon"], link[rel="shortcut icon"]')["href"].endswith("favicon.svg")
+    assert (
+        soup(page)
+        .select_one('link[rel="icon"], link[rel="shortcut icon"]')["href"]
+        .endswith("favicon.svg")
+    )
     assert soup(page).select_one('meta[property="og:title"]') is not None
 
 
@@ -48,7 +52,9 @@ def test_no_page_loads_anything_from_another_origin(site):
     for page in built_pages():
         for tag, attr in (("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src")):
             for element in soup(page).find_all(tag, attrs={attr: True}):
-                if tag == "link" and not {"stylesheet", "icon", "preload", "shortcut"} & set(element.get("rel", [])):
+                if tag == "link" and not {"stylesheet", "icon", "preload", "shortcut"} & set(
+                    element.get("rel", [])
+                ):
                     continue  # canonical and navigation links are not loaded
                 if re.match(r"^(https?:)?//", element[attr]):
                     offenders.append(f"{page.relative_to(site)}: <{tag} {attr}={element[attr]}>")
@@ -83,7 +89,8 @@ def test_vendored_inventories_match_the_installed_torch(tmp_path, monkeypatch):
         fresh = soi.Inventory(tmp_path / name)
         vendored = soi.Inventory(ROOT / "docs" / "_inventories" / name)
         assert (fresh.version, sorted(o.name for o in fresh.objects)) == (
-            vendored.version, sorted(o.name for o in vendored.objects)
+            vendored.version,
+            sorted(o.name for o in vendored.objects),
         ), f"docs/_inventories/{name} is out of date: run `nox -s inventories`"
 
 

@@ -22,8 +22,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 def sphinx_command(source: Path, out: Path, extra: list[str]) -> list[str]:
     doctrees = out.parent / "doctrees"
-    return [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html",
-            "-d", str(doctrees), *extra, str(source), str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-b",
+        "html",
+        "-d",
+        str(doctrees),
+        *extra,
+        str(source),
+        str(out),
+    ]
 
 
 def offline(command: list[str]) -> list[str]:

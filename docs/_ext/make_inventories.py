@@ -64,8 +64,26 @@ TORCH_GENERATED_EXTRA = [
     "torch.autograd.Function.backward",
     "torch.autograd.variable.Variable",
 ]
-TENSOR_ATTRIBUTES = {"grad", "requires_grad", "is_leaf", "grad_fn", "retains_grad", "data", "shape",
-                     "dtype", "device", "T", "mT", "H", "mH", "names", "ndim", "real", "imag", "_version"}
+TENSOR_ATTRIBUTES = {
+    "grad",
+    "requires_grad",
+    "is_leaf",
+    "grad_fn",
+    "retains_grad",
+    "data",
+    "shape",
+    "dtype",
+    "device",
+    "T",
+    "mT",
+    "H",
+    "mH",
+    "names",
+    "ndim",
+    "real",
+    "imag",
+    "_version",
+}
 
 
 def _role(obj: object) -> str:
@@ -89,11 +107,15 @@ def torch_objects() -> dict[str, tuple[str, str]]:
             generated(f"torch.{name}", _role(obj))
     for module_name in ("torch.nn", "torch.optim", "torch.nn.functional"):
         module = importlib.import_module(module_name)
-        names = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+        names = getattr(module, "__all__", None) or [
+            n for n in dir(module) if not n.startswith("_")
+        ]
         for name in sorted(names):
             obj = getattr(module, name, None)
-            if callable(obj) and not inspect.ismodule(obj) and (
-                inspect.isclass(obj) or getattr(obj, "__module__", "").startswith(module_name)
+            if (
+                callable(obj)
+                and not inspect.ismodule(obj)
+                and (inspect.isclass(obj) or getattr(obj, "__module__", "").startswith(module_name))
             ):
                 generated(f"{module_name}.{name}", _role(obj))
     for name in sorted(dir(torch.Tensor)):
@@ -110,9 +132,13 @@ def torch_objects() -> dict[str, tuple[str, str]]:
         try:
             owner = importlib.import_module(module_name)
         except ImportError:
-            owner = eval(module_name, {"torch": torch})  # a class path such as torch.autograd.Function
+            owner = eval(
+                module_name, {"torch": torch}
+            )  # a class path such as torch.autograd.Function
         if not hasattr(owner, attr):
-            raise SystemExit(f"make_inventories: {name} does not exist in torch {torch.__version__}")
+            raise SystemExit(
+                f"make_inventories: {name} does not exist in torch {torch.__version__}"
+            )
         role = "method" if inspect.isclass(owner) else _role(getattr(owner, attr))
         generated(name, role)
     for name, (role, page) in TORCH_INLINE.items():
@@ -123,8 +149,21 @@ def torch_objects() -> dict[str, tuple[str, str]]:
     return found
 
 
-PYTHON_MODULES = ("warnings", "time", "gc", "contextlib", "random", "math", "weakref", "sys",
-                  "tracemalloc", "functools", "itertools", "statistics", "timeit")
+PYTHON_MODULES = (
+    "warnings",
+    "time",
+    "gc",
+    "contextlib",
+    "random",
+    "math",
+    "weakref",
+    "sys",
+    "tracemalloc",
+    "functools",
+    "itertools",
+    "statistics",
+    "timeit",
+)
 
 
 def python_objects() -> dict[str, tuple[str, str]]:
@@ -136,7 +175,10 @@ def python_objects() -> dict[str, tuple[str, str]]:
         if inspect.isclass(obj) and issubclass(obj, BaseException):
             found[name] = ("exception", "library/exceptions.html#$")
         elif callable(obj):
-            found[name] = ("function" if not inspect.isclass(obj) else "class", "library/functions.html#$")
+            found[name] = (
+                "function" if not inspect.isclass(obj) else "class",
+                "library/functions.html#$",
+            )
     for module_name in PYTHON_MODULES:
         module = importlib.import_module(module_name)
         found[module_name] = ("module", f"library/{module_name}.html#module-$")
@@ -152,7 +194,9 @@ def write(path: Path, project: str, version: str, objects: dict[str, tuple[str, 
     inv.project, inv.version = project, version
     for name in sorted(objects):
         role, uri = objects[name]
-        inv.objects.append(soi.DataObjStr(name=name, domain="py", role=role, priority="1", uri=uri, dispname="-"))
+        inv.objects.append(
+            soi.DataObjStr(name=name, domain="py", role=role, priority="1", uri=uri, dispname="-")
+        )
     path.write_bytes(soi.compress(inv.data_file(contract=True)))
     print(f"wrote {path} ({len(objects)} objects)")
 

@@ -34,7 +34,14 @@ IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
 
 def local_modules(code: str, folder: Path) -> list[Path]:
     """The modules in ``folder`` that ``code`` imports."""
-    return sorted({folder / f"{name}.py" for name in IMPORT.findall(code) if (folder / f"{name}.py").is_file()})
+    return sorted(
+        {
+            folder / f"{name}.py"
+            for name in IMPORT.findall(code)
+            if (folder / f"{name}.py").is_file()
+        }
+    )
+
 
 _original_start_client = NotebookClientCache.start_client
 

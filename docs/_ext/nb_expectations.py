@@ -57,13 +57,18 @@ def check_notebook(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
             continue
         if TAG not in tags:
             if expected is not None:
-                problems.append((index, f"has `{KEY}` but lacks the `{TAG}` tag, so it cannot raise"))
+                problems.append(
+                    (index, f"has `{KEY}` but lacks the `{TAG}` tag, so it cannot raise")
+                )
             for err in errors:
                 problems.append((index, f"raised {err.ename}: {err.evalue}"))
             continue
         if expected is None:
             problems.append(
-                (index, f"is tagged `{TAG}` but does not say which error: add `:{KEY}: Type: fragment`")
+                (
+                    index,
+                    f"is tagged `{TAG}` but does not say which error: add `:{KEY}: Type: fragment`",
+                )
             )
             continue
         try:
@@ -72,10 +77,14 @@ def check_notebook(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
             problems.append((index, str(exc)))
             continue
         if not errors:
-            problems.append((index, f"was expected to raise {ename} ({fragment!r}) but raised nothing"))
+            problems.append(
+                (index, f"was expected to raise {ename} ({fragment!r}) but raised nothing")
+            )
         elif errors[0].ename != ename or fragment not in errors[0].evalue:
             got = f"{errors[0].ename}: {errors[0].evalue}"
-            problems.append((index, f"was expected to raise {ename} containing {fragment!r}, got {got}"))
+            problems.append(
+                (index, f"was expected to raise {ename} containing {fragment!r}, got {got}")
+            )
     return problems
 
 
@@ -92,7 +101,9 @@ def _check_doc(app: Sphinx, doctree) -> None:
         return  # not a notebook page
     path = executed_notebook_path(app, docname)
     if not path.exists():
-        logger.warning("executed notebook missing: %s", path, location=docname, type="nb_expectations")
+        logger.warning(
+            "executed notebook missing: %s", path, location=docname, type="nb_expectations"
+        )
         return
     notebook = nbformat.read(path, as_version=4)
     lines = notebook.metadata.get("source_map", [])

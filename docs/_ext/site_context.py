@@ -24,7 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def site_url(path_only: bool = False) -> str:
     """The public URL of the site: $SITE_URL, else Read the Docs' canonical URL, else the default."""
-    url = os.environ.get("SITE_URL") or os.environ.get("READTHEDOCS_CANONICAL_URL") or DEFAULT_SITE_URL
+    url = (
+        os.environ.get("SITE_URL")
+        or os.environ.get("READTHEDOCS_CANONICAL_URL")
+        or DEFAULT_SITE_URL
+    )
     url = url if url.endswith("/") else url + "/"
     return urlparse(url).path if path_only else url
 
