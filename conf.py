@@ -71,6 +71,7 @@ extensions = [
     "nb_expectations",
     "reproducible_output",
     "forget_failed_builds",
+    "code_links",
 ]
 
 root_doc = "index"

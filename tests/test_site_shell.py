@@ -72,10 +72,29 @@ def test_torch_names_link_to_the_official_docs(site):
     """Intersphinx resolves offline: API names in prose and gallery code link to docs.pytorch.org."""
     major_minor = ".".join(torch.__version__.split(".")[:2])
     base = f"https://docs.pytorch.org/docs/{major_minor}/"
-    gallery = soup(html_for(gallery_scripts()[0]))
+    gallery = soup(html_for(ROOT / "gallery" / "plot_how_examples_are_checked.py"))
     hrefs = {a["href"] for a in gallery.find_all("a", href=True)}
-    assert f"{base}generated/torch.Tensor.backward.html#torch.Tensor.backward" in hrefs
-    assert f"{base}generated/torch.tensor.html#torch.tensor" in hrefs  # a name in code
+    assert f"{base}generated/torch.Tensor.backward.html#torch.Tensor.backward" in hrefs  # prose
+    assert f"{base}generated/torch.tensor.html#torch.tensor" in hrefs  # a name in gallery code
+    page = soup(html_for(ROOT / "docs" / "how-this-site-works.md"))
+    code_links = {a["href"] for a in page.select("div.cell_input a.code-link")}
+    assert f"{base}generated/torch.tensor.html#torch.tensor" in code_links  # a name in a MyST cell
+    assert (
+        f"{base}generated/torch.Tensor.backward.html#torch.Tensor.backward" in code_links
+    )  # y.backward()
+
+
+def test_code_links_only_use_inventory_targets(site):
+    import sphobjinv as soi
+
+    major_minor = ".".join(torch.__version__.split(".")[:2])
+    base = f"https://docs.pytorch.org/docs/{major_minor}/"
+    known = {
+        base + o.uri_expanded for o in soi.Inventory(ROOT / "docs/_inventories/torch.inv").objects
+    }
+    for source in myst_pages():
+        for link in soup(html_for(source)).select("a.code-link"):
+            assert link["href"] in known, f"{source.name}: {link['href']}"
 
 
 def test_vendored_inventories_match_the_installed_torch(tmp_path, monkeypatch):
