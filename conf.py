@@ -72,6 +72,7 @@ extensions = [
     "reproducible_output",
     "forget_failed_builds",
     "code_links",
+    "complete_sitemap",
 ]
 
 root_doc = "index"
@@ -180,6 +181,7 @@ copybutton_prompt_is_regexp = True
 
 sitemap_url_scheme = "{link}"
 sitemap_show_lastmod = False
+sitemap_excludes = ["404.html", "search.html", "genindex.html"]
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
 ogp_social_cards = {"enable": False}

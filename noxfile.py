@@ -54,7 +54,10 @@ def tests(session: nox.Session) -> None:
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
     session.run(*BUILD_SITE, *(["--offline"] if offline else []))
     session.run(
-        "pytest", *(session.posargs or ["tests"]), env={"SITE_BUILT_OFFLINE": str(int(offline))}
+        "pytest",
+        "--color=no",
+        *(session.posargs or ["tests"]),
+        env={"SITE_BUILT_OFFLINE": str(int(offline))},
     )
 
 

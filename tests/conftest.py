@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 BUILD_SITE = ROOT / "docs" / "_ext" / "build_site.py"
 IN_CI = os.environ.get("CI") == "true"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own helpers (nb_expectations, ...)
 
 
@@ -108,13 +110,14 @@ def copy_tree(dest: Path, paths: list[str] | None = None) -> Path:
 def run_build(
     source: Path, *, offline: bool = False, extra: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess:
-    """Run the site's build script on a copy of the project; returns the completed process."""
+    """Run the site's build script on a copy of the project (plain-text log, no colours)."""
     command = [sys.executable, str(BUILD_SITE), "--source", str(source)]
     if offline:
         command.append("--offline")
-    if extra:
-        command += ["--", *extra]
-    return subprocess.run(command, capture_output=True, text=True, cwd=source)
+    command += ["--", "--no-color", *extra]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=source)
+    result.stdout, result.stderr = ANSI.sub("", result.stdout), ANSI.sub("", result.stderr)
+    return result
 
 
 def can_isolate_network() -> bool:

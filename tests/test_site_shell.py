@@ -63,7 +63,11 @@ def test_no_page_loads_anything_from_another_origin(site):
 
 def test_sitemap_and_not_found_page(site):
     sitemap = (site / "sitemap.xml").read_text()
-    assert "index.html" in sitemap and "docs/how-this-site-works.html" in sitemap
+    for source in [*myst_pages(), *gallery_scripts()]:
+        assert html_for(source).relative_to(site).as_posix() in sitemap, (
+            f"{source.name} not in sitemap"
+        )
+    assert "404.html" not in sitemap
     not_found = soup(site / "404.html")
     assert "not found" in not_found.get_text().lower()
 
