@@ -143,7 +143,9 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "parallel": False,
     "doc_module": (),
-    "backreferences_dir": None,
+    # The {minigallery} blocks at the end of the pages list example files by path; sphinx-gallery
+    # wants a backreferences directory for that. Keep it under _build, out of the source tree.
+    "backreferences_dir": "_build/backreferences",
 }
 
 # --- Intersphinx, offline: inventories are vendored (see docs/_ext/make_inventories.py) ---------

@@ -223,7 +223,7 @@ print(f"reused step ran: discriminator loss {loss_disc:.4f}, generator loss {los
 # %%
 # What ``inputs=`` prevents: a plain first backward also fills the generator's ``.grad``, and a
 # plain second backward adds the generator's objective, which pushes the other way, into the
-# discriminator's gradient.
+# discriminator's gradient (:doc:`../docs/backward-twice` shows that adding on its own).
 
 gen, disc, opt_gen, opt_disc = fresh_pair()
 scores_fake = disc(gen(noise))
@@ -420,3 +420,5 @@ plt.show()
 #   Then both backward calls must come before the discriminator's update, each should be limited
 #   to its own network's parameters, and the generator learns against the discriminator as it
 #   was before the update, a different training algorithm.
+# * :doc:`../docs/several-losses` treats several losses on one forward pass in general, and the
+#   :doc:`error reference <../docs/errors>` lists both errors met here with their other causes.

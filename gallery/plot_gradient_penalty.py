@@ -63,7 +63,8 @@ print(f"requires_grad = {flat_penalty.requires_grad}, grad_fn = {flat_penalty.gr
 assert not flat_penalty.requires_grad and flat_penalty.grad_fn is None
 
 # %%
-# Backpropagating that penalty on its own fails, because there is no graph to go through:
+# Backpropagating that penalty on its own fails, because there is no graph to go through (the
+# :doc:`error reference <../docs/errors>` lists this error's other causes):
 
 try:
     flat_penalty.backward()
@@ -119,7 +120,8 @@ assert critic[2].bias.grad is None
 # ``create_graph=True`` also keeps the graph
 # ------------------------------------------
 #
-# ``retain_graph`` defaults to the value of ``create_graph``. After a gradient computed with
+# ``retain_graph`` defaults to the value of ``create_graph`` (:doc:`../docs/retain-and-create-graph`
+# shows that default on its own). After a gradient computed with
 # ``create_graph=True``, the same score can be differentiated again; after the default call, a
 # second pass hits freed saved tensors.
 
@@ -165,7 +167,8 @@ else:
 # keeps alive until its final ``backward()``. The critic's loss alone saves its forward
 # activations. The penalty adds a second forward (on the interpolated points), the tensors saved
 # *while computing the gradient*, and the penalty arithmetic. A tensor saved by two operations is
-# counted twice.
+# counted twice. (:doc:`../docs/what-it-costs` counts saved tensors the same way for
+# ``retain_graph=True``.)
 
 
 def saved_bytes(step):

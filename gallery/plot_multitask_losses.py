@@ -349,3 +349,5 @@ plt.show()
 # * Adding the losses, or passing them to :func:`torch.autograd.backward` as a list, gives the
 #   same gradients as each other to the bit, and the same as the sequential way up to rounding.
 #   Either needs no ``retain_graph`` and frees the whole graph in one backward pass.
+# * :doc:`../docs/several-losses` compares the same ways on another network, and says when
+#   separate calls are right; :doc:`../docs/what-it-costs` measures what a kept graph holds.

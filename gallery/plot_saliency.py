@@ -110,7 +110,8 @@ assert all(param.grad is not None for param in net.parameters())
 #
 # The hidden activation is not a leaf, so autograd does not keep its gradient unless asked. In (a)
 # it was asked, with :external:py:meth:`torch.Tensor.retain_grad`, and that call came *after* the
-# forward pass had finished: what matters is only that it comes before ``backward()``. Without it,
+# forward pass had finished: what matters is only that it comes before ``backward()``
+# (:doc:`../docs/retain-grad` tries every placement). Without it,
 # reading ``.grad`` of the hidden activation gives ``None`` and a warning:
 
 logits, hidden_plain = net(x)
@@ -168,6 +169,7 @@ else:
 # %%
 # The reference maps, one ``torch.autograd.grad`` call per class: ``retain_graph=True`` keeps the
 # graph for the next class, and the last call lets it go. There is nothing to reset between calls.
+# (:doc:`../docs/several-losses` uses the same pattern for the separate gradients of two losses.)
 
 x = image.clone().requires_grad_()
 logits, _ = net(x)
@@ -181,7 +183,8 @@ assert x.grad is None
 # %%
 # With ``backward(retain_graph=True)`` the graph survives too, but gradients *accumulate* in
 # ``x.grad``: without a reset, the second "map" is the sum of the first two classes' maps, and the
-# weights' ``.grad`` collect all three classes.
+# weights' ``.grad`` collect all three classes (:doc:`../docs/backward-twice` shows that adding up
+# on its own).
 
 net.zero_grad(set_to_none=True)
 x = image.clone().requires_grad_()

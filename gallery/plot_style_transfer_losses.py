@@ -126,8 +126,8 @@ print("a further backward through the retained graph ran")
 # The current pattern: add the losses, call backward once
 # -------------------------------------------------------
 #
-# Later versions of the tutorial (from the PyTorch 0.4 update in 2018) keep each loss as a value
-# and call backward once on the weighted sum. No ``retain_graph``; the backward frees the graph.
+# Later versions of the tutorial (from the PyTorch 0.4 update in 2018; :doc:`../docs/history`
+# traces its versions) keep each loss as a value and call backward once on the weighted sum. No ``retain_graph``; the backward frees the graph.
 
 image = start_image.clone().requires_grad_(True)
 sum(losses(image)).backward()
@@ -224,3 +224,4 @@ plt.show()
 #   walks the shared layers once and frees the graph.
 # * Passing ``retain_graph=True`` on every call, as the old tutorial's loss modules did, keeps
 #   the whole graph alive after the last backward.
+# * :doc:`../docs/several-losses` makes the same comparison on a network with two heads.

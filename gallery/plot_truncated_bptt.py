@@ -119,7 +119,8 @@ print(f"{CHUNKS} chunks × {STEPS} steps, batch {BATCH}, hidden size {HIDDEN}")
 #
 # The hidden state leaving chunk 0 is the output of chunk 0's graph. Chunk 1's loss depends on
 # it, so chunk 1's backward wants to continue into chunk 0's graph, which chunk 0's
-# :meth:`~torch.Tensor.backward` has already freed.
+# :meth:`~torch.Tensor.backward` has already freed (:doc:`../docs/what-backward-frees` shows what
+# exactly is freed).
 
 hidden = restart()
 hidden, loss = run_chunk(hidden, 0)
@@ -284,3 +285,5 @@ plt.show()
 #   it fail with an in-place modification error.
 # * ``hidden = hidden.detach()`` at the start of each chunk is the truncation: the gradient
 #   stops at the chunk boundary, and every chunk costs the same.
+# * The :doc:`error reference <../docs/errors>` lists this cause of the freed-graph error with the
+#   others, and :doc:`../docs/what-it-costs` measures the same growth in another carried-state loop.

@@ -99,7 +99,8 @@ assert same_grads(again, first) and not same_grads(fresh, first) and not caught
 # No error, no warning: the "perturbed" gradient is the gradient at the old weights, so this SAM
 # step would be plain gradient descent. The graph never looks at the current weights. For this
 # model, the forward pass saved none of the parameters for backward (the weight's gradient needs
-# only the input features), so nothing noticed the in-place change:
+# only the input features; :doc:`../docs/what-backward-frees` lists what common operations save),
+# so nothing noticed the in-place change:
 
 saved = saved_params(linear, lambda: ((linear(features) - targets) ** 2).mean())
 print(f"parameters the forward saved for backward: {saved}")
@@ -111,7 +112,8 @@ assert saved == []
 #
 # Now a small network for a 1-D regression. Its output layer multiplies the hidden activations by
 # its weight, and because the hidden activations need a gradient, that weight *is* saved for the
-# backward pass. Autograd notices that the saved weight changed in place and refuses.
+# backward pass. Autograd notices that the saved weight changed in place and refuses. The
+# :doc:`error reference <../docs/errors>` explains this error and its other causes.
 
 torch.manual_seed(0)
 inputs = torch.linspace(-2, 2, 48).unsqueeze(1)
