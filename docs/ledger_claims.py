@@ -62,6 +62,11 @@ def claim(id: str, source: str, verdict: str, page: str, text: str, finding: str
     return register
 
 
+def lines(*parts: str) -> str:
+    """Evidence of several lines."""
+    return "\n".join(parts)
+
+
 def first_sentence(error: BaseException) -> str:
     """The exception as `Type: first sentence of its message`, short enough for a ledger row."""
     message = str(error).split(". ")[0].split("\n")[0]
@@ -88,7 +93,10 @@ def proof_000_graph_is_freed():
     out.backward()
     mul = out.grad_fn.next_functions[0][0]
     parents = [type(node).__name__ for node, _ in mul.next_functions]
-    assert parents == ["SinBackward0", "CosBackward0"]  # the graph's structure is still there
+    assert parents == [
+        "SinBackward0",
+        "CosBackward0",
+    ]  # the graph's structure is still there
     try:
         _ = mul._saved_self  # what the node saved for backward is not
     except RuntimeError as error:
@@ -96,7 +104,10 @@ def proof_000_graph_is_freed():
     else:
         raise AssertionError("the saved input was expected to be freed")
     assert "already been freed" in freed
-    return f"{type(mul).__name__} still points to {parents}\nreading its saved input: {freed}"
+    return lines(
+        f"{type(mul).__name__} still points to {parents}",
+        f"reading its saved input: {freed}",
+    )
 
 
 @claim(
@@ -161,7 +172,10 @@ def proof_000_second_pass_without_flag():
         failed = first_sentence(error)
     else:
         raise AssertionError("a second pass through v * v was expected to fail")
-    return f"(v + 2).sum() twice: fine, v.grad = {v.grad}\n(v * v).sum() twice: {failed}"
+    return lines(
+        f"(v + 2).sum() twice: fine, v.grad = {v.grad}",
+        f"(v * v).sum() twice: {failed}",
+    )
 
 
 @claim(
@@ -213,7 +227,7 @@ def proof_000_shared_losses():
     first, second = losses()
     (first + second).backward()  # no retain_graph anywhere
     assert torch.allclose(trunk.weight.grad, one_by_one)
-    return "summed, one backward, no retain_graph: same trunk gradient as two backward calls"
+    return "one backward of the sum, no flag: same trunk gradient as two calls"
 
 
 @claim(
@@ -230,12 +244,15 @@ def proof_000_accumulation_loop():
     layer = nn.Linear(2, 1)
     data, target = torch.arange(12.0).reshape(6, 2) / 10, torch.ones(6, 1)
     for chunk, goal in zip(data.split(2), target.split(2), strict=True):
-        F.mse_loss(layer(chunk), goal, reduction="sum").backward()  # fresh graph every step
+        F.mse_loss(layer(chunk), goal, reduction="sum").backward()  # a fresh graph
     stepwise = layer.weight.grad.clone()
     layer.zero_grad()
     F.mse_loss(layer(data), target, reduction="sum").backward()
     assert torch.allclose(stepwise, layer.weight.grad)
-    return f"3 steps, no retain_graph: {stepwise}\nwhole batch at once:      {layer.weight.grad}"
+    return lines(
+        f"3 steps, no retain_graph: {stepwise}",
+        f"whole batch at once:      {layer.weight.grad}",
+    )
 
 
 @claim(
@@ -274,12 +291,14 @@ def proof_000_memory():
     "is kept without asking.",
 )
 def proof_000_default():
-    default = inspect.signature(torch.Tensor.backward).parameters["retain_graph"].default
+    parameters = inspect.signature(torch.Tensor.backward).parameters
+    default = parameters["retain_graph"].default
     assert default is None
     u = torch.tensor(1.5, requires_grad=True)
     cube = u**3
     torch.autograd.grad(cube, u, create_graph=True)
-    (again,) = torch.autograd.grad(cube, u, create_graph=True)  # kept: retain_graph never passed
+    # the graph was kept, although retain_graph was never passed:
+    (again,) = torch.autograd.grad(cube, u, create_graph=True)
     assert again.item() == 3 * 1.5**2
     return (
         f"default of retain_graph: {default}\n"
@@ -301,7 +320,11 @@ def proof_000_recorded_graph():
     a = torch.tensor([0.5, 2.0], requires_grad=True)
     out = (a.log() + a**2).sum()
     add = out.grad_fn.next_functions[0][0]
-    recorded = [out.grad_fn.name(), add.name(), [n.name() for n, _ in add.next_functions]]
+    recorded = [
+        out.grad_fn.name(),
+        add.name(),
+        [n.name() for n, _ in add.next_functions],
+    ]
     out.backward()
     assert torch.allclose(a.grad, 1 / a.detach() + 2 * a.detach())
     return f"recorded: {recorded}\na.grad = {a.grad} (1/a + 2a)"
@@ -405,7 +428,10 @@ def proof_001_default_drops():
     del hidden
     out.backward()
     assert watch() is None and leaf.grad is not None
-    return f"saved intermediate alive: {watch() is not None}\nleaf.grad kept: {leaf.grad}"
+    return lines(
+        f"saved intermediate alive: {watch() is not None}",
+        f"leaf.grad kept: {leaf.grad}",
+    )
 
 
 @claim(
@@ -467,11 +493,11 @@ def proof_001_gan_step():
     "output in opposite directions, so each gets its own pass.",
 )
 def proof_001_opposite_signs():
-    logit = torch.tensor([0.3], requires_grad=True)  # discriminator output on a fake sample
-    (d_push,) = torch.autograd.grad(
-        F.binary_cross_entropy_with_logits(logit, torch.zeros(1)), logit
-    )
-    (g_push,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(logit, torch.ones(1)), logit)
+    # the discriminator's output (a logit) on one fake sample
+    logit = torch.tensor([0.3], requires_grad=True)
+    bce = F.binary_cross_entropy_with_logits
+    (d_push,) = torch.autograd.grad(bce(logit, torch.zeros(1)), logit)
+    (g_push,) = torch.autograd.grad(bce(logit, torch.ones(1)), logit)
     assert d_push.item() > 0 > g_push.item()
     return (
         f"d(discriminator loss)/d(logit) = {d_push.item():.4f}\n"
@@ -498,7 +524,7 @@ def proof_001_multitask():
     loss_late = late(middle).pow(2).mean()
     torch.autograd.backward([loss_early, loss_late])  # one call, no retain_graph
     assert early.weight.grad is not None and late.weight.grad is not None
-    return f"one backward over both losses; early layer's gradient:\n{early.weight.grad}"
+    return f"one backward for both losses; early layer's grad:\n{early.weight.grad}"
 
 
 @claim(
@@ -534,7 +560,8 @@ def proof_001_deprecated():
     params = list(inspect.signature(torch.autograd.backward).parameters)
     assert "retain_graph" in params and "retain_variables" not in params
     try:
-        torch.autograd.backward(torch.ones(1, requires_grad=True).sum(), retain_variables=True)
+        loss = torch.ones(1, requires_grad=True).sum()
+        torch.autograd.backward(loss, retain_variables=True)
     except TypeError as error:
         rejected = f"{type(error).__name__}: {error}"
     else:
@@ -574,7 +601,8 @@ def proof_001_sum_works():
         layer.zero_grad()
     loss_1, loss_2 = losses()
     (loss_1 + loss_2).backward()
-    assert all(torch.allclose(a, layer.weight.grad) for a, layer in zip(separate, layers))
+    for before, layer in zip(separate, layers, strict=True):
+        assert torch.allclose(before, layer.weight.grad)
     return "trunk, head 1, head 2: gradients equal for the two ways"
 
 
@@ -596,7 +624,8 @@ def proof_001_between_layers():
 
     def losses():
         h = first(inputs).tanh()
-        return h.pow(2).mean(), second(h).pow(2).mean()  # loss1 after first, loss2 after second
+        # loss1 right after the first layer, loss2 after the second
+        return h.pow(2).mean(), second(h).pow(2).mean()
 
     loss1, loss2 = losses()
     loss1.backward(retain_graph=True)
@@ -610,7 +639,7 @@ def proof_001_between_layers():
     assert torch.allclose(sequential[1], second.weight.grad)
     assert torch.allclose(second.weight.grad, only_loss2)
     return (
-        "layer between the losses: same gradient both ways, and equal to loss2's alone\n"
+        "layer between the losses: same gradient both ways, = loss2's alone\n"
         "layer before loss1: same gradient (the sum) both ways"
     )
 
@@ -630,7 +659,10 @@ def proof_001_no_path():
     out_1 = model_1(torch.tensor([[1.0, 2.0]]))
     loss1 = out_1.pow(2).sum()
     grads = torch.autograd.grad(
-        loss1, [model_1.weight, model_2.weight], allow_unused=True, materialize_grads=True
+        loss1,
+        [model_1.weight, model_2.weight],
+        allow_unused=True,
+        materialize_grads=True,
     )
     assert grads[0].abs().sum() > 0 and torch.count_nonzero(grads[1]) == 0
     return f"d loss1 / d model_2.weight = {grads[1]}"
@@ -651,7 +683,8 @@ def proof_001_flows_back():
     before = model_1.weight.detach().clone()
     loss2 = model_2(model_1(torch.tensor([[1.0, 2.0]]))).pow(2).sum()
     loss2.backward()
-    assert model_1.weight.grad.abs().sum() > 0 and torch.equal(model_1.weight, before)
+    assert model_1.weight.grad.abs().sum() > 0
+    assert torch.equal(model_1.weight, before)  # backward() changed no weight
     torch.optim.SGD(model_1.parameters(), lr=0.1).step()
     assert not torch.equal(model_1.weight, before)
     return f"model_1.weight.grad after loss2.backward():\n{model_1.weight.grad}"
@@ -674,7 +707,11 @@ def proof_001_calls_also_add():
     (w**2).sum().backward()
     (3 * w).sum().backward()
     assert torch.equal(w.grad, g1 + g2)
-    return f"grad of loss1: {g1}\ngrad of loss2: {g2}\n.grad after two calls: {w.grad}"
+    return lines(
+        f"grad of loss1: {g1}",
+        f"grad of loss2: {g2}",
+        f".grad after two calls: {w.grad}",
+    )
 
 
 @claim(
@@ -693,7 +730,10 @@ def proof_001_step_size():
         layer = nn.Linear(2, 1)
         optimizer = torch.optim.Adam(layer.parameters(), lr=0.1)
         inputs = torch.tensor([[1.0, -1.0], [0.5, 2.0]])
-        losses = {"l1": lambda: layer(inputs).pow(2).mean(), "l2": lambda: layer(inputs).mean()}
+        losses = {
+            "l1": lambda: layer(inputs).pow(2).mean(),
+            "l2": lambda: layer(inputs).mean(),
+        }
         for name in order:
             losses[name]().backward()
         optimizer.step()
@@ -741,7 +781,10 @@ def proof_002_buffers():
         warnings.simplefilter("always")
         stored = hidden.grad
     assert stored is None and len(passing) == 1
-    return f"gradient that passed through hidden: {passing[0]}\nhidden.grad stored: {stored}"
+    return lines(
+        f"gradient that passed through hidden: {passing[0]}",
+        f"hidden.grad stored: {stored}",
+    )
 
 
 @claim(
@@ -841,7 +884,8 @@ def proof_002_values_unchanged():
         results[name] = leaf.grad
     assert torch.equal(results["none"], results["early"])
     assert torch.equal(results["none"], results["late"])
-    return "\n".join(f"leaf.grad, retain_grad() {k:5}: {v}" for k, v in results.items())
+    shown = [f"leaf.grad, retain_grad() {k:5}: {g}" for k, g in results.items()]
+    return lines(*shown)
 
 
 @claim(
@@ -902,7 +946,8 @@ def proof_002_second_backward():
         try:
             loss.backward()
         except RuntimeError as error:
-            outcomes.append(f"retain_grad()={use_retain_grad}: {first_sentence(error)}")
+            outcome = first_sentence(error)
+            outcomes.append(f"retain_grad()={use_retain_grad}: {outcome}")
         else:
             raise AssertionError("the second backward() was expected to fail")
     assert all("second time" in line for line in outcomes)
@@ -923,13 +968,17 @@ def proof_002_grad_of_intermediate():
     leaf = torch.tensor([0.5, -1.0], requires_grad=True)
     hidden = leaf.tanh()
     score = (2 * hidden**2).sum()
-    (d_hidden,) = torch.autograd.grad(score, hidden, create_graph=True)  # no retain_grad()
+    # no retain_grad() anywhere:
+    (d_hidden,) = torch.autograd.grad(score, hidden, create_graph=True)
     assert torch.allclose(d_hidden, 4 * hidden)
     penalty = d_hidden.pow(2).sum()  # a loss built from that gradient
     penalty.backward()
     t = hidden.detach()
     assert torch.allclose(leaf.grad, 32 * t * (1 - t**2))
-    return f"d score / d hidden = {d_hidden.detach()}\nleaf.grad from the penalty = {leaf.grad}"
+    return lines(
+        f"d score / d hidden = {d_hidden.detach()}",
+        f"leaf.grad from the penalty = {leaf.grad}",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -978,7 +1027,7 @@ def proof_003_doc_default():
     except RuntimeError as error:
         second = first_sentence(error)
     else:
-        raise AssertionError("the default without create_graph was expected to free")
+        raise AssertionError("without create_graph, the graph should be freed")
     assert "second time" in second
     return f"create_graph=True, then again: fine\nplain, then again: {second}"
 
@@ -1033,7 +1082,8 @@ def proof_003_mean_then_sum():
             total.backward()
             report.append(f"retain_graph={keep} on the first: second backward ran")
         except RuntimeError as error:
-            report.append(f"retain_graph={keep} on the first: {first_sentence(error)}")
+            outcome = first_sentence(error)
+            report.append(f"retain_graph={keep} on the first: {outcome}")
     assert "second time" in report[0] and report[1].endswith("ran")
     return "\n".join(report)
 
@@ -1075,7 +1125,11 @@ def proof_003_call_sequence():
     shared = src.pow(3) * 5
     avg, total = shared.mean(), shared.sum()
     log = []
-    for name, out, keep in (("mean", avg, True), ("sum", total, True), ("mean", avg, False)):
+    for name, out, keep in (
+        ("mean", avg, True),
+        ("sum", total, True),
+        ("mean", avg, False),
+    ):
         out.backward(retain_graph=keep)
         log.append(f"{name}.backward(retain_graph={keep}): ran")
     try:
@@ -1111,7 +1165,10 @@ def proof_003_multitask_sum():
     mid.mean().backward(retain_graph=True)
     top(mid).pow(2).mean().backward()
     assert torch.allclose(summed, body.weight.grad)
-    return f"body gradient, summed losses:  {summed}\nbody gradient, two calls:      {body.weight.grad}"
+    return lines(
+        f"body gradient, summed losses: {summed}",
+        f"body gradient, two calls:     {body.weight.grad}",
+    )
 
 
 @claim(
@@ -1162,7 +1219,8 @@ def proof_003_no_graph_claim():
     branch_a(common).sum().backward()
     out_b = branch_b(common).sum()
     tanh_node = common.grad_fn
-    assert tanh_node.next_functions[0][0].name() == "AddmmBackward0"  # still connected
+    # still connected to the shared layer's node:
+    assert tanh_node.next_functions[0][0].name() == "AddmmBackward0"
     try:
         out_b.backward()
     except RuntimeError as error:
@@ -1170,7 +1228,10 @@ def proof_003_no_graph_claim():
     else:
         raise AssertionError("the second branch's backward was expected to fail")
     assert "already been freed" in full and "second time" in message
-    return f"shared tanh node still feeds from AddmmBackward0\nsecond branch: {message}"
+    return lines(
+        "shared tanh node still feeds from AddmmBackward0",
+        f"second branch: {message}",
+    )
 
 
 @claim(
@@ -1193,8 +1254,9 @@ def proof_003_freed_later():
     held = watch() is not None
     del out  # the last reference to the graph
     assert held and watch() is None
-    return (
-        f"saved tensor alive after retained passes: {held}\nafter `del out`: {watch() is not None}"
+    return lines(
+        f"saved tensor alive after retained passes: {held}",
+        f"after `del out`: {watch() is not None}",
     )
 
 
@@ -1229,14 +1291,20 @@ def proof_003_in_place():
 def proof_003_batch_equivalence():
     torch.manual_seed(0)
     layer = nn.Linear(3, 1)
-    samples, labels = torch.linspace(-1, 1, 12).reshape(4, 3), torch.tensor([[1.0], [0.0]] * 2)
+    samples, labels = (
+        torch.linspace(-1, 1, 12).reshape(4, 3),
+        torch.tensor([[1.0], [0.0]] * 2),
+    )
     for sample, label in zip(samples, labels, strict=True):
         F.mse_loss(layer(sample), label, reduction="sum").backward()
     one_at_a_time = layer.weight.grad.clone()
     layer.zero_grad()
     F.mse_loss(layer(samples), labels, reduction="sum").backward()
     assert torch.allclose(one_at_a_time, layer.weight.grad)
-    return f"one sample at a time: {one_at_a_time}\nwhole batch:          {layer.weight.grad}"
+    return lines(
+        f"one sample at a time: {one_at_a_time}",
+        f"whole batch:          {layer.weight.grad}",
+    )
 
 
 @claim(
@@ -1257,7 +1325,8 @@ def proof_003_style_tutorial():
     def losses():
         maps = features(image)
         gram = maps.flatten(2) @ maps.flatten(2).transpose(1, 2)
-        return maps.pow(2).mean(), gram.pow(2).mean()  # a content-like and a style-like loss
+        # a content-like and a style-like loss
+        return maps.pow(2).mean(), gram.pow(2).mean()
 
     content, style = losses()
     content.backward()
@@ -1319,6 +1388,11 @@ def code_spans(text: str) -> str:
     return CODE.sub(r"`\1`", text)
 
 
+def sources_markdown() -> str:
+    """The four texts, as a list."""
+    return "\n".join(f"- **{key}**: {code_spans(text)}" for key, text in SOURCES.items())
+
+
 def page_link(row: Claim) -> str:
     return f"{{doc}}`{row.page}`"
 
@@ -1335,7 +1409,10 @@ def source_markdown(source: str, evidence: dict[str, str]) -> str:
     parts = ["| row | claim (paraphrased) | verdict |", "| --- | --- | --- |"]
     for row in rows:
         badge = f"{{bdg-{VERDICTS[row.verdict]}}}`{row.verdict}`"
-        parts.append(f"| {{ref}}`{row.id} <ledger-{row.id}>` | {code_spans(row.claim)} | {badge} |")
+        shown_id = row.id.replace("-", "\u2011")  # a non-breaking hyphen keeps the id on one line
+        parts.append(
+            f"| {{ref}}`{shown_id} <ledger-{row.id}>` | {code_spans(row.claim)} | {badge} |"
+        )
     for row in rows:
         badge = f"{{bdg-{VERDICTS[row.verdict]}}}`{row.verdict}`"
         parts += [
