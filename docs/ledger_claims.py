@@ -1013,7 +1013,9 @@ def proof_003_renamed():
     "retain-and-create-graph",
     "The quoted documentation: retain_graph=False frees the graph, True is rarely needed, and "
     "the default follows create_graph.",
-    "Still true: the default is None, resolved to the value of create_graph.",
+    "Still true, and the behaviour matches: the default is None, resolved to the value of "
+    "create_graph. torch.autograd.backward and torch.autograd.grad keep that sentence; the "
+    "docstring of Tensor.backward() words it differently (since 2.8.0), with the same meaning.",
 )
 def proof_003_doc_default():
     n = torch.tensor([0.5, 1.0], requires_grad=True)
@@ -1029,7 +1031,16 @@ def proof_003_doc_default():
     else:
         raise AssertionError("without create_graph, the graph should be freed")
     assert "second time" in second
-    return f"create_graph=True, then again: fine\nplain, then again: {second}"
+    function_doc = " ".join(torch.autograd.backward.__doc__.split())
+    method_doc = " ".join(torch.Tensor.backward.__doc__.split())
+    assert "Defaults to the value of ``create_graph``" in function_doc
+    assert "inferred from ``create_graph``" in method_doc
+    return lines(
+        "create_graph=True, then again: fine",
+        f"plain, then again: {second}",
+        "torch.autograd.backward docstring: the default is the value of create_graph",
+        "Tensor.backward docstring: the default is inferred from create_graph",
+    )
 
 
 @claim(
