@@ -1399,6 +1399,13 @@ def code_spans(text: str) -> str:
     return CODE.sub(r"`\1`", text)
 
 
+def helpers_markdown() -> str:
+    """The source of the small helpers that several proofs call."""
+    helpers = (lines, first_sentence, _two_heads, _hidden_graph)
+    code = "\n\n".join(inspect.getsource(helper).rstrip() for helper in helpers)
+    return "\n".join([":::{code-block} python", ":class: output ledger-proof", code, ":::"])
+
+
 def sources_markdown() -> str:
     """The four texts, as a list."""
     return "\n".join(f"- **{key}**: {code_spans(text)}" for key, text in SOURCES.items())
