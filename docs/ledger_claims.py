@@ -284,11 +284,11 @@ def proof_000_memory():
 @claim(
     "000-9",
     "000",
-    "wrong",
+    "incomplete",
     "retain-and-create-graph",
     "retain_graph defaults to False.",
-    "The default is None, which means 'same as create_graph': with create_graph=True the graph "
-    "is kept without asking.",
+    "The default is None, not False. It acts like False (backward frees the saved tensors) unless "
+    "create_graph=True, in which case the graph is kept without asking.",
 )
 def proof_000_default():
     parameters = inspect.signature(torch.Tensor.backward).parameters
@@ -296,12 +296,21 @@ def proof_000_default():
     assert default is None
     u = torch.tensor(1.5, requires_grad=True)
     cube = u**3
+    cube.backward()  # default: like False, the saved tensors are freed
+    try:
+        cube.backward()
+    except RuntimeError as error:
+        plain = f"{type(error).__name__}: {str(error)[:48]}..."
+    else:
+        raise AssertionError("a plain backward() should have freed the graph")
+    cube = u**3
     torch.autograd.grad(cube, u, create_graph=True)
-    # the graph was kept, although retain_graph was never passed:
+    # with create_graph=True the graph was kept, although retain_graph was never passed:
     (again,) = torch.autograd.grad(cube, u, create_graph=True)
     assert again.item() == 3 * 1.5**2
     return (
         f"default of retain_graph: {default}\n"
+        f"second plain backward(): {plain}\n"
         f"second pass with only create_graph=True: d(u**3)/du = {again.item()}"
     )
 
