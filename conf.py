@@ -71,6 +71,7 @@ extensions = [
     "nb_expectations",
     "reproducible_output",
     "forget_failed_builds",
+    "html_quality",
 ]
 
 root_doc = "index"
@@ -95,8 +96,9 @@ exclude_patterns = [
 ]
 suppress_warnings = []
 nitpicky = False
-pygments_style = "friendly"
-pygments_dark_style = "monokai"
+# accessible-pygments (a furo dependency): colours that meet WCAG AA contrast on their background.
+pygments_style = "github-light"
+pygments_dark_style = "github-dark"
 
 # --- MyST-NB: every page is executed; a cell may only raise when it says which error ----------
 myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
@@ -161,6 +163,8 @@ html_last_updated_fmt = None
 html_copy_source = True
 html_show_sourcelink = False
 html_baseurl = site_context.site_url()
+# robots.txt names the sitemap at the site's public URL, so it is written per build, like the sitemap.
+html_extra_path = [str(site_context.write_robots_txt(ROOT / "_build" / "extra"))]
 html_theme_options = {
     "source_repository": REPOSITORY,
     "source_branch": BRANCH,
