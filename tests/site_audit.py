@@ -72,14 +72,24 @@ def site_pages(site: Path = HTML) -> list[Path]:
 # --- W3C Nu HTML checker ------------------------------------------------------------------------
 def vnu_messages(pages: list[Path]) -> list[dict]:
     """Run vnu.jar on the pages; return its error messages (each with ``url``, ``message``...)."""
-    command = [JAVA, "-jar", str(VNU_JAR), "--errors-only", "--format", "json", "--exit-zero-always"]
+    command = [
+        JAVA,
+        "-jar",
+        str(VNU_JAR),
+        "--errors-only",
+        "--format",
+        "json",
+        "--exit-zero-always",
+    ]
     result = subprocess.run(
         [*command, *map(str, pages)], capture_output=True, text=True, check=False
     )
     try:
         messages = json.loads(result.stderr or result.stdout)["messages"]
     except (json.JSONDecodeError, KeyError) as exc:
-        raise RuntimeError(f"vnu.jar gave no JSON report:\n{result.stdout}\n{result.stderr}") from exc
+        raise RuntimeError(
+            f"vnu.jar gave no JSON report:\n{result.stdout}\n{result.stderr}"
+        ) from exc
     return [m for m in messages if m.get("type") in ("error", "non-document-error")]
 
 
@@ -216,14 +226,21 @@ def missing_tools() -> list[str]:
         missing.append("chromium")
     for path in (VNU_JAR, AXE_JS, LIGHTHOUSE):
         if not path.exists():
-            missing.append(f"{path.relative_to(ROOT)} (run `npm ci --ignore-scripts --prefix .ci/node`)")
+            missing.append(
+                f"{path.relative_to(ROOT)} (run `npm ci --ignore-scripts --prefix .ci/node`)"
+            )
     return missing
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lighthouse", type=int, default=3, metavar="N",
-                        help="run Lighthouse on the home page and the N largest pages (0: none)")
+    parser.add_argument(
+        "--lighthouse",
+        type=int,
+        default=3,
+        metavar="N",
+        help="run Lighthouse on the home page and the N largest pages (0: none)",
+    )
     parser.add_argument("--site", type=Path, default=HTML)
     args = parser.parse_args()
     site = args.site.resolve()
@@ -260,7 +277,9 @@ def main() -> int:
         browser.close()
 
         width = max(map(len, rels))
-        print(f"{'page':<{width}}  {'Nu errors':>9}  {'axe light':>9}  {'axe dark':>8}  {'bytes':>9}")
+        print(
+            f"{'page':<{width}}  {'Nu errors':>9}  {'axe light':>9}  {'axe dark':>8}  {'bytes':>9}"
+        )
         for rel in rels:
             print(
                 f"{rel:<{width}}  {per_page_vnu[rel]:>9}  {len(axe[rel]['light']):>9}  "
@@ -284,8 +303,10 @@ def main() -> int:
         if args.lighthouse > 0:
             largest = sorted(weights, key=weights.get, reverse=True)
             chosen = ["index.html"] + [r for r in largest if r != "index.html"][: args.lighthouse]
-            print("\nLighthouse (mobile), targets: " + ", ".join(
-                f"{k} >= {v}" for k, v in LIGHTHOUSE_TARGETS.items()))
+            print(
+                "\nLighthouse (mobile), targets: "
+                + ", ".join(f"{k} >= {v}" for k, v in LIGHTHOUSE_TARGETS.items())
+            )
             print(f"{'page':<{width}}  " + "  ".join(f"{k:>14}" for k in LIGHTHOUSE_TARGETS))
             with tempfile.TemporaryDirectory() as tmp:
                 for rel in chosen:
@@ -299,7 +320,9 @@ def main() -> int:
                     for key, target in LIGHTHOUSE_TARGETS.items():
                         score = scores[key]
                         mark = "" if score is not None and score >= target else " !"
-                        cells.append(f"{'n/a' if score is None else f'{score:.2f}'}{mark}".rjust(14))
+                        cells.append(
+                            f"{'n/a' if score is None else f'{score:.2f}'}{mark}".rjust(14)
+                        )
                     print(f"{rel:<{width}}  " + "  ".join(cells))
                     for line in failing_audits(out):
                         print(f"    {line}")

@@ -23,7 +23,9 @@ def require(*what: tuple[bool, str]) -> None:
     missing = [name for ok, name in what if not ok]
     if not missing:
         return
-    message = "missing: " + ", ".join(missing) + " (run `npm ci --ignore-scripts --prefix .ci/node`)"
+    message = (
+        "missing: " + ", ".join(missing) + " (run `npm ci --ignore-scripts --prefix .ci/node`)"
+    )
     if IN_CI:
         pytest.fail(f"CI=true but the quality tools are {message}; .ci/run installs them")
     pytest.skip(f"LOUD SKIP: quality gate not checked, {message}")
@@ -67,7 +69,9 @@ def test_no_axe_violations_in_either_theme(site, browser_page, path):
 def test_a_typical_page_weighs_under_250_kb(site, browser_page):
     """HTML + every CSS, JS, font and image file the page loads, uncompressed; median over pages."""
     page, base = browser_page
-    weights = {path: audit.loaded_bytes(site, base, audit.open_page(page, base, path)) for path in PAGES}
+    weights = {
+        path: audit.loaded_bytes(site, base, audit.open_page(page, base, path)) for path in PAGES
+    }
     median = statistics.median(weights.values())
     heaviest = sorted(weights.items(), key=lambda item: -item[1])[:5]
     assert median <= audit.WEIGHT_TARGET, f"median {median:,.0f} bytes; heaviest: {heaviest}"

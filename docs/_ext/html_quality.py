@@ -80,7 +80,9 @@ ASSETS = [
 # -C255 and -BGC16 to -BGC255) in outputs. Pages link a copy without those rules; the 16 basic ANSI
 # colours, bold and the rest stay.
 MYSTNB_CORE = "_static/mystnb-core.css"
-ANSI_256 = re.compile(r"div\.highlight \.-Color\[class\*=-B?G?C(?:1[6-9]|[2-9]\d|1\d\d|2[0-5]\d)\] \{[^}]*\}\s*")
+ANSI_256 = re.compile(
+    r"div\.highlight \.-Color\[class\*=-B?G?C(?:1[6-9]|[2-9]\d|1\d\d|2[0-5]\d)\] \{[^}]*\}\s*"
+)
 
 
 def unused_asset(filename: str, body: str) -> bool:
