@@ -72,6 +72,7 @@ extensions = [
     "reproducible_output",
     "forget_failed_builds",
     "html_quality",
+    "sitemap_complete",
 ]
 
 root_doc = "index"
@@ -183,6 +184,7 @@ copybutton_prompt_is_regexp = True
 
 sitemap_url_scheme = "{link}"
 sitemap_show_lastmod = False
+sitemap_excludes = ["search.html", "genindex.html", "404.html"]  # search says noindex; not content
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
 ogp_social_cards = {"enable": False}

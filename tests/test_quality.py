@@ -9,6 +9,7 @@ Lighthouse scores depend on the machine, so they are reported by the audit, neve
 
 from __future__ import annotations
 
+import re
 import statistics
 
 import pytest
@@ -83,6 +84,20 @@ def test_robots_txt_names_the_sitemap(site):
     robots = (site / "robots.txt").read_text()
     assert f"Sitemap: {site_context.site_url()}sitemap.xml" in robots.splitlines()
     assert (site / "sitemap.xml").exists()
+
+
+def test_the_sitemap_lists_every_content_page(site):
+    """Even after an incremental build (see docs/_ext/sitemap_complete.py)."""
+    import site_context
+
+    sitemap = (site / "sitemap.xml").read_text()
+    listed = set(re.findall(r"<loc>([^<]+)</loc>", sitemap))
+    expected = {
+        site_context.site_url() + path
+        for path in PAGES
+        if path not in {"search.html", "genindex.html", "404.html"}
+    }
+    assert listed == expected
 
 
 def test_html_fixes_match_the_markup_they_fix():
