@@ -142,12 +142,22 @@ def serve(site: Path = HTML, *, gzip: bool = False) -> Iterator[str]:
         httpd.server_close()
 
 
+NO_TRANSITIONS = (
+    "*, *::before, *::after { transition: none !important; animation: none !important; }"
+)
+
+
 def set_theme(page, theme: str) -> None:
-    """Switch furo's theme the way its toggle does (body data attribute + remembered choice)."""
+    """Switch furo's theme the way its toggle does (body data attribute + remembered choice).
+    Transitions are switched off first, so that axe reads final colours, never intermediate ones."""
+    if not page.evaluate("!!document.getElementById('audit-no-transitions')"):
+        page.add_style_tag(content=NO_TRANSITIONS)
+        page.evaluate("document.head.lastElementChild.id = 'audit-no-transitions'")
     page.evaluate(
         "theme => { localStorage.setItem('theme', theme); document.body.dataset.theme = theme; }",
         theme,
     )
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 def axe_violations(page) -> list[dict]:
