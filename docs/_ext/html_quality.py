@@ -166,4 +166,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", _wrap_renderer)
     app.connect("builder-inited", _write_mystnb_core)
     app.connect("html-page-context", _prune_assets, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # Bump env_version when a rewrite changes: Sphinx then reads and writes every page again.
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
