@@ -72,7 +72,8 @@ extensions = [
     "reproducible_output",
     "forget_failed_builds",
     "code_links",
-    "complete_sitemap",
+    "html_quality",
+    "sitemap_complete",
 ]
 
 root_doc = "index"
@@ -97,8 +98,9 @@ exclude_patterns = [
 ]
 suppress_warnings = []
 nitpicky = False
-pygments_style = "friendly"
-pygments_dark_style = "monokai"
+# accessible-pygments (a furo dependency): colours that meet WCAG AA contrast on their background.
+pygments_style = "github-light"
+pygments_dark_style = "github-dark"
 
 # --- MyST-NB: every page is executed; a cell may only raise when it says which error ----------
 myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
@@ -165,6 +167,8 @@ html_last_updated_fmt = None
 html_copy_source = True
 html_show_sourcelink = False
 html_baseurl = site_context.site_url()
+# robots.txt names the sitemap at the site's public URL, so it is written per build, like the sitemap.
+html_extra_path = [str(site_context.write_robots_txt(ROOT / "_build" / "extra"))]
 html_theme_options = {
     "source_repository": REPOSITORY,
     "source_branch": BRANCH,
@@ -183,7 +187,7 @@ copybutton_prompt_is_regexp = True
 
 sitemap_url_scheme = "{link}"
 sitemap_show_lastmod = False
-sitemap_excludes = ["404.html", "search.html", "genindex.html"]
+sitemap_excludes = ["search.html", "genindex.html", "404.html"]  # search says noindex; not content
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
 ogp_social_cards = {"enable": False}

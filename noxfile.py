@@ -21,6 +21,7 @@ BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 CONSTRAINTS = ["-c", "constraints.txt"]
 BUILD_SITE = ["python", "docs/_ext/build_site.py"]
+NODE_TOOLS = ROOT / ".ci" / "node"  # vnu-jar, axe-core, lighthouse, pinned by its package-lock.json
 
 
 def install(session: nox.Session, name: str) -> None:
@@ -127,6 +128,32 @@ def lock(session: nox.Session) -> None:
     header = (ROOT / "constraints.txt").read_text().splitlines()[:2]
     pins = [line.replace("+cpu", "") for line in frozen.splitlines() if "==" in line]
     (ROOT / "constraints.txt").write_text("\n".join([*header, *sorted(pins, key=str.lower)]) + "\n")
+
+
+def install_node_tools(session: nox.Session) -> None:
+    """`npm ci` the pinned audit tools into .ci/node/node_modules (no install scripts: vnu-jar's
+    would download a JDK; the system Java runs vnu.jar)."""
+    if not (NODE_TOOLS / "node_modules" / ".package-lock.json").exists():
+        session.run(
+            "npm",
+            "ci",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--prefix",
+            str(NODE_TOOLS),
+            external=True,
+        )
+
+
+@nox.session
+def audit(session: nox.Session) -> None:
+    """Print the site's quality figures: Nu HTML errors, axe violations (light and dark), page
+    weight, Lighthouse (mobile) on the home page and the largest pages. Never fails on a figure."""
+    install(session, "tests")
+    install_node_tools(session)
+    session.run(*BUILD_SITE)
+    session.run("python", "tests/site_audit.py", *session.posargs)
 
 
 @nox.session

@@ -2,7 +2,8 @@
 
 Why: sphinx-gallery pages are generated rst, so the theme's "view/edit source" links would point at
 files that are not in the repository; they must point at ``gallery/*.py``. And every page states the
-torch version its outputs were executed with, read from the running ``torch`` (never typed).
+torch version its outputs were executed with, read from the running ``torch`` (never typed). It
+also writes ``robots.txt``, which must name the sitemap at the same public URL.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ def site_url(path_only: bool = False) -> str:
     )
     url = url if url.endswith("/") else url + "/"
     return urlparse(url).path if path_only else url
+
+
+def write_robots_txt(folder: Path) -> Path:
+    """Write ``folder/robots.txt``: crawl everything, and here is the sitemap; return ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = f"User-agent: *\nAllow: /\n\nSitemap: {site_url()}sitemap.xml\n"
+    path = folder / "robots.txt"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return folder
 
 
 def source_path(pagename: str, suffix: str | None) -> str | None:

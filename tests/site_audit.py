@@ -1,0 +1,372 @@
+"""Site quality audit (`nox -s audit`): prints figures for every page of the built site.
+
+It measures, on ``_build/html`` as it is (build first with ``nox -s docs``):
+
+* **HTML validity**: errors reported by the W3C Nu HTML checker (``vnu.jar``, run with Java);
+* **accessibility**: axe-core violations, in the light and the dark theme, in headless Chromium;
+* **page weight**: bytes of the HTML and of every CSS, JS, font and image file the page loads;
+* **Lighthouse** (mobile) scores for the home page and the largest pages: performance,
+  accessibility, best practices, SEO. For Lighthouse the pages are served gzip-compressed, as the
+  hosts (GitHub Pages, Read the Docs) serve them; the page weights above are uncompressed.
+
+Targets: 0 Nu errors and 0 axe violations on every page, median page weight <= 250 KB; Lighthouse
+performance >= 0.95 and the three other categories = 1.0. The audit prints and never fails on a
+figure (the tests, ``tests/test_quality.py``, assert the binary targets; Lighthouse scores depend
+on the machine and are only reported). The tools are pinned in ``.ci/node/package.json``; install
+them with ``npm ci --ignore-scripts --prefix .ci/node`` (``.ci/run`` does).
+
+    python tests/site_audit.py [--lighthouse N] [--no-gzip]   # N largest pages (default 3)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import socketserver
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+NODE = ROOT / ".ci" / "node" / "node_modules"
+VNU_JAR = NODE / "vnu-jar" / "build" / "dist" / "vnu.jar"
+AXE_JS = NODE / "axe-core" / "axe.min.js"
+LIGHTHOUSE = NODE / "lighthouse" / "cli" / "index.js"
+JAVA = shutil.which("java")
+NODE_BIN = shutil.which("node")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+THEMES = ("light", "dark")
+WEIGHT_TARGET = 250_000  # bytes, median page, uncompressed
+LIGHTHOUSE_TARGETS = {
+    "performance": 0.95,
+    "accessibility": 1.0,
+    "best-practices": 1.0,
+    "seo": 1.0,
+}
+
+
+def site_pages(site: Path = HTML) -> list[Path]:
+    """Every HTML page of the site (what a reader can open), as the tests define it."""
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts)
+
+
+# --- W3C Nu HTML checker ------------------------------------------------------------------------
+def vnu_messages(pages: list[Path]) -> list[dict]:
+    """Run vnu.jar on the pages; return its error messages (each with ``url``, ``message``...)."""
+    command = [
+        JAVA,
+        "-jar",
+        str(VNU_JAR),
+        "--errors-only",
+        "--format",
+        "json",
+        "--exit-zero-always",
+    ]
+    result = subprocess.run(
+        [*command, *map(str, pages)], capture_output=True, text=True, check=False
+    )
+    try:
+        messages = json.loads(result.stderr or result.stdout)["messages"]
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise RuntimeError(
+            f"vnu.jar gave no JSON report:\n{result.stdout}\n{result.stderr}"
+        ) from exc
+    return [m for m in messages if m.get("type") in ("error", "non-document-error")]
+
+
+def describe_vnu(message: dict, site: Path = HTML) -> str:
+    path = unquote(urlsplit(message.get("url", "")).path)
+    with contextlib.suppress(ValueError):
+        path = str(Path(path).relative_to(site))
+    return f"{path}:{message.get('lastLine', '?')}: {message.get('message')}"
+
+
+# --- A local server and a browser ---------------------------------------------------------------
+COMPRESSIBLE = (".html", ".css", ".js", ".svg", ".json", ".txt", ".xml")
+
+
+@contextlib.contextmanager
+def serve(site: Path = HTML, *, gzip: bool = False) -> Iterator[str]:
+    """Serve the site on an ephemeral localhost port; yield its base URL. With ``gzip``, text files
+    are sent gzip-compressed to clients that accept it, as GitHub Pages and Read the Docs do (for
+    Lighthouse, whose timings follow the bytes transferred)."""
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            path = Path(self.translate_path(self.path))
+            if path.is_dir():
+                path = path / "index.html"
+            accepts = "gzip" in self.headers.get("Accept-Encoding", "")
+            if not (gzip and accepts and path.is_file() and path.suffix in COMPRESSIBLE):
+                return super().do_GET()
+            import gzip as gzip_module
+
+            body = gzip_module.compress(path.read_bytes(), mtime=0)
+            self.send_response(200)
+            self.send_header("Content-Type", self.guess_type(str(path)))
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    handler = functools.partial(Handler, directory=str(site))
+    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+NO_TRANSITIONS = (
+    "*, *::before, *::after { transition: none !important; animation: none !important; }"
+)
+
+
+def set_theme(page, theme: str) -> None:
+    """Switch furo's theme the way its toggle does (body data attribute + remembered choice).
+    Transitions are switched off first, so that axe reads final colours, never intermediate ones."""
+    if not page.evaluate("!!document.getElementById('audit-no-transitions')"):
+        page.add_style_tag(content=NO_TRANSITIONS)
+        page.evaluate("document.head.lastElementChild.id = 'audit-no-transitions'")
+    page.evaluate(
+        "theme => { localStorage.setItem('theme', theme); document.body.dataset.theme = theme; }",
+        theme,
+    )
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def axe_violations(page) -> list[dict]:
+    """Run axe-core (from the local node_modules) on the loaded page; return its violations."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE_JS))
+    return page.evaluate(
+        """async () => {
+            const results = await axe.run(document, {resultTypes: ["violations"]});
+            return results.violations.map(v => ({
+                id: v.id, impact: v.impact, help: v.help,
+                nodes: v.nodes.map(n => n.target.join(" ")),
+            }));
+        }"""
+    )
+
+
+def describe_axe(violation: dict) -> str:
+    nodes = violation["nodes"]
+    shown = ", ".join(nodes[:3]) + (f" (+{len(nodes) - 3} more)" if len(nodes) > 3 else "")
+    return f"{violation['id']} ({violation['impact']}): {violation['help']} [{shown}]"
+
+
+def loaded_bytes(site: Path, base: str, urls: set[str]) -> int:
+    """Bytes on disk of the same-origin files behind the URLs a page loaded."""
+    total = 0
+    for url in urls:
+        parts = urlsplit(url)
+        if f"{parts.scheme}://{parts.netloc}" != base:
+            continue
+        path = site / unquote(parts.path).lstrip("/")
+        if path.is_dir():
+            path = path / "index.html"
+        if path.is_file():
+            total += path.stat().st_size
+    return total
+
+
+def open_page(browser_page, base: str, rel: str) -> set[str]:
+    """Load a page and wait until it is idle; return the URLs it loaded (HTML, CSS, JS, images)."""
+    urls: set[str] = set()
+    listener = lambda response: urls.add(response.url)  # noqa: E731
+    browser_page.on("response", listener)
+    try:
+        browser_page.goto(f"{base}/{rel}", wait_until="networkidle")
+        # Lazy images count too: scroll through the page so that all of them load.
+        browser_page.evaluate(
+            "() => document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')"
+        )
+        browser_page.wait_for_load_state("networkidle")
+    finally:
+        browser_page.remove_listener("response", listener)
+    return urls
+
+
+# --- Lighthouse ---------------------------------------------------------------------------------
+def lighthouse(url: str, out: Path) -> dict[str, float | None]:
+    """Lighthouse (mobile, the default form factor) on one URL; return the category scores."""
+    env = {**os.environ, "CHROME_PATH": CHROMIUM or ""}
+    command = [
+        NODE_BIN,
+        str(LIGHTHOUSE),
+        url,
+        "--quiet",
+        "--chrome-flags=--headless --no-sandbox --disable-gpu",
+        "--only-categories=" + ",".join(LIGHTHOUSE_TARGETS),
+        "--output=json",
+        f"--output-path={out}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0 or not out.exists():
+        raise RuntimeError(f"lighthouse failed on {url}:\n{result.stderr[-3000:]}")
+    report = json.loads(out.read_text())
+    return {key: report["categories"][key]["score"] for key in LIGHTHOUSE_TARGETS}
+
+
+def failing_audits(report_path: Path) -> list[str]:
+    """The Lighthouse audits that lost points (score < 1), as 'category: audit id (score)'."""
+    report = json.loads(report_path.read_text())
+    lines = []
+    for key, category in report["categories"].items():
+        for ref in category["auditRefs"]:
+            audit = report["audits"][ref["id"]]
+            score = audit.get("score")
+            if ref.get("weight", 0) > 0 and score is not None and score < 1:
+                value = audit.get("displayValue", "")
+                lines.append(f"{key}: {ref['id']} ({score:.2f}) {value}".rstrip())
+    return lines
+
+
+# --- The report ---------------------------------------------------------------------------------
+def missing_tools() -> list[str]:
+    missing = []
+    if not JAVA:
+        missing.append("java (for vnu.jar)")
+    if not NODE_BIN:
+        missing.append("node (for lighthouse)")
+    if not CHROMIUM:
+        missing.append("chromium")
+    for path in (VNU_JAR, AXE_JS, LIGHTHOUSE):
+        if not path.exists():
+            missing.append(
+                f"{path.relative_to(ROOT)} (run `npm ci --ignore-scripts --prefix .ci/node`)"
+            )
+    return missing
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--lighthouse",
+        type=int,
+        default=3,
+        metavar="N",
+        help="run Lighthouse on the home page and the N largest pages (0: none)",
+    )
+    parser.add_argument(
+        "--no-gzip", action="store_true", help="serve uncompressed to Lighthouse (harsher timings)"
+    )
+    parser.add_argument("--site", type=Path, default=HTML)
+    args = parser.parse_args()
+    site = args.site.resolve()
+    if not (site / "index.html").exists():
+        return f"audit: no built site in {site}: run `nox -s docs` first"
+    if missing := missing_tools():
+        return "audit: missing tools: " + "; ".join(missing)
+    pages = site_pages(site)
+    rels = [p.relative_to(site).as_posix() for p in pages]
+
+    print(f"Auditing {len(pages)} pages in {site}\n")
+    errors = vnu_messages(pages)
+    per_page_vnu = {rel: 0 for rel in rels}
+    for message in errors:
+        path = unquote(urlsplit(message.get("url", "")).path)
+        with contextlib.suppress(ValueError):
+            per_page_vnu[Path(path).relative_to(site).as_posix()] += 1
+
+    from playwright.sync_api import sync_playwright
+
+    weights: dict[str, int] = {}
+    axe: dict[str, dict[str, list[dict]]] = {}
+    with serve(site) as base, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        context = browser.new_context()
+        page = context.new_page()
+        for rel in rels:
+            urls = open_page(page, base, rel)
+            weights[rel] = loaded_bytes(site, base, urls)
+            axe[rel] = {}
+            for theme in THEMES:
+                set_theme(page, theme)
+                axe[rel][theme] = axe_violations(page)
+        browser.close()
+
+        width = max(map(len, rels))
+        print(
+            f"{'page':<{width}}  {'Nu errors':>9}  {'axe light':>9}  {'axe dark':>8}  {'bytes':>9}"
+        )
+        for rel in rels:
+            print(
+                f"{rel:<{width}}  {per_page_vnu[rel]:>9}  {len(axe[rel]['light']):>9}  "
+                f"{len(axe[rel]['dark']):>8}  {weights[rel]:>9,}"
+            )
+        median = statistics.median(weights.values())
+        total_axe = sum(len(v) for page_axe in axe.values() for v in page_axe.values())
+        print(
+            f"\nNu HTML checker: {len(errors)} errors (target 0)"
+            f"\naxe-core: {total_axe} violations, light + dark (target 0)"
+            f"\npage weight: median {median:,.0f} bytes, largest {max(weights.values()):,} "
+            f"(target: median <= {WEIGHT_TARGET:,})"
+        )
+        for message in errors[:40]:
+            print("  Nu:", describe_vnu(message, site))
+        for rel in rels:
+            for theme in THEMES:
+                for violation in axe[rel][theme]:
+                    print(f"  axe {theme}: {rel}: {describe_axe(violation)}")
+
+        if args.lighthouse > 0:
+            largest = sorted(weights, key=weights.get, reverse=True)
+            chosen = ["index.html"] + [r for r in largest if r != "index.html"][: args.lighthouse]
+            print(
+                "\nLighthouse (mobile), targets: "
+                + ", ".join(f"{k} >= {v}" for k, v in LIGHTHOUSE_TARGETS.items())
+            )
+            print(f"{'page':<{width}}  " + "  ".join(f"{k:>14}" for k in LIGHTHOUSE_TARGETS))
+            with (
+                tempfile.TemporaryDirectory() as tmp,
+                serve(site, gzip=not args.no_gzip) as gzip_base,
+            ):
+                for rel in chosen:
+                    out = Path(tmp) / (rel.replace("/", "_") + ".json")
+                    try:
+                        scores = lighthouse(f"{gzip_base}/{rel}", out)
+                    except RuntimeError as exc:
+                        print(f"{rel:<{width}}  FAILED: {exc}")
+                        continue
+                    cells = []
+                    for key, target in LIGHTHOUSE_TARGETS.items():
+                        score = scores[key]
+                        mark = "" if score is not None and score >= target else " !"
+                        cells.append(
+                            f"{'n/a' if score is None else f'{score:.2f}'}{mark}".rjust(14)
+                        )
+                    print(f"{rel:<{width}}  " + "  ".join(cells))
+                    for line in failing_audits(out):
+                        print(f"    {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
