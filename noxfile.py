@@ -46,6 +46,8 @@ def docs(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Build the site with no network, then test it (browser tests need Chromium; CI requires it)."""
     install(session, "tests")
+    if shutil.which("npm"):
+        install_node_tools(session)  # the pinned Nu checker and axe-core for tests/test_quality.py
     offline = can_isolate_network()
     if not offline:
         if os.environ.get("CI") == "true":
