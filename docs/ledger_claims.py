@@ -1,6 +1,6 @@
 """The rows of the misconceptions ledger (docs/ledger.md): one per claim of the four source texts.
 
-Each row names the source text (000-003, see /work/shared/sources/README.md of the project), the
+Each row names the source text (000-003, see the project's shared/sources/README.md), the
 claim in our own words, a verdict, the page that explains it, and a ``proof``: a tiny torch
 experiment that ASSERTS the verdict and returns the evidence (real output, as a short string).
 The page runs every proof while it is built, and tests/test_ledger.py runs them again, so a row

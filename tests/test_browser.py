@@ -7,26 +7,11 @@ prompts. Without Chromium these tests skip with a loud reason; with CI=true they
 
 from __future__ import annotations
 
-import functools
-import http.server
-import shutil
-import socketserver
-import threading
 from urllib.parse import urlsplit
 
 import pytest
 from conftest import HTML, IN_CI, built_pages, gallery_scripts, html_for, myst_pages
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from site_audit import CHROMIUM, CHROMIUM_FLAGS, serve
 
 if CHROMIUM is None:
     if IN_CI:
@@ -42,15 +27,8 @@ if CHROMIUM is None:
 
 @pytest.fixture(scope="module")
 def server(site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(site))
-    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serve(site) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +36,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         yield browser
         browser.close()
 
