@@ -69,6 +69,7 @@ extensions = [
     "site_context",
     "nb_execution",
     "nb_expectations",
+    "varying_outputs",
     "reproducible_output",
     "forget_failed_builds",
     "code_links",

@@ -20,6 +20,7 @@ from conftest import (
     soup,
 )
 from nb_expectations import parse_expectation  # docs/_ext, on sys.path through conf (see below)
+from varying_outputs import DOWNLOAD_NOTE, TAG
 
 MYST = myst_pages()
 GALLERY = gallery_scripts()
@@ -89,6 +90,30 @@ def test_myst_page_download_is_the_executed_notebook(site, page):
         assert any(h.endswith(f"/{page.stem}.ipynb") for h in links), (
             f"{page.name}: offer the executed notebook with {{nb-download}}`{page.stem}.ipynb`"
         )
+
+
+def test_measured_figures_are_shown_but_left_out_of_downloads(site):
+    """A cell tagged ``varies-per-run`` shows its figure under a name from its place (so the page
+    is the same in every build), and the downloadable notebook has the note instead of it."""
+    checked = 0
+    for page in MYST:
+        rel = page.relative_to(site.parents[1]).with_suffix(".ipynb")
+        notebook = json.loads((site.parent / "jupyter_execute" / rel).read_text())
+        images = {img["src"] for img in soup(html_for(page)).select("div.cell_output img")}
+        for index, cell in enumerate(notebook["cells"]):
+            if TAG not in cell.get("metadata", {}).get("tags", []):
+                continue
+            name = f"{rel.with_suffix('').as_posix().replace('/', '-')}-cell{index}-0.png"
+            assert any(src.endswith(f"_images/{name}") for src in images), (
+                f"{page.name}: cell {index} should show _images/{name}; the page shows {images}"
+            )
+            assert (site / "_images" / name).stat().st_size > 1000
+            notes = ["".join(o["data"]["text/plain"]) for o in cell["outputs"]]
+            assert notes == [DOWNLOAD_NOTE], (
+                f"{page.name}: cell {index}'s measured outputs are in the download"
+            )
+            checked += 1
+    assert checked >= 2, "the pages that time code tag their figure cells varies-per-run"
 
 
 @pytest.mark.parametrize("script", GALLERY, ids=lambda p: p.name)
