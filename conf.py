@@ -73,6 +73,7 @@ extensions = [
     "reproducible_output",
     "forget_failed_builds",
     "code_links",
+    "compact_highlighting",
     "html_quality",
     "sitemap_complete",
 ]

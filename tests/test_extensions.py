@@ -6,6 +6,7 @@ import zipfile
 
 import nbformat
 from code_links import link_code
+from compact_highlighting import CompactHtmlFormatter, plain_token_types
 from nb_execution import join_stream_chunks, local_modules
 from reproducible_output import normalise
 
@@ -41,7 +42,7 @@ def test_zips_are_normalised_to_fixed_timestamps(tmp_path):
         assert {i.date_time for i in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
 
 
-def test_code_links_resolve_qualified_names_aliases_and_tensor_methods():
+def test_code_links_resolve_names_aliases_and_tensor_methods_once_per_page():
     span = '<span class="n">{}</span>'
     dot = '<span class="o">.</span>'
     code = (
@@ -63,6 +64,10 @@ def test_code_links_resolve_qualified_names_aliases_and_tensor_methods():
         + dot
         + span.format("unknown")
         + "\n"
+        + span.format("z")
+        + dot
+        + span.format("backward")
+        + "\n"
     )
     html = f'<div class="highlight-ipython3 notranslate"><div class="highlight"><pre>{code}</pre>'
     targets = {
@@ -73,4 +78,18 @@ def test_code_links_resolve_qualified_names_aliases_and_tensor_methods():
     linked = link_code(html, targets, {"nn": "torch.nn"})
     for url in ("u/grad", "u/linear", "u/backward"):
         assert f'href="{url}"' in linked
-    assert linked.count("<a ") == 3
+    assert linked.count("<a ") == 3  # y.unknown is not linked, nor a second .backward()
+    assert linked.index('href="u/backward"') < linked.index(span.format("z"))
+
+
+def test_only_tokens_drawn_like_plain_text_lose_their_span():
+    from pygments import highlight
+    from pygments.lexers import PythonLexer
+    from pygments.token import Name, Operator, Punctuation, Whitespace
+
+    plain = plain_token_types(["github-light", "github-dark"])
+    assert Punctuation in plain and Whitespace in plain
+    assert Name not in plain and Operator not in plain  # coloured in at least one style
+    CompactHtmlFormatter.plain_types = plain
+    html = highlight("f(x, [1])\n", PythonLexer(), CompactHtmlFormatter())
+    assert '<span class="n">f</span>(<span class="n">x</span>, [<span class="mi">1</span>])' in html

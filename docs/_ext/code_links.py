@@ -6,6 +6,10 @@ cell, dotted names such as ``torch.autograd.grad`` (and ``nn.Linear`` / ``F.mse_
 imports those aliases) are looked up in the vendored intersphinx inventory and wrapped in a link.
 Calls of the autograd methods of a tensor (``y.backward()``, ``y.retain_grad()``, ...) link to
 ``torch.Tensor``'s page. Names that are not in the inventory are left alone.
+
+Each name is linked where it first appears on a page, not at every use (as an encyclopedia links a
+term once): on the longest pages, repeated links were a tenth of the HTML and added nothing a
+reader could not find one cell above.
 """
 
 from __future__ import annotations
@@ -49,6 +53,13 @@ def _torch_targets(app: Sphinx) -> dict[str, str]:
 
 
 def link_code(html: str, targets: dict[str, str], aliases: dict[str, str]) -> str:
+    linked: set[str] = set()
+
+    def first_use(name: str) -> bool:
+        new = name not in linked
+        linked.add(name)
+        return new
+
     def dotted(match: re.Match) -> str:
         text = match.group(0)
         parts = SPAN_NAMES.findall(text)
@@ -59,6 +70,8 @@ def link_code(html: str, targets: dict[str, str], aliases: dict[str, str]) -> st
         for end in range(len(parts), 1, -1):
             name = ".".join(parts[:end])
             if name in targets:
+                if not first_use(name):
+                    return text
                 return _wrap_prefix(
                     text, end - (len(parts) - len(SPAN_NAMES.findall(text))), name, targets[name]
                 )
@@ -67,7 +80,7 @@ def link_code(html: str, targets: dict[str, str], aliases: dict[str, str]) -> st
     def _tensor_method(text: str) -> str:
         def method(match: re.Match) -> str:
             name = f"torch.Tensor.{match.group(3)}"
-            if match.group(3) in TENSOR_METHODS and name in targets:
+            if match.group(3) in TENSOR_METHODS and name in targets and first_use(name):
                 return match.group(1) + _anchor(match.group(2), name, targets[name])
             return match.group(0)
 
