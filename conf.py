@@ -72,6 +72,7 @@ extensions = [
     "varying_outputs",
     "reproducible_output",
     "forget_failed_builds",
+    "fresh_navigation",
     "code_links",
     "compact_highlighting",
     "html_quality",

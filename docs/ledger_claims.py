@@ -241,18 +241,10 @@ def proof_000_shared_losses():
 )
 def proof_000_accumulation_loop():
     torch.manual_seed(0)
-    layer = nn.Linear(2, 1)
     data, target = torch.arange(12.0).reshape(6, 2) / 10, torch.ones(6, 1)
-    for chunk, goal in zip(data.split(2), target.split(2), strict=True):
-        F.mse_loss(layer(chunk), goal, reduction="sum").backward()  # a fresh graph
-    stepwise = layer.weight.grad.clone()
-    layer.zero_grad()
-    F.mse_loss(layer(data), target, reduction="sum").backward()
-    assert torch.allclose(stepwise, layer.weight.grad)
-    return lines(
-        f"3 steps, no retain_graph: {stepwise}",
-        f"whole batch at once:      {layer.weight.grad}",
-    )
+    stepwise, whole = _piecewise_and_whole(nn.Linear(2, 1), data, target, pieces=3)
+    assert torch.allclose(stepwise, whole)
+    return lines(f"3 steps, no retain_graph: {stepwise}", f"whole batch at once:      {whole}")
 
 
 @claim(
@@ -576,6 +568,18 @@ def proof_001_deprecated():
     else:
         raise AssertionError("retain_variables was expected to be rejected")
     return f"torch.autograd.backward parameters: {params}\n{rejected}"
+
+
+def _piecewise_and_whole(layer, inputs, targets, pieces):
+    """The gradient of ``layer``'s weight for a summed squared error: accumulated over ``pieces``
+    backward calls (a fresh graph each, no retain_graph), then from one call on the whole batch.
+    Used by the accumulation rows of 000 and 003."""
+    for chunk, goal in zip(inputs.chunk(pieces), targets.chunk(pieces), strict=True):
+        F.mse_loss(layer(chunk), goal, reduction="sum").backward()
+    piecewise = layer.weight.grad.clone()
+    layer.zero_grad()
+    F.mse_loss(layer(inputs), targets, reduction="sum").backward()
+    return piecewise, layer.weight.grad
 
 
 def _two_heads():
@@ -1310,21 +1314,10 @@ def proof_003_in_place():
 )
 def proof_003_batch_equivalence():
     torch.manual_seed(0)
-    layer = nn.Linear(3, 1)
-    samples, labels = (
-        torch.linspace(-1, 1, 12).reshape(4, 3),
-        torch.tensor([[1.0], [0.0]] * 2),
-    )
-    for sample, label in zip(samples, labels, strict=True):
-        F.mse_loss(layer(sample), label, reduction="sum").backward()
-    one_at_a_time = layer.weight.grad.clone()
-    layer.zero_grad()
-    F.mse_loss(layer(samples), labels, reduction="sum").backward()
-    assert torch.allclose(one_at_a_time, layer.weight.grad)
-    return lines(
-        f"one sample at a time: {one_at_a_time}",
-        f"whole batch:          {layer.weight.grad}",
-    )
+    samples, labels = torch.linspace(-1, 1, 12).reshape(4, 3), torch.tensor([[1.0], [0.0]] * 2)
+    one_at_a_time, whole = _piecewise_and_whole(nn.Linear(3, 1), samples, labels, pieces=4)
+    assert torch.allclose(one_at_a_time, whole)
+    return lines(f"one sample at a time: {one_at_a_time}", f"whole batch:          {whole}")
 
 
 @claim(
@@ -1410,7 +1403,7 @@ def code_spans(text: str) -> str:
 
 def helpers_markdown() -> str:
     """The source of the small helpers that several proofs call."""
-    helpers = (lines, first_sentence, _two_heads, _hidden_graph)
+    helpers = (lines, first_sentence, _piecewise_and_whole, _two_heads, _hidden_graph)
     code = "\n\n".join(inspect.getsource(helper).rstrip() for helper in helpers)
     return "\n".join([":::{code-block} python", ":class: output ledger-proof", code, ":::"])
 

@@ -14,10 +14,11 @@ graph still holds afterwards, and the time per step.
 # A meter for saved tensors
 # -------------------------
 #
-# ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks` context: every tensor the forward pass saves for backward goes through its ``pack`` method,
-# which adds up the tensor's bytes and puts it in a ``Box``; a :mod:`weakref` finalizer on the
-# box notices when autograd lets go of it. Parameters are skipped: they exist anyway. Setting one thread keeps these tiny
-# operations fast and the timings steady.
+# ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks` context. Its pack hook
+# hands autograd a fresh alias of every tensor the forward pass saves (parameters are skipped:
+# they exist anyway) and keeps only a :mod:`weakref` to it, so ``held`` adds up the bytes of the
+# aliases autograd has not yet let go of. One thread keeps these tiny operations fast and the
+# timings steady.
 
 import time
 import weakref
@@ -32,44 +33,25 @@ torch.set_num_threads(1)
 torch.manual_seed(0)
 
 
-class Box:
-    """What the pack hook hands to autograd: finalizers need an object that supports weakrefs."""
-
-    __slots__ = ("__weakref__", "tensor")
-
-    def __init__(self, tensor):
-        self.tensor = tensor
-
-
 class SavedBytes(saved_tensors_hooks):
-    """Bytes of the tensors saved for backward while active, and how many are still held."""
+    """Bytes of the tensors saved for backward (``skip``: not these) that autograd still holds."""
 
     def __init__(self, skip=()):
-        super().__init__(self._pack, self._unpack)
-        self._skip = {p.untyped_storage().data_ptr() for p in skip}
-        self._saved = {}  # one entry per distinct tensor held: [times held, bytes]
-        self._released = 0  # bytes of tensors no longer held
+        self.aliases = []  # weak references to the tensor objects handed to autograd
+        skipped = {p.untyped_storage().data_ptr() for p in skip}
+
+        def pack(tensor):
+            alias = tensor.detach()  # a new tensor object that only autograd holds
+            if tensor.untyped_storage().data_ptr() not in skipped:
+                self.aliases.append(weakref.ref(alias))
+            return alias
+
+        super().__init__(pack, lambda alias: alias)
 
     @property
     def held(self):
-        return sum(nbytes for _, nbytes in self._saved.values())
-
-    def _release(self, key):
-        self._saved[key][0] -= 1
-        if self._saved[key][0] == 0:
-            self._released += self._saved.pop(key)[1]
-
-    def _pack(self, tensor):
-        box = Box(tensor.detach())  # boxing the tensor itself could keep its own graph alive
-        if tensor.untyped_storage().data_ptr() not in self._skip:
-            key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
-            entry = self._saved.setdefault(key, [0, tensor.nelement() * tensor.element_size()])
-            entry[0] += 1
-            weakref.finalize(box, self._release, key)
-        return box
-
-    def _unpack(self, box):
-        return box.tensor
+        alive = [t for ref in self.aliases if (t := ref()) is not None]
+        return sum({(t.data_ptr(), t.shape, t.stride()): t.nbytes for t in alive}.values())
 
 
 # %%

@@ -16,10 +16,9 @@ chunks keeps all three flat. This script shows each case, counting graph nodes a
 #
 # A :class:`torch.nn.RNNCell` with 16 hidden units reads 40 chunks of 8 time steps each, for a
 # batch of 4 sequences, and a linear readout predicts a running sum of the inputs. ``SavedBytes``
-# is a :class:`torch.autograd.graph.saved_tensors_hooks` context that tracks the bytes of the
-# tensors saved for backward (parameters excluded) and, through a :mod:`weakref` finalizer on the
-# object its pack hook returns, how many are still held. ``graph_nodes`` counts the autograd
-# nodes a backward from a loss can reach.
+# is a :class:`torch.autograd.graph.saved_tensors_hooks` context that keeps a :mod:`weakref` to
+# each tensor it hands autograd to save (parameters excluded), so ``held`` is the bytes autograd
+# still holds. ``graph_nodes`` counts the autograd nodes a backward from a loss can reach.
 
 import time
 import weakref
@@ -35,43 +34,25 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timing
 torch.manual_seed(0)
 
 
-class Box:
-    """What the pack hook hands to autograd: finalizers need an object that supports weakrefs."""
-
-    __slots__ = ("__weakref__", "tensor")
-
-    def __init__(self, tensor):
-        self.tensor = tensor
-
-
 class SavedBytes(saved_tensors_hooks):
-    """Bytes of the tensors saved for backward while active, and how many are still held."""
+    """Bytes of the tensors saved for backward (``skip``: not these) that autograd still holds."""
 
     def __init__(self, skip=()):
-        super().__init__(self._pack, self._unpack)
-        self._skip = {p.untyped_storage().data_ptr() for p in skip}
-        self._saved = {}  # one entry per distinct tensor held: [times held, bytes]
+        self.aliases = []  # weak references to the tensor objects handed to autograd
+        skipped = {p.untyped_storage().data_ptr() for p in skip}
+
+        def pack(tensor):
+            alias = tensor.detach()  # a new tensor object that only autograd holds
+            if tensor.untyped_storage().data_ptr() not in skipped:
+                self.aliases.append(weakref.ref(alias))
+            return alias
+
+        super().__init__(pack, lambda alias: alias)
 
     @property
     def held(self):
-        return sum(nbytes for _, nbytes in self._saved.values())
-
-    def _release(self, key):
-        self._saved[key][0] -= 1
-        if self._saved[key][0] == 0:
-            del self._saved[key]
-
-    def _pack(self, tensor):
-        box = Box(tensor.detach())  # boxing the tensor itself could keep its own graph alive
-        if tensor.untyped_storage().data_ptr() not in self._skip:
-            key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
-            entry = self._saved.setdefault(key, [0, tensor.nelement() * tensor.element_size()])
-            entry[0] += 1
-            weakref.finalize(box, self._release, key)
-        return box
-
-    def _unpack(self, box):
-        return box.tensor
+        alive = [t for ref in self.aliases if (t := ref()) is not None]
+        return sum({(t.data_ptr(), t.shape, t.stride()): t.nbytes for t in alive}.values())
 
 
 def graph_nodes(loss):

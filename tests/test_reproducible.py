@@ -13,6 +13,7 @@ import re
 from datetime import date
 
 import pytest
+from bs4 import BeautifulSoup
 from conftest import (
     HTML,
     IN_CI,
@@ -122,8 +123,10 @@ def test_editing_one_example_re_executes_only_it(second_build):
     project, _ = second_build
     page = myst_pages()[-1].relative_to(ROOT)
     script = gallery_scripts()[0].relative_to(ROOT)
-    with open(project / page, "a") as f:
-        f.write('\n```{code-cell} ipython3\nprint("an edit")\n```\n')
+    text = (project / page).read_text()
+    title = re.search(r"^# (.+)$", text, re.M).group(1)
+    text = text.replace(f"# {title}", f"# {title} (edited)", 1)
+    (project / page).write_text(text + '\n```{code-cell} ipython3\nprint("an edit")\n```\n')
     with open(project / script, "a") as f:
         f.write('\n# %%\n# An edit.\n\nprint("an edit")\n')
     result = run_build(project)
@@ -133,6 +136,16 @@ def test_editing_one_example_re_executes_only_it(second_build):
     assert pages == {str(page.with_suffix(""))}, pages
     assert scripts == 1
     assert "an edit" in (project / "_build" / "html" / page.with_suffix(".html")).read_text()
+    # The new title is in every page's sidebar, not only in the edited page's.
+    sidebars = {
+        rel: [
+            a.get_text()
+            for a in BeautifulSoup(path.read_text(), "html.parser").select(".sidebar-tree a")
+        ]
+        for rel, path in _pages(project / "_build" / "html").items()
+    }
+    stale = [str(rel) for rel, texts in sidebars.items() if f"{title} (edited)" not in texts]
+    assert not stale, f"pages left with the old navigation after a title change: {stale}"
 
 
 def test_main_build_is_not_stale():
