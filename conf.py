@@ -42,6 +42,7 @@ if _missing:
     )
 
 import site_context  # noqa: E402
+import social_card  # noqa: E402
 import torch  # noqa: E402  (imported after the dependency check on purpose)
 
 # --- Project ------------------------------------------------------------------------------------
@@ -77,6 +78,7 @@ extensions = [
     "compact_highlighting",
     "html_quality",
     "sitemap_complete",
+    "social_card",
 ]
 
 root_doc = "index"
@@ -193,6 +195,14 @@ sitemap_show_lastmod = False
 sitemap_excludes = ["search.html", "genindex.html", "404.html"]  # search says noindex; not content
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
+# One card for every page, drawn by docs/_ext/social_card.py into the extra files (the root).
 ogp_social_cards = {"enable": False}
+ogp_image = social_card.NAME
+ogp_image_alt = social_card.ALT
+ogp_custom_meta_tags = [
+    f'<meta property="og:image:width" content="{social_card.SIZE[0]}" />',
+    f'<meta property="og:image:height" content="{social_card.SIZE[1]}" />',
+    '<meta name="twitter:card" content="summary_large_image" />',
+]
 ogp_enable_meta_description = True
 notfound_urls_prefix = site_context.site_url(path_only=True)

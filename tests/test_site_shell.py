@@ -31,6 +31,27 @@ def test_every_page_has_a_description_and_favicon(site, page):
     assert soup(page).select_one('meta[property="og:title"]') is not None
 
 
+def test_every_page_has_a_social_card(site):
+    """Link previews get the site's card: a 1200 x 630 PNG at the site root, named by an absolute
+    URL with alt text, and the large card layout for Twitter-style previews."""
+    from site_context import site_url
+    from social_card import NAME, SIZE
+
+    card = HTML / NAME
+    header = card.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")) == SIZE
+    for page in CONTENT:
+        tags = {
+            meta.get("property") or meta.get("name"): meta["content"]
+            for meta in soup(page).select("meta[property^='og:'], meta[name^='twitter:']")
+        }
+        where = page.relative_to(HTML)
+        assert tags.get("og:image") == site_url().rstrip("/") + "/" + NAME, where
+        assert len(tags.get("og:image:alt", "")) > 40, where
+        assert tags.get("twitter:card") == "summary_large_image", where
+
+
 def test_gallery_source_links_point_at_the_scripts(site):
     for script in gallery_scripts():
         page = soup(html_for(script))
