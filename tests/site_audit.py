@@ -5,17 +5,23 @@ It measures, on ``_build/html`` as it is (build first with ``nox -s docs``):
 * **HTML validity**: errors reported by the W3C Nu HTML checker (``vnu.jar``, run with Java);
 * **accessibility**: axe-core violations, in the light and the dark theme, in headless Chromium;
 * **page weight**: bytes of the HTML and of every CSS, JS, font and image file the page loads;
+* **other origins**: every request a page makes that does not go to the site itself;
+* **the site's shell**: robots.txt naming the sitemap, a sitemap listing every content page, the
+  404 page, and the link-preview metadata (``og:`` tags with the social card, ``twitter:card``);
+* **reproducibility**: a second build, from a clean copy of the repository in a temporary folder,
+  compared byte for byte with ``_build/html`` (pages and downloads; ``--no-second-build`` skips);
 * **Lighthouse** (mobile) scores for the home page and the largest pages: performance,
   accessibility, best practices, SEO. For Lighthouse the pages are served gzip-compressed, as the
   hosts (GitHub Pages, Read the Docs) serve them; the page weights above are uncompressed.
 
-Targets: 0 Nu errors and 0 axe violations on every page, median page weight <= 250 KB; Lighthouse
-performance >= 0.95 and the three other categories = 1.0. The audit prints and never fails on a
+Targets: 0 Nu errors and 0 axe violations on every page, median page weight <= 250 KB, 0 requests
+to other origins, a complete shell, identical builds; Lighthouse performance >= 0.95 and the three
+other categories = 1.0. The audit prints and never fails on a
 figure (the tests, ``tests/test_quality.py``, assert the binary targets; Lighthouse scores depend
 on the machine and are only reported). The tools are pinned in ``.ci/node/package.json``; install
 them with ``npm ci --ignore-scripts --prefix .ci/node`` (``.ci/run`` does).
 
-    python tests/site_audit.py [--lighthouse N] [--no-gzip]   # N largest pages (default 3)
+    python tests/site_audit.py [--lighthouse N] [--no-gzip] [--no-second-build]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import socketserver
 import statistics
@@ -213,6 +220,82 @@ def open_page(browser_page, base: str, rel: str) -> set[str]:
     return urls
 
 
+def other_origins(base: str, urls: set[str]) -> list[str]:
+    """The URLs among ``urls`` that leave the site (``data:`` and ``blob:`` URLs stay in the page)."""
+    return sorted(
+        url
+        for url in urls
+        if not url.startswith(("data:", "blob:"))
+        and f"{urlsplit(url).scheme}://{urlsplit(url).netloc}" != base
+    )
+
+
+# --- The shell: robots.txt, sitemap, 404, link previews ------------------------------------------
+PREVIEW_TAGS = ("og:title", "og:description", "og:image", "og:image:alt", "twitter:card")
+
+
+def shell_problems(site: Path, pages: list[Path]) -> list[str]:
+    """What is missing from the files and tags every site should have."""
+    problems = []
+    robots = site / "robots.txt"
+    if not robots.exists() or not any(
+        line.startswith("Sitemap: ") for line in robots.read_text().splitlines()
+    ):
+        problems.append("robots.txt is missing or names no sitemap")
+    sitemap = site / "sitemap.xml"
+    listed = (
+        set(re.findall(r"<loc>([^<]+)</loc>", sitemap.read_text())) if sitemap.exists() else set()
+    )
+    content = [p for p in pages if p.name not in ("search.html", "genindex.html", "404.html")]
+    unlisted = [
+        p.relative_to(site).as_posix()
+        for p in content
+        if not any(loc.endswith("/" + p.relative_to(site).as_posix()) for loc in listed)
+    ]
+    if unlisted:
+        problems.append(f"sitemap.xml does not list {len(unlisted)} pages: {unlisted[:5]}")
+    if not (site / "404.html").exists():
+        problems.append("no 404.html")
+    for page in content:
+        html = page.read_text(encoding="utf-8")
+        missing = [tag for tag in PREVIEW_TAGS if f'"{tag}" content="' not in html]
+        if missing:
+            problems.append(f"{page.relative_to(site)}: no {', '.join(missing)}")
+    return problems
+
+
+# --- Reproducibility -----------------------------------------------------------------------------
+def second_build_differences(site: Path) -> tuple[int, int, list[str]]:
+    """Build a clean copy of the repository in a temporary folder; return the number of pages and
+    of downloads compared with ``site``, and the files that differ (or exist in one build only)."""
+    from conftest import copy_tree, run_build
+
+    with tempfile.TemporaryDirectory() as tmp:
+        project = copy_tree(Path(tmp) / "site")
+        result = run_build(project)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"the second build failed:\n{(result.stdout + result.stderr)[-3000:]}"
+            )
+        other = project / "_build" / "html"
+        files = {}
+        for root in (site, other):
+            pages = {p.relative_to(root) for p in root.rglob("*.html") if "_static" not in p.parts}
+            downloads = {
+                p.relative_to(root) for p in (root / "_downloads").rglob("*") if p.is_file()
+            }
+            files[root] = (pages, downloads)
+        (pages, downloads), (their_pages, their_downloads) = files[site], files[other]
+        different = sorted(
+            str(rel) for rel in (pages | downloads) ^ (their_pages | their_downloads)
+        ) + sorted(
+            str(rel)
+            for rel in (pages & their_pages) | (downloads & their_downloads)
+            if (site / rel).read_bytes() != (other / rel).read_bytes()
+        )
+        return len(pages), len(downloads), different
+
+
 # --- Lighthouse ---------------------------------------------------------------------------------
 def lighthouse(url: str, out: Path) -> dict[str, float | None]:
     """Lighthouse (mobile, the default form factor) on one URL; return the category scores."""
@@ -277,6 +360,11 @@ def main() -> int:
     parser.add_argument(
         "--no-gzip", action="store_true", help="serve uncompressed to Lighthouse (harsher timings)"
     )
+    parser.add_argument(
+        "--no-second-build",
+        action="store_true",
+        help="skip the reproducibility check (a second, clean build in a temporary folder)",
+    )
     parser.add_argument("--site", type=Path, default=HTML)
     args = parser.parse_args()
     site = args.site.resolve()
@@ -298,6 +386,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     weights: dict[str, int] = {}
+    leaving: dict[str, list[str]] = {}
     axe: dict[str, dict[str, list[dict]]] = {}
     with serve(site) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
@@ -306,6 +395,7 @@ def main() -> int:
         for rel in rels:
             urls = open_page(page, base, rel)
             weights[rel] = loaded_bytes(site, base, urls)
+            leaving[rel] = other_origins(base, urls)
             axe[rel] = {}
             for theme in THEMES:
                 set_theme(page, theme)
@@ -329,6 +419,18 @@ def main() -> int:
             f"\npage weight: median {median:,.0f} bytes, largest {max(weights.values()):,} "
             f"(target: median <= {WEIGHT_TARGET:,})"
         )
+        total_leaving = sum(len(urls) for urls in leaving.values())
+        print(f"requests to other origins: {total_leaving} (target 0)")
+        for rel, urls in leaving.items():
+            for url in urls:
+                print(f"  other origin: {rel}: {url}")
+        problems = shell_problems(site, pages)
+        print(
+            "robots.txt, sitemap, 404 page, link-preview tags on every page: "
+            + ("complete" if not problems else f"{len(problems)} problems (target 0)")
+        )
+        for problem in problems:
+            print(f"  shell: {problem}")
         for message in errors[:40]:
             print("  Nu:", describe_vnu(message, site))
         for rel in rels:
@@ -365,6 +467,16 @@ def main() -> int:
                     print(f"{rel:<{width}}  " + "  ".join(cells))
                     for line in failing_audits(out):
                         print(f"    {line}")
+
+    if not args.no_second_build:
+        print("\nReproducibility: a second build from a clean copy, compared byte for byte ...")
+        n_pages, n_downloads, different = second_build_differences(site)
+        print(
+            f"{n_pages} pages and {n_downloads} downloads compared: "
+            f"{len(different)} differ (target 0)"
+        )
+        for rel in different:
+            print(f"  differs: {rel}")
     return 0
 
 
