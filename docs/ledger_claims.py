@@ -1,10 +1,11 @@
-"""The rows of the misconceptions ledger (docs/ledger.md): one per claim of the four source texts.
+"""The rows of the misconceptions ledger (docs/ledger.md and one page per source text, listed in
+``SOURCE_PAGES``): one row per claim of the four source texts.
 
 Each row names the source text (000-003, see the project's shared/sources/README.md), the
 claim in our own words, a verdict, the page that explains it, and a ``proof``: a tiny torch
 experiment that ASSERTS the verdict and returns the evidence (real output, as a short string).
-The page runs every proof while it is built, and tests/test_ledger.py runs them again, so a row
-whose proof stops holding fails both.
+The ledger page runs every proof while it is built (each text's page runs that text's proofs), and
+tests/test_ledger.py runs them again, so a row whose proof stops holding fails both.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ SOURCES = {
     "001": "A forum thread on retain_variables=True, with a GAN and multi-loss debate",
     "002": "An article on how the position of retain_grad() matters",
     "003": "A Q&A page on retain_graph in the old neural-style tutorial and multi-task losses",
+}
+
+# The page of each text, in docs/ (what {doc} and the toctree of docs/ledger.md name).
+SOURCE_PAGES = {
+    "000": "ledger-explainer",
+    "001": "ledger-forum-thread",
+    "002": "ledger-retain-grad-article",
+    "003": "ledger-neural-style-qa",
 }
 
 # Verdict -> sphinx-design badge colour.
@@ -1373,6 +1382,11 @@ def run_all() -> dict[str, str]:
     return {row.id: row.proof() for row in CLAIMS}
 
 
+def run_source(source: str) -> dict[str, str]:
+    """Run the proofs of one text's rows (for that text's page)."""
+    return {row.id: row.proof() for row in CLAIMS if row.source == source}
+
+
 def summary_markdown() -> str:
     """A table of verdict counts per source, computed from the rows."""
     counts = Counter((row.source, row.verdict) for row in CLAIMS)
@@ -1381,7 +1395,8 @@ def summary_markdown() -> str:
     for source in SOURCES:
         cells = [str(counts[(source, v)]) for v in VERDICTS]
         total = sum(counts[(source, v)] for v in VERDICTS)
-        lines.append(f"| {source} | " + " | ".join(cells) + f" | {total} |")
+        link = f"{{doc}}`{source} <{SOURCE_PAGES[source]}>`"
+        lines.append(f"| {link} | " + " | ".join(cells) + f" | {total} |")
     totals = [str(sum(counts[(s, v)] for s in SOURCES)) for v in VERDICTS]
     lines.append("| **all** | " + " | ".join(totals) + f" | **{len(CLAIMS)}** |")
     return "\n".join(lines)
@@ -1409,8 +1424,11 @@ def helpers_markdown() -> str:
 
 
 def sources_markdown() -> str:
-    """The four texts, as a list."""
-    return "\n".join(f"- **{key}**: {code_spans(text)}" for key, text in SOURCES.items())
+    """The four texts, as a list of links to their pages."""
+    return "\n".join(
+        f"- {{doc}}`{key} <{SOURCE_PAGES[key]}>`: {code_spans(text)}"
+        for key, text in SOURCES.items()
+    )
 
 
 def page_link(row: Claim) -> str:
