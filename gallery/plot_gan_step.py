@@ -421,4 +421,5 @@ plt.show()
 #   to its own network's parameters, and the generator learns against the discriminator as it
 #   was before the update, a different training algorithm.
 # * :doc:`../docs/several-losses` treats several losses on one forward pass in general, and the
-#   :doc:`error reference <../docs/errors>` lists both errors met here with their other causes.
+#   :doc:`error reference <../docs/errors>` and the page on
+#   :ref:`neighbouring errors <errors-inplace>` list both errors met here with their other causes.

@@ -64,7 +64,7 @@ assert not flat_penalty.requires_grad and flat_penalty.grad_fn is None
 
 # %%
 # Backpropagating that penalty on its own fails, because there is no graph to go through (the
-# :doc:`error reference <../docs/errors>` lists this error's other causes):
+# page on :ref:`neighbouring errors <errors-no-grad-fn>` lists this error's other causes):
 
 try:
     flat_penalty.backward()

@@ -113,7 +113,7 @@ assert saved == []
 # Now a small network for a 1-D regression. Its output layer multiplies the hidden activations by
 # its weight, and because the hidden activations need a gradient, that weight *is* saved for the
 # backward pass. Autograd notices that the saved weight changed in place and refuses. The
-# :doc:`error reference <../docs/errors>` explains this error and its other causes.
+# page on :ref:`neighbouring errors <errors-inplace>` explains this error and its other causes.
 
 torch.manual_seed(0)
 inputs = torch.linspace(-2, 2, 48).unsqueeze(1)
