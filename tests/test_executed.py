@@ -92,6 +92,20 @@ def test_myst_page_download_is_the_executed_notebook(site, page):
         )
 
 
+@pytest.mark.parametrize("page", MYST, ids=lambda p: p.name)
+def test_a_page_offers_the_modules_its_notebook_imports(site, page):
+    """A downloaded notebook runs only with the helper modules it imports from next to the page
+    (``autograd_graph.py``, ``ledger_claims.py``): the page must offer each one too."""
+    from nb_execution import local_modules
+
+    code = "\n".join(c.source for c in read_notebook(page).cells if c.cell_type == "code")
+    links = [a["href"] for a in soup(html_for(page)).select("a.reference.download")]
+    for module in local_modules(code, page.parent):
+        assert any(h.endswith(f"/{module.name}") for h in links), (
+            f"{page.name} imports {module.name}: offer it with {{download}}`{module.name}`"
+        )
+
+
 def test_measured_figures_are_shown_but_left_out_of_downloads(site):
     """A cell tagged ``varies-per-run`` shows its figure under a name from its place (so the page
     is the same in every build), and the downloadable notebook has the note instead of it."""
