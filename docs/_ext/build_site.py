@@ -21,12 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # Pages are read (and their notebooks executed) by this many processes at once. Each page runs in
-# its own Jupyter kernel, most of it waiting on the kernel's start and torch's import, so two
-# readers nearly halve a cold build on two cores (84 s -> 58 s). Sphinx forks the readers after
-# sphinx-gallery has run torch in the main process; that is safe here because the forked readers
-# and writers never compute with torch (kernels are fresh processes). Capped, so that a large
-# machine does not start dozens of torch kernels at once.
-PARALLEL = str(min(os.cpu_count() or 1, 4))
+# its own Jupyter kernel, and much of a page's time goes to starting the kernel and importing
+# torch, part of it spent waiting, so one reader more than there are cores pays: on two cores a
+# cold build took 84 s with one reader, 55 s with two and 50 s with three. Sphinx forks the readers
+# after sphinx-gallery has run torch in the main process; that is safe here because the forked
+# readers and writers never compute with torch (kernels are fresh processes). Capped, so that a
+# large machine does not start dozens of torch kernels at once.
+PARALLEL = str(min((os.cpu_count() or 1) + 1, 4))
 
 
 def sphinx_command(source: Path, out: Path, extra: list[str]) -> list[str]:
