@@ -18,6 +18,11 @@ Why, 3: jupyter-cache re-executes a page only when its code changes, and Sphinx 
 when its file changes. A page that imports a helper module next to it (``docs/autograd_graph.py``)
 must run again when that module changes: the module's hash goes into the importing cells'
 metadata (part of the cache key), and the module is noted as a dependency of the page.
+
+Why, 4: the build reads pages in parallel processes (``build_site.py``), and on a cold build each
+of them would create jupyter-cache's database on first use; two at once failed with "table
+nbproject already exists". The database is created once in the main process, before the readers
+are forked.
 """
 
 from __future__ import annotations
@@ -98,7 +103,16 @@ def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
         app.env.note_dependency(str(module))
 
 
+def _create_cache_before_readers_fork(app: Sphinx) -> None:
+    from jupyter_cache import get_cache
+
+    config = app.env.mystnb_config  # set by myst-nb's own builder-inited handler, which runs first
+    if config.execution_mode == "cache" and config.execution_cache_path:
+        get_cache(config.execution_cache_path).db.dispose()  # tables made; no connection kept
+
+
 def setup(app: Sphinx) -> dict:
     NotebookClientCache.start_client = _start_client_keeping_source
+    app.connect("builder-inited", _create_cache_before_readers_fork, priority=900)
     app.connect("source-read", _note_local_modules)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
