@@ -265,9 +265,32 @@ def shell_problems(site: Path, pages: list[Path]) -> list[str]:
 
 
 # --- Reproducibility -----------------------------------------------------------------------------
-def second_build_differences(site: Path) -> tuple[int, int, list[str]]:
-    """Build a clean copy of the repository in a temporary folder; return the number of pages and
-    of downloads compared with ``site``, and the files that differ (or exist in one build only)."""
+def built_files(root: Path) -> dict[str, set[Path]]:
+    """The files of a built site that two builds must share byte for byte, by kind."""
+    return {
+        "pages": {p.relative_to(root) for p in root.rglob("*.html") if "_static" not in p.parts},
+        "downloads": {p.relative_to(root) for p in (root / "_downloads").rglob("*") if p.is_file()},
+    }
+
+
+def build_differences(site: Path, other: Path) -> dict[str, list[str]]:
+    """Per kind (pages, downloads): the files that differ between two built sites, or that only
+    one of them has."""
+    ours, theirs = built_files(site), built_files(other)
+    return {
+        kind: sorted(str(rel) for rel in ours[kind] ^ theirs[kind])
+        + sorted(
+            str(rel)
+            for rel in ours[kind] & theirs[kind]
+            if (site / rel).read_bytes() != (other / rel).read_bytes()
+        )
+        for kind in ours
+    }
+
+
+def second_build_differences(site: Path) -> tuple[dict[str, set[Path]], dict[str, list[str]]]:
+    """Build a clean copy of the repository in a temporary folder and compare it with ``site``:
+    return the files compared, by kind, and :func:`build_differences`."""
     from conftest import copy_tree, run_build
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -277,23 +300,7 @@ def second_build_differences(site: Path) -> tuple[int, int, list[str]]:
             raise RuntimeError(
                 f"the second build failed:\n{(result.stdout + result.stderr)[-3000:]}"
             )
-        other = project / "_build" / "html"
-        files = {}
-        for root in (site, other):
-            pages = {p.relative_to(root) for p in root.rglob("*.html") if "_static" not in p.parts}
-            downloads = {
-                p.relative_to(root) for p in (root / "_downloads").rglob("*") if p.is_file()
-            }
-            files[root] = (pages, downloads)
-        (pages, downloads), (their_pages, their_downloads) = files[site], files[other]
-        different = sorted(
-            str(rel) for rel in (pages | downloads) ^ (their_pages | their_downloads)
-        ) + sorted(
-            str(rel)
-            for rel in (pages & their_pages) | (downloads & their_downloads)
-            if (site / rel).read_bytes() != (other / rel).read_bytes()
-        )
-        return len(pages), len(downloads), different
+        return built_files(site), build_differences(site, project / "_build" / "html")
 
 
 # --- Lighthouse ---------------------------------------------------------------------------------
@@ -470,9 +477,10 @@ def main() -> int:
 
     if not args.no_second_build:
         print("\nReproducibility: a second build from a clean copy, compared byte for byte ...")
-        n_pages, n_downloads, different = second_build_differences(site)
+        compared, differences = second_build_differences(site)
+        different = [rel for kind in differences.values() for rel in kind]
         print(
-            f"{n_pages} pages and {n_downloads} downloads compared: "
+            f"{len(compared['pages'])} pages and {len(compared['downloads'])} downloads compared: "
             f"{len(different)} differ (target 0)"
         )
         for rel in different:

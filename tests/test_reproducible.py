@@ -24,6 +24,7 @@ from conftest import (
     myst_pages,
     run_build,
 )
+from site_audit import build_differences
 
 
 def _executed(project, log: str) -> tuple[set[str], int]:
@@ -66,9 +67,7 @@ def test_two_builds_give_the_same_page_text(site, second_build):
     """Byte for byte. Figures of measured time (cells tagged ``varies-per-run``) are named by their
     place, not by a hash of what was measured, so the pages showing them are identical too."""
     project, _ = second_build
-    ours, theirs = _pages(site), _pages(project / "_build" / "html")
-    assert ours.keys() == theirs.keys()
-    different = [str(rel) for rel in ours if ours[rel].read_bytes() != theirs[rel].read_bytes()]
+    different = build_differences(site, project / "_build" / "html")["pages"]
     assert not different, f"pages differ between two builds: {different}"
 
 
@@ -76,10 +75,7 @@ def test_two_builds_give_the_same_downloads(site, second_build):
     """Byte for byte: scripts, notebooks (executed ones included) and zips."""
     project, _ = second_build
     root = project / "_build" / "html"
-    ours = {p.relative_to(site): p for p in (site / "_downloads").rglob("*") if p.is_file()}
-    theirs = {p.relative_to(root): p for p in (root / "_downloads").rglob("*") if p.is_file()}
-    assert ours.keys() == theirs.keys()
-    different = [str(rel) for rel in ours if ours[rel].read_bytes() != theirs[rel].read_bytes()]
+    different = build_differences(site, root)["downloads"]
     assert not different, f"downloads differ between two builds: {different}"
     # Images are named by a hash of their bytes, except measured ones (named by their place), so
     # equal names mean equal figures. (Compared as referenced by pages: Sphinx never deletes an
