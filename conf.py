@@ -17,40 +17,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
-# --- Fail early and clearly when the build environment is incomplete ---------------------------
-_REQUIRED = {
-    "torch": "torch",
-    "numpy": "numpy",
-    "matplotlib": "matplotlib",
-    "myst_nb": "myst-nb",
-    "sphinx_gallery": "sphinx-gallery",
-    "furo": "furo",
-    "sphinx_copybutton": "sphinx-copybutton",
-    "sphinx_design": "sphinx-design",
-    "sphinx_sitemap": "sphinx-sitemap",
-    "sphinxext.opengraph": "sphinxext-opengraph",
-    "notfound": "sphinx-notfound-page",
-    "ipykernel": "ipykernel",
-    "jupyter_cache": "jupyter-cache",
-}
-_missing = [pkg for mod, pkg in _REQUIRED.items() if importlib.util.find_spec(mod) is None]
+# --- Fail early and clearly where Sphinx's own message would not -----------------------------------
+# A missing Sphinx extension is named by Sphinx itself. These are not extensions: without them the
+# build fails late (a kernel that cannot start, a traceback deep in a page), so name them here.
+_NOT_EXTENSIONS = {"torch": "torch", "numpy": "numpy", "matplotlib": "matplotlib",
+                   "ipykernel": "ipykernel", "jupyter_cache": "jupyter-cache"}
+_missing = [pkg for mod, pkg in _NOT_EXTENSIONS.items() if importlib.util.find_spec(mod) is None]
 if _missing:
     raise SystemExit(
-        f"conf.py: missing build dependencies: {', '.join(_missing)}.\n"
-        "Build with `nox -s docs` (it installs the pinned versions), or install them yourself:\n"
-        "    python -m pip install -r requirements/docs.txt -c constraints.txt"
+        f"conf.py: missing build dependencies: {', '.join(_missing)}. Build with `nox -s docs` "
+        "(it installs the pinned versions), or: "
+        "python -m pip install -r requirements/docs.txt -c constraints.txt"
     )
 
 import site_context  # noqa: E402
-import social_card  # noqa: E402
 import torch  # noqa: E402  (imported after the dependency check on purpose)
 
 # --- Project ------------------------------------------------------------------------------------
 project = "retain_graph, explained"
 author = "the retain_graph, explained authors"
 copyright = "2026, the retain_graph, explained authors"  # fixed year: builds must be reproducible
-release = version = ""
-language = "en"
 
 REPOSITORY = "https://github.com/retain-graph-explained/retain-graph-explained"
 BRANCH = "main"
@@ -75,10 +61,8 @@ extensions = [
     "forget_failed_builds",
     "fresh_navigation",
     "code_links",
-    "compact_highlighting",
     "html_quality",
     "sitemap_complete",
-    "social_card",
 ]
 
 root_doc = "index"
@@ -101,8 +85,7 @@ exclude_patterns = [
     "auto_examples/*.py",
     "auto_examples/**/*.py",
 ]
-suppress_warnings = []
-nitpicky = False
+nitpicky = True  # a role that resolves to nothing fails the build instead of rendering unlinked
 # accessible-pygments (a furo dependency): colours that meet WCAG AA contrast on their background.
 pygments_style = "github-light"
 pygments_dark_style = "github-dark"
@@ -112,8 +95,8 @@ myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
 myst_heading_anchors = 3
 nb_execution_mode = "cache"  # re-execute a page only when its code changes
 nb_execution_timeout = 120
-nb_execution_allow_errors = False
-nb_execution_raise_on_error = False  # keep tracebacks in the log (MyST-NB #616); -W fails the build
+# nb_execution_raise_on_error stays False: with it, tracebacks are not logged (MyST-NB #616); -W
+# fails the build instead, and nb_expectations names the cell.
 nb_execution_show_tb = True
 nb_output_stderr = "warn"  # an unexpected warning printed by a cell fails the build under -W
 nb_merge_streams = True  # one output block per stream, however the kernel chunked it
@@ -134,33 +117,25 @@ sphinx_gallery_conf = {
     "examples_dirs": "gallery",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",  # every plot_*.py is executed
-    "ignore_pattern": r"__init__\.py",
     "reset_modules": ("gallery_reset.reset_before_example",),
     "reset_modules_order": "both",
-    "image_scrapers": ("matplotlib",),
     "remove_config_comments": True,
-    "download_all_examples": True,
     "write_computation_times": False,  # timings differ between builds; the benchmark reports them
     "min_reported_time": float("inf"),
     "show_signature": False,
-    "show_memory": False,
-    "abort_on_example_error": False,
-    "only_warn_on_example_error": False,
     "inspect_global_variables": False,
-    "matplotlib_animations": False,
-    "parallel": False,
-    "doc_module": (),
+    # Sorted by file name: the default (by number of code lines) reorders the gallery on an edit.
+    "within_subsection_order": "FileNameSortKey",
     # The {minigallery} blocks at the end of the pages list example files by path; sphinx-gallery
     # wants a backreferences directory for that. Keep it under _build, out of the source tree.
     "backreferences_dir": "_build/backreferences",
 }
 
-# --- Intersphinx, offline: inventories are vendored (see docs/_ext/make_inventories.py) ---------
+# --- Intersphinx, offline: inventories are vendored (see tools/make_inventories.py) ---------------
 intersphinx_mapping = {
     "torch": (TORCH_DOCS, str(ROOT / "docs" / "_inventories" / "torch.inv")),
     "python": (PYTHON_DOCS, str(ROOT / "docs" / "_inventories" / "python.inv")),
 }
-intersphinx_timeout = 5
 
 # --- HTML --------------------------------------------------------------------------------------
 html_theme = "furo"
@@ -168,12 +143,10 @@ html_title = project
 html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
 html_favicon = "docs/_static/favicon.svg"
-html_last_updated_fmt = None
-html_copy_source = True
 html_show_sourcelink = False
 html_baseurl = site_context.site_url()
 # robots.txt names the sitemap at the site's public URL, so it is written per build, like the sitemap.
-html_extra_path = [str(site_context.write_robots_txt(ROOT / "_build" / "extra"))]
+html_extra_path = ["docs/_extra", str(site_context.write_robots_txt(ROOT / "_build" / "extra"))]
 html_theme_options = {
     "source_repository": REPOSITORY,
     "source_branch": BRANCH,
@@ -195,13 +168,16 @@ sitemap_show_lastmod = False
 sitemap_excludes = ["search.html", "genindex.html", "404.html"]  # search says noindex; not content
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
-# One card for every page, drawn by docs/_ext/social_card.py into the extra files (the root).
+# One card for every page, committed in docs/_extra (the site root); tools/social_card.py draws it.
 ogp_social_cards = {"enable": False}
-ogp_image = social_card.NAME
-ogp_image_alt = social_card.ALT
+ogp_image = "social-card.png"
+ogp_image_alt = (
+    "retain_graph, explained: why PyTorch says that it is trying to backward through the graph "
+    "a second time, and what to do instead."
+)
 ogp_custom_meta_tags = [
-    f'<meta property="og:image:width" content="{social_card.SIZE[0]}" />',
-    f'<meta property="og:image:height" content="{social_card.SIZE[1]}" />',
+    '<meta property="og:image:width" content="1200" />',
+    '<meta property="og:image:height" content="630" />',
     '<meta name="twitter:card" content="summary_large_image" />',
 ]
 ogp_enable_meta_description = True

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tools"))
+from build_site import can_isolate_network  # noqa: E402
 
 nox.options.sessions = ["docs"]
 nox.options.reuse_venv = "yes"
@@ -20,18 +24,13 @@ ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 CONSTRAINTS = ["-c", "constraints.txt"]
-BUILD_SITE = ["python", "docs/_ext/build_site.py"]
+BUILD_SITE = ["python", "tools/build_site.py"]
 NODE_TOOLS = ROOT / ".ci" / "node"  # vnu-jar, axe-core, lighthouse, pinned by its package-lock.json
 
 
 def install(session: nox.Session, name: str) -> None:
     """Install requirements/<name>.txt, pinned by constraints.txt."""
     session.install("-r", f"requirements/{name}.txt", *CONSTRAINTS)
-
-
-def can_isolate_network() -> bool:
-    """True when this machine lets us build in a private network namespace (root, unshare, ip)."""
-    return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
 
 
 @nox.session
@@ -55,7 +54,8 @@ def tests(session: nox.Session) -> None:
                 "CI must prove the build works offline, but unshare/ip/root are unavailable."
             )
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
-    session.run(*BUILD_SITE, *(["--offline"] if offline else []))
+    # --if-stale: a site built (offline, successfully) from exactly these files is not rebuilt.
+    session.run(*BUILD_SITE, "--if-stale", *(["--offline"] if offline else []))
     session.run(
         "pytest",
         "--color=no",
@@ -118,7 +118,7 @@ def inventories(session: nox.Session) -> None:
     """Regenerate docs/_inventories from the installed (pinned) torch and Python."""
     install(session, "docs")
     session.install("sphobjinv", *CONSTRAINTS)
-    session.run("python", "docs/_ext/make_inventories.py")
+    session.run("python", "tools/make_inventories.py")
 
 
 @nox.session(reuse_venv="never")

@@ -20,10 +20,12 @@ from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
-BUILD_SITE = ROOT / "docs" / "_ext" / "build_site.py"
+BUILD_SITE = ROOT / "tools" / "build_site.py"
 IN_CI = os.environ.get("CI") == "true"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own helpers (nb_expectations, ...)
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own extensions (nb_expectations, ...)
+sys.path.insert(0, str(ROOT / "tools"))  # the build tools (build_site, make_inventories)
+from build_site import can_isolate_network  # noqa: E402,F401  (one copy of the check)
 
 
 def myst_pages() -> list[Path]:
@@ -118,10 +120,6 @@ def run_build(
     result = subprocess.run(command, capture_output=True, text=True, cwd=source)
     result.stdout, result.stderr = ANSI.sub("", result.stdout), ANSI.sub("", result.stderr)
     return result
-
-
-def can_isolate_network() -> bool:
-    return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ import zipfile
 
 import nbformat
 from code_links import link_code
-from compact_highlighting import CompactHtmlFormatter, plain_token_types
 from nb_execution import join_stream_chunks, local_modules
 from reproducible_output import normalise
 
@@ -80,16 +79,3 @@ def test_code_links_resolve_names_aliases_and_tensor_methods_once_per_page():
         assert f'href="{url}"' in linked
     assert linked.count("<a ") == 3  # y.unknown is not linked, nor a second .backward()
     assert linked.index('href="u/backward"') < linked.index(span.format("z"))
-
-
-def test_only_tokens_drawn_like_plain_text_lose_their_span():
-    from pygments import highlight
-    from pygments.lexers import PythonLexer
-    from pygments.token import Name, Operator, Punctuation, Whitespace
-
-    plain = plain_token_types(["github-light", "github-dark"])
-    assert Punctuation in plain and Whitespace in plain
-    assert Name not in plain and Operator not in plain  # coloured in at least one style
-    CompactHtmlFormatter.plain_types = plain
-    html = highlight("f(x, [1])\n", PythonLexer(), CompactHtmlFormatter())
-    assert '<span class="n">f</span>(<span class="n">x</span>, [<span class="mi">1</span>])' in html

@@ -52,6 +52,15 @@ def test_every_page_has_a_social_card(site):
         assert tags.get("twitter:card") == "summary_large_image", where
 
 
+def test_committed_social_card_is_what_the_script_draws(tmp_path):
+    """docs/_extra/social-card.png is drawn once and committed; redraw it with
+    `python tools/social_card.py` when this fails (it names the pinned torch version)."""
+    import social_card
+
+    drawn = social_card.draw(tmp_path / social_card.NAME, torch.__version__.split("+")[0])
+    assert drawn.read_bytes() == social_card.CARD.read_bytes(), "run python tools/social_card.py"
+
+
 def test_gallery_source_links_point_at_the_scripts(site):
     for script in gallery_scripts():
         page = soup(html_for(script))

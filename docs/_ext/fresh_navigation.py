@@ -2,10 +2,13 @@
 
 Why: each page carries the whole navigation (furo's sidebar, previous/next links). Sphinx rewrites
 only the pages whose sources changed, so an incremental build after, say, a retitled page or a
-gallery script that sphinx-gallery now sorts elsewhere (it orders examples by their number of code
-lines) left the other pages with the old sidebar, and differed from a clean build. After reading,
+new page in a toctree left the other pages with the old sidebar, and differed from a clean build. After reading,
 this compares the toctrees and titles with those of the previous build; when they differ, every
 page is written again (writing is quick; nothing is re-executed).
+
+Upstream: sphinx-doc/sphinx#5506 (open). Reproduction with Sphinx 9.0.4 and any theme with a
+global sidebar (furo): build a project whose ``index`` toctree lists ``a`` and ``b``; swap them in
+the toctree and build again: ``index.html`` shows the new order, ``a.html`` and ``b.html`` the old.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Make every page valid HTML (W3C Nu checker), free of axe-core violations, and light.
 
 Why: the site's quality gates (``nox -s audit``, ``tests/test_quality.py``) demand 0 Nu errors and
-0 axe violations on every page, and a median page under 250 KB. The markup that broke them comes
+0 axe violations on every page, and a light median page (measured as transferred, compressed). The markup that broke them comes
 from Sphinx and the extensions, not from our pages, and none of it has a setting:
 
 * Sphinx writes toctree captions as ``<p role="heading">`` without the ``aria-level`` that role
@@ -14,9 +14,6 @@ from Sphinx and the extensions, not from our pages, and none of it has a setting
 * matplotlib's inline SVG carries RDF ``<metadata>`` that is not valid in HTML: it is dropped.
 * Code blocks that scroll sideways must be reachable by keyboard: ``<pre>`` gets ``tabindex="0"``.
 * furo's two ``<aside>`` landmarks get distinct labels.
-* Stylesheets and scripts that a page does not use (sphinx-design, sphinx-gallery, myst-nb,
-  copy buttons) are not linked from it; every page used to load all of them. Pages with notebook
-  cells link myst-nb's stylesheet without its 256-colour ANSI palette (35 of its 43 KB).
 * Figures (matplotlib PNGs, RGBA) are stored with a 256-colour palette: a quarter of the bytes, no
   visible change for line plots and colour maps. The result depends only on the input, so two
   builds still give the same files.
@@ -64,67 +61,6 @@ def fix_html(html: str) -> str:
     return html
 
 
-# A page keeps an extension's assets only when its body uses that extension's markup (first
-# matching file-name prefix wins).
-ASSETS = [
-    (("sphinx-design.", "design-tabs.js"), re.compile(r'class="[^"]*\bsd-')),
-    (("sg_gallery-binder",), re.compile(r"binder-badge|sphx-glr-binder")),
-    (("sg_gallery-dataframe",), re.compile(r'class="dataframe')),
-    (("sg_gallery-rendered-html",), re.compile(r"rendered_html")),
-    (("sg-tags.js",), re.compile(r"sphx-glr-tag")),
-    (("sg_gallery",), re.compile(r"sphx-glr")),
-    (("mystnb.",), re.compile(r'class="cell[ _"]')),
-    (("copybutton", "clipboard.min.js"), re.compile(r'<div class="highlight"><pre')),
-]
-# myst-nb's stylesheet is 43 KB, 35 KB of which colour the 256-colour ANSI palette (classes -C16 to
-# -C255 and -BGC16 to -BGC255) in outputs. Pages link a copy without those rules; the 16 basic ANSI
-# colours, bold and the rest stay.
-MYSTNB_CORE = "_static/mystnb-core.css"
-ANSI_256 = re.compile(
-    r"div\.highlight \.-Color\[class\*=-B?G?C(?:1[6-9]|[2-9]\d|1\d\d|2[0-5]\d)\] \{[^}]*\}\s*"
-)
-
-
-def unused_asset(filename: str, body: str) -> bool:
-    name = filename.rsplit("/", 1)[-1]
-    for prefixes, used in ASSETS:
-        if name.startswith(prefixes):
-            return not used.search(body)
-    return False
-
-
-def _prune_assets(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    from sphinx.builders.html._assets import _CascadingStyleSheet
-
-    body = context.get("body", "")
-    for key in ("css_files", "script_files"):
-        if key not in context:
-            continue
-        kept = []
-        for asset in context[key]:
-            filename = str(getattr(asset, "filename", asset))
-            if unused_asset(filename, body):
-                continue
-            if filename.startswith("_static/mystnb.") and filename.endswith(".css"):
-                attributes = dict(asset.attributes)
-                asset = _CascadingStyleSheet(MYSTNB_CORE, priority=asset.priority, **attributes)
-            kept.append(asset)
-        context[key] = kept
-
-
-def _write_mystnb_core(app: Sphinx) -> None:
-    from importlib.resources import files
-
-    if app.builder.format != "html":
-        return
-    css = files("myst_nb.static").joinpath("mystnb.css").read_text(encoding="utf-8")
-    path = Path(app.outdir, MYSTNB_CORE)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    trimmed = ANSI_256.sub("", css)
-    if not path.exists() or path.read_text(encoding="utf-8") != trimmed:
-        path.write_text(trimmed, encoding="utf-8")
-
-
 def _wrap_renderer(app: Sphinx) -> None:
     templates = getattr(app.builder, "templates", None)
     if templates is None or app.builder.format != "html":
@@ -164,7 +100,5 @@ def _shrink_figures(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("build-finished", _shrink_figures)
     app.connect("builder-inited", _wrap_renderer)
-    app.connect("builder-inited", _write_mystnb_core)
-    app.connect("html-page-context", _prune_assets, priority=900)
     # Bump env_version when a rewrite changes: Sphinx then reads and writes every page again.
-    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -19,6 +19,16 @@ when its file changes. A page that imports a helper module next to it (``docs/au
 must run again when that module changes: the module's hash goes into the importing cells'
 metadata (part of the cache key), and the module is noted as a dependency of the page.
 
+Upstream reproductions (myst-nb 1.4.0, jupyter-cache 1.0.1), for 1 and 2: a project with one page
+``p.md`` (a code cell ``print("x" * 3)``), ``nb_execution_mode = "cache"``. Build, then ``touch
+p.md`` and build again: the second ``_build/jupyter_execute/p.ipynb`` has no outputs (the cache hit
+replaced the notebook after the outputs were copied from the original). Build the page twice from
+two clean copies: the two ``p.ipynb`` differ in every cell's ``id`` (``nbformat.v4.new_code_cell``
+draws a random id). For 3: myst-nb's cache key is the notebook's code only
+(``NbProjectRecord`` hashes the cells), so a page whose helper module changed is served from cache.
+For 4: ``-j 2`` on a cold build with two pages sometimes fails with sqlite's "table nbproject
+already exists" (both readers create the cache database).
+
 Why, 4: the build reads pages in parallel processes (``build_site.py``), and on a cold build each
 of them would create jupyter-cache's database on first use; two at once failed with "table
 nbproject already exists". The database is created once in the main process, before the readers

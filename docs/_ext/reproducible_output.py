@@ -6,6 +6,14 @@ Why: two things differed between a cold build and a rebuild.
 * myst-nb copies its stylesheet only when the build finishes, so on a cold build the pages are
   written before it exists and Sphinx omits its ``?v=`` checksum; on a rebuild it adds it. The
   stylesheet is copied before pages are written instead.
+
+Upstream reproductions (both with the pinned versions):
+* sphinx-gallery 0.22.1: build a gallery twice from two copies of the same sources made at
+  different times: ``auto_examples/auto_examples_python.zip`` differs (``zipfile.ZipInfo`` of each
+  entry carries the source file's modification time).
+* myst-nb 1.4.0: in a fresh project with one notebook page, ``sphinx-build -b html . out`` writes
+  ``<link href="_static/mystnb.<hash>.css">`` without ``?v=``; a second, unchanged build adds
+  ``?v=<checksum>``, because the stylesheet is copied in ``build-finished``.
 """
 
 from __future__ import annotations

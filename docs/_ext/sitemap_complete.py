@@ -4,7 +4,14 @@ Why: sphinx-sitemap 2.9 collects the pages that are written during *this* build 
 sitemap.xml from them alone. After an incremental build (the usual case: an unchanged rebuild writes
 only the index, search and 404 pages) the sitemap lost every other page. Just before it writes the
 file, the pages this build did not write are added, and the list is put in a fixed order (documents
-sorted by name, then the extra pages), so full and incremental builds give the same sitemap.
+sorted by name, then the extra pages), so full and incremental builds give the same sitemap. The
+order matters too: with parallel writers (``-j``) sphinx-sitemap lists pages in the order the
+writer processes happened to finish, so two clean builds gave different files.
+
+Upstream: jdillard/sphinx-sitemap#13 (open since 2018; #100 is a duplicate). Reproduction with
+sphinx-sitemap 2.9.0: a project with ``html_baseurl`` set and two pages; ``sphinx-build -b html .
+out``, then touch one page and build again: ``out/sitemap.xml`` lists only that page. Deployed
+builds start clean, so they are complete without this; local and CI rebuilds are not.
 """
 
 from __future__ import annotations

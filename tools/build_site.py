@@ -5,19 +5,24 @@ be timed by the benchmark. On failure it leaves nothing that looks finished: the
 is moved to ``<out>-failed`` (and the ``forget_failed_builds`` extension has already dropped
 Sphinx's saved environment, so the next build reads every page again).
 
-    python docs/_ext/build_site.py [--offline] [--source DIR] [--out DIR] [-- extra sphinx args]
+    python tools/build_site.py [--offline] [--if-stale] [--source DIR] [--out DIR] [-- sphinx args]
+
+``--if-stale`` skips the build when ``<out>`` was built, by this script and successfully, from
+exactly the files there are now (tracked and untracked-but-not-ignored, by content) with the same
+torch and the same ``--offline``: test runs that only read the built site then start at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 # Pages are read (and their notebooks executed) by this many processes at once. Each page runs in
@@ -56,15 +61,42 @@ def offline(command: list[str]) -> list[str]:
 
 
 def can_isolate_network() -> bool:
+    """True when this machine lets us build in a private network namespace (root, unshare, ip).
+    The one copy of this check: noxfile.py and the tests import it from here."""
     return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
+
+
+
+
+def source_digest(source: Path, extra: list[str], no_network: bool) -> str:
+    """A digest of every file git would take (by content), the torch version, and the options."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=source, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")  # fmt: skip
+    digest = hashlib.sha256(repr((sys.version, extra, no_network)).encode())
+    from importlib.metadata import version
+
+    digest.update(version("torch").encode())
+    for rel in sorted(p for p in listed if p and (source / p).is_file()):
+        digest.update(rel.encode() + b"\0" + (source / rel).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def stamp_for(out: Path) -> Path:
+    """Beside the output folder (not published with it): the digest of what it was built from."""
+    return out.with_name(out.name + ".built-from")
 
 
 def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False) -> int:
     command = sphinx_command(source, out, extra)
     if no_network:
         command = offline(command)
+    stamp_for(out).unlink(missing_ok=True)
     code = subprocess.call(command, cwd=source)
-    if code != 0:
+    if code == 0:
+        stamp_for(out).write_text(source_digest(source, extra, no_network))
+    else:
         failed = out.with_name(out.name + "-failed")
         shutil.rmtree(failed, ignore_errors=True)
         if out.exists():
@@ -80,6 +112,7 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--offline", action="store_true", help="build with no network (needs root)")
+    parser.add_argument("--if-stale", action="store_true", help="skip when the site is current")
     parser.add_argument("--source", type=Path, default=REPO)
     parser.add_argument("--out", type=Path, default=None, help="default: SOURCE/_build/html")
     parser.add_argument("extra", nargs="*", help="extra sphinx-build arguments (after --)")
@@ -88,6 +121,11 @@ def main() -> int:
     out = (args.out or source / "_build" / "html").resolve()
     if args.offline and not can_isolate_network():
         parser.error("--offline needs root, `unshare` and `ip` (util-linux, iproute2)")
+    stamp = stamp_for(out)
+    if args.if_stale and stamp.is_file():
+        if stamp.read_text() == source_digest(source, args.extra, args.offline):
+            print(f"{out} is current (built from these very files): not rebuilt.")
+            return 0
     return build(source, out, args.extra, no_network=args.offline)
 
 

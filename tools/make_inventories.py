@@ -25,7 +25,7 @@ from pathlib import Path
 
 import sphobjinv as soi
 
-OUT = Path(__file__).resolve().parents[1] / "_inventories"
+OUT = Path(__file__).resolve().parents[1] / "docs" / "_inventories"
 
 # Documented with ``autoclass``/``autofunction`` directly on autograd.html (not generated pages).
 TORCH_INLINE = {

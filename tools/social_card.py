@@ -1,4 +1,4 @@
-"""The picture that link previews show (``og:image``), drawn by the build.
+"""Draw the picture that link previews show (``og:image``): ``docs/_extra/social-card.png``.
 
 Why: a link to the site pasted in a chat or a post gets a preview card from the page's Open Graph
 and Twitter metadata; without ``og:image`` it is a bare line of text. sphinxext-opengraph can draw
@@ -6,7 +6,10 @@ one card per page, but that costs about a third of a second per page on every co
 for the whole site, drawn here with matplotlib (1200 x 630, the size the large card layouts use),
 is enough: the title and description of each page travel in its own ``og:`` tags. The drawing
 names the torch version the site was built with, and its bytes depend only on the pinned
-matplotlib (no date or software tag is written into the PNG), so two builds give the same file.
+matplotlib (no date or software tag is written into the PNG), so drawing it twice gives the same
+file. It is drawn once and committed, not on every build: ``python tools/social_card.py`` redraws
+it, and ``tests/test_site_shell.py`` fails when the committed card is not what this script draws
+with the pinned torch and matplotlib (a new torch pin, say).
 """
 
 from __future__ import annotations
@@ -116,14 +119,14 @@ def draw(path: Path, torch_version: str) -> Path:
     return path
 
 
-def _draw_into_extra_files(app) -> None:
+CARD = Path(__file__).resolve().parents[1] / "docs" / "_extra" / NAME
+
+
+def main() -> None:
     import torch
 
-    if app.builder.format == "html" and app.config.html_extra_path:
-        folder = Path(app.confdir, app.config.html_extra_path[0])
-        draw(folder / NAME, torch.__version__.split("+")[0])
+    print(draw(CARD, torch.__version__.split("+")[0]))
 
 
-def setup(app) -> dict:
-    app.connect("builder-inited", _draw_into_extra_files)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+if __name__ == "__main__":
+    main()
