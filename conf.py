@@ -20,8 +20,13 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 # --- Fail early and clearly where Sphinx's own message would not -----------------------------------
 # A missing Sphinx extension is named by Sphinx itself. These are not extensions: without them the
 # build fails late (a kernel that cannot start, a traceback deep in a page), so name them here.
-_NOT_EXTENSIONS = {"torch": "torch", "numpy": "numpy", "matplotlib": "matplotlib",
-                   "ipykernel": "ipykernel", "jupyter_cache": "jupyter-cache"}
+_NOT_EXTENSIONS = {
+    "torch": "torch",
+    "numpy": "numpy",
+    "matplotlib": "matplotlib",
+    "ipykernel": "ipykernel",
+    "jupyter_cache": "jupyter-cache",
+}
 _missing = [pkg for mod, pkg in _NOT_EXTENSIONS.items() if importlib.util.find_spec(mod) is None]
 if _missing:
     raise SystemExit(

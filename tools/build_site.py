@@ -66,8 +66,6 @@ def can_isolate_network() -> bool:
     return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
 
 
-
-
 def source_digest(source: Path, extra: list[str], no_network: bool) -> str:
     """A digest of every file git would take (by content), the torch version, and the options."""
     listed = subprocess.run(

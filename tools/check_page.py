@@ -36,7 +36,10 @@ def check_myst_page(page: Path, show: bool) -> list[str]:
         shutil.copytree(REPO / "docs" / "_ipython", ipython_dir, dirs_exist_ok=True)
         os.environ["IPYTHONDIR"] = ipython_dir
         client = NotebookClient(
-            notebook, timeout=300, kernel_name="python3", allow_errors=True,
+            notebook,
+            timeout=300,
+            kernel_name="python3",
+            allow_errors=True,
             resources={"metadata": {"path": str(page.parent)}},
         )
         client.execute()
