@@ -35,6 +35,7 @@ if _missing:
         "python -m pip install -r requirements/docs.txt -c constraints.txt"
     )
 
+import gallery_reset  # noqa: E402
 import site_context  # noqa: E402
 import torch  # noqa: E402  (imported after the dependency check on purpose)
 
@@ -117,6 +118,10 @@ os.environ["IPYTHONDIR"] = str(_ipython_dir)
 # pages run with exactly the packages (and torch) that Sphinx itself sees.
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
+# Every figure, in pages and gallery, takes the site's one style (docs/matplotlibrc says why).
+os.environ["MATPLOTLIBRC"] = str(ROOT / "docs" / "matplotlibrc")
+
+
 # --- sphinx-gallery ----------------------------------------------------------------------------
 sphinx_gallery_conf = {
     "examples_dirs": "gallery",
@@ -124,6 +129,7 @@ sphinx_gallery_conf = {
     "filename_pattern": r"/plot_",  # every plot_*.py is executed
     "reset_modules": ("gallery_reset.reset_before_example",),
     "reset_modules_order": "both",
+    "image_scrapers": (gallery_reset.SVGFigures(),),
     "remove_config_comments": True,
     "write_computation_times": False,  # timings differ between builds; the benchmark reports them
     "min_reported_time": float("inf"),

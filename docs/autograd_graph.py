@@ -6,6 +6,9 @@ reads every ``_saved_*`` attribute of every node (a freed saved tensor raises ``
 read, and is marked "freed"), and draws the result with matplotlib as inline SVG. The same walk
 also writes the figure's text alternative, so the picture and its description cannot disagree.
 
+Legible on a phone: each snapshot is its own SVG, shown at its natural size (9 pt text is 12 CSS
+px), side by side where the page is wide enough and one under the other where it is not.
+
 Usage (pages execute with ``docs/`` as the working directory)::
 
     from autograd_graph import draw, snapshot
@@ -147,27 +150,32 @@ def snapshot(
 
 
 class Graph:
-    """One or two snapshots drawn side by side; shows as inline SVG with a text alternative."""
+    """One or two snapshots, each an inline SVG with its own text alternative."""
 
-    def __init__(self, svg: str, description: str) -> None:
-        self.svg = svg
-        self.description = description
+    def __init__(self, svgs: list[str], descriptions: list[str]) -> None:
+        self.svgs = svgs
+        self.descriptions = descriptions
+        self.description = " ".join(descriptions)
 
     def _repr_html_(self) -> str:
-        label = html.escape(self.description, quote=True)
-        body = self.svg[self.svg.index("<svg") :]
-        opening_end = body.index(">") + 1
-        opening = body[:opening_end].replace(
-            "<svg", f'<svg role="img" aria-label="{label}" style="max-width: 100%; height: auto"', 1
-        )
-        alt = f"<title>Autograd graph</title><desc>{html.escape(self.description)}</desc>"
-        return f"<div>{opening}{alt}{body[opening_end:]}</div>"
+        figures = []
+        for svg, description in zip(self.svgs, self.descriptions, strict=True):
+            label = html.escape(description, quote=True)
+            body = svg[svg.index("<svg") :]
+            opening_end = body.index(">") + 1
+            opening = body[:opening_end].replace("<svg", f'<svg role="img" aria-label="{label}"', 1)
+            alt = f"<title>Autograd graph</title><desc>{html.escape(description)}</desc>"
+            figures.append(f"{opening}{alt}{body[opening_end:]}")
+        # site.css: side by side when they fit, stacked when not; each at its natural size.
+        return f'<div class="autograd-graphs">{"".join(figures)}</div>'
 
     def __repr__(self) -> str:
         return self.description
 
 
-FONT = 6.5  # points; boxes are sized from an estimate of the text width at this size
+FONT = 9  # points: 12 CSS px at the drawing's natural size; boxes are sized from this
+# The site's colours (docs/matplotlibrc): saved, freed, leaf; ink for text and arrows.
+SAVED, FREED, LEAF, INK = "#2f80ed", "#e0542c", "#1a9c6b", "#24292f"
 
 
 def _box_lines(node: Node) -> list[str]:
@@ -205,6 +213,7 @@ def _draw_panel(ax: plt.Axes, snap: Snapshot, where: dict, width: float) -> None
     boxes = {}
     for i, node in enumerate(snap.nodes):
         freed = any(s.freed for s in node.saved)
+        edge = FREED if freed else LEAF if node.leaf else SAVED if node.saved else "#808080"
         boxes[i] = ax.text(
             *where[i],
             "\n".join(_box_lines(node)),
@@ -212,11 +221,13 @@ def _draw_panel(ax: plt.Axes, snap: Snapshot, where: dict, width: float) -> None
             va="center",
             fontsize=FONT,
             zorder=2,
-            color="#8b0000" if freed else "black",
+            color=INK,
             bbox={
                 "boxstyle": "round,pad=0.4",
-                "fc": "#fde8e8" if freed else "#eef3fb",
-                "ec": "0.4",
+                "fc": "none",
+                "ec": edge,
+                "lw": 2.5 if freed else 1.5,
+                "ls": "--" if freed else "-",
             },
         )
     for i, node in enumerate(snap.nodes):
@@ -230,7 +241,7 @@ def _draw_panel(ax: plt.Axes, snap: Snapshot, where: dict, width: float) -> None
                 zorder=3,
                 arrowprops={
                     "arrowstyle": "-|>",
-                    "color": "0.35",
+                    "color": "#57606a",
                     "connectionstyle": f"arc3,rad={bend}",
                     "patchA": boxes[i].get_bbox_patch(),
                     "patchB": boxes[child].get_bbox_patch(),
@@ -238,34 +249,38 @@ def _draw_panel(ax: plt.Axes, snap: Snapshot, where: dict, width: float) -> None
             )
     ax.set_xlim(-width / 2, width / 2)
     ax.set_ylim(min(y for _, y in where.values()) - 0.5, 0.5)
-    ax.set_title(snap.title, fontsize=9)
+    ax.set_title(snap.title, fontsize=FONT, color=INK)
     ax.axis("off")
 
 
-def draw(*snaps: Snapshot, height: float = 3.0) -> Graph:
-    """Draw one or two snapshots side by side; returns a Graph (inline SVG + description)."""
+def draw(*snaps: Snapshot, height: float | None = None) -> Graph:
+    """Draw one or two snapshots, each as its own SVG; returns a Graph (inline SVG + description).
+
+    ``height`` (inches) defaults to what the deepest graph needs.
+    """
     if not 1 <= len(snaps) <= 2:
         raise ValueError("draw() takes one or two snapshots")
     layouts = [_layout(snap) for snap in snaps]
-    widths = [max(needed + 0.3, 3.0) for _, needed in layouts]
+    depth = max(max(node.depth for node in snap.nodes) for snap in snaps)
+    lines = max(len(_box_lines(node)) for snap in snaps for node in snap.nodes)
+    height = height or 0.7 + (depth + 1) * (0.25 + lines * FONT * 1.3 / 72)
     settings = {
         "svg.hashsalt": "autograd-graph",  # stable ids: the same SVG on every build
         "svg.fonttype": "none",  # text stays text (selectable, searchable)
     }
-    buffer = io.StringIO()
-    with plt.rc_context(settings):
-        fig, axes = plt.subplots(
-            1, len(snaps), figsize=(sum(widths), height), width_ratios=widths, squeeze=False
-        )
-        for ax, snap, (where, _), width in zip(axes[0], snaps, layouts, widths, strict=True):
+    svgs = []
+    for snap, (where, needed) in zip(snaps, layouts, strict=True):
+        width = max(needed + 0.3, 2.5)
+        buffer = io.StringIO()
+        with plt.rc_context(settings):
+            fig, ax = plt.subplots(figsize=(width, height))
             _draw_panel(ax, snap, where, width)
-        fig.suptitle("Autograd graph (arrows: direction of backward)", fontsize=9)
-        fig.subplots_adjust(left=0, right=1, bottom=0.02, top=1 - 0.45 / height, wspace=0)
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-        plt.close(fig)
-    # matplotlib numbers ids from 1 in every SVG ("figure_1", "patch_1"): prefix them, and the
-    # references to them, so that several drawings inline on one page keep unique ids.
-    prefix = f"autograd-graph-{next(_FIGURES)}-"
-    svg = re.sub(r'\bid="', f'id="{prefix}', buffer.getvalue())
-    svg = svg.replace("url(#", f"url(#{prefix}").replace('href="#', f'href="#{prefix}')
-    return Graph(svg, " ".join(s.description for s in snaps))
+            fig.subplots_adjust(left=0, right=1, bottom=0.02, top=1 - 0.3 / height)
+            fig.savefig(buffer, format="svg", metadata={"Date": None}, transparent=True)
+            plt.close(fig)
+        # matplotlib numbers ids from 1 in every SVG ("figure_1", "patch_1"): prefix them, and the
+        # references to them, so that several drawings inline on one page keep unique ids.
+        prefix = f"autograd-graph-{next(_FIGURES)}-"
+        svg = re.sub(r'\bid="', f'id="{prefix}', buffer.getvalue())
+        svgs.append(svg.replace("url(#", f"url(#{prefix}").replace('href="#', f'href="#{prefix}'))
+    return Graph(svgs, [snap.description for snap in snaps])

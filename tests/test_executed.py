@@ -117,7 +117,7 @@ def test_measured_figures_are_shown_but_left_out_of_downloads(site):
         for index, cell in enumerate(notebook["cells"]):
             if TAG not in cell.get("metadata", {}).get("tags", []):
                 continue
-            name = f"{rel.with_suffix('').as_posix().replace('/', '-')}-cell{index}-0.png"
+            name = f"{rel.with_suffix('').as_posix().replace('/', '-')}-cell{index}-0.svg"
             assert any(src.endswith(f"_images/{name}") for src in images), (
                 f"{page.name}: cell {index} should show _images/{name}; the page shows {images}"
             )

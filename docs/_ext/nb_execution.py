@@ -29,6 +29,9 @@ draws a random id). For 3: myst-nb's cache key is the notebook's code only
 For 4: ``-j 2`` on a cold build with two pages sometimes fails with sqlite's "table nbproject
 already exists" (both readers create the cache database).
 
+Why, 3b: likewise, a page must run again when the kernel's start-up or the figure style changes
+(``docs/_ipython``, ``docs/matplotlibrc``): their digest goes into the first code cell's metadata.
+
 Why, 4: the build reads pages in parallel processes (``build_site.py``), and on a cold build each
 of them would create jupyter-cache's database on first use; two at once failed with "table
 nbproject already exists". The database is created once in the main process, before the readers
@@ -61,8 +64,22 @@ def local_modules(code: str, folder: Path) -> list[Path]:
 _original_start_client = NotebookClientCache.start_client
 
 
+DOCS = Path(__file__).resolve().parents[1]
+
+
+def kernel_setup_digest() -> str:
+    """A digest of what every page's kernel starts with: IPython start-up and figure style."""
+    digest = hashlib.sha256()
+    for path in kernel_setup_files():
+        digest.update(path.relative_to(DOCS).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _start_client_keeping_source(self: NotebookClientCache) -> None:
     source = self._notebook
+    code_cells = [cell for cell in source.cells if cell.cell_type == "code"]
+    if code_cells:
+        code_cells[0].metadata["kernel_setup"] = kernel_setup_digest()
     for index, cell in enumerate(source.cells):
         cell.id = f"cell-{index}"
         if cell.cell_type == "code" and self.path is not None:
@@ -107,10 +124,17 @@ def _copy_cached_outputs(source, merged) -> None:
             source.metadata[key] = merged.metadata[key]
 
 
+def kernel_setup_files() -> list[Path]:
+    return sorted((DOCS / "_ipython").rglob("*.py")) + [DOCS / "matplotlibrc"]
+
+
 def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
     folder = Path(app.env.doc2path(docname)).parent
     for module in local_modules(source[0], folder):
         app.env.note_dependency(str(module))
+    if "kernelspec:" in source[0].split("\n---", 1)[0]:  # a notebook page: it runs in a kernel
+        for path in kernel_setup_files():
+            app.env.note_dependency(str(path))
 
 
 def _create_cache_before_readers_fork(app: Sphinx) -> None:

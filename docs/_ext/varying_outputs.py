@@ -5,7 +5,7 @@ page, but it differs from run to run, and two builds must give identical page te
 download files. A code cell tagged ``varies-per-run``:
 
 * has its figures written under a name from the page and the cell's place
-  (``<page>-cell<i>-<j>.png``), not from a hash of the image bytes as myst-nb does, so the page's
+  (``<page>-cell<i>-<j>.svg``), not from a hash of the image bytes as myst-nb does, so the page's
   HTML is the same whatever was measured;
 * has its outputs replaced, in the executed notebook offered for download, by one line saying that
   the figure was measured on the build machine and is left out; running the cell draws the
@@ -38,13 +38,17 @@ def _tagged(metadata: dict) -> bool:
     return TAG in metadata.get("tags", [])
 
 
+FORMATS = {"image/png": ("png", a2b_base64), "image/svg+xml": ("svg", str.encode)}
+
+
 def _render_image_named_by_place(self: NbElementRenderer, data) -> list:
     image_nodes = _render_image(self, data)
-    if not _tagged(data.cell_metadata) or data.mime_type != "image/png":
+    if not _tagged(data.cell_metadata) or data.mime_type not in FORMATS:
         return image_nodes
     docname = self.renderer.sphinx_env.docname.replace("/", "-")
-    name = f"{docname}-cell{data.cell_index}-{data.output_index}.png"
-    image_nodes[0]["uri"] = self.write_file([name], a2b_base64(data.content), overwrite=True)
+    suffix, decode = FORMATS[data.mime_type]
+    name = f"{docname}-cell{data.cell_index}-{data.output_index}.{suffix}"
+    image_nodes[0]["uri"] = self.write_file([name], decode(data.content), overwrite=True)
     return image_nodes
 
 
@@ -66,7 +70,7 @@ def _leave_measurements_out_of_the_download(app: Sphinx, doctree) -> None:
             if output.get("output_type") == "stream"
             or (
                 output.get("output_type") in ("execute_result", "display_data")
-                and "image/png" not in output.get("data", {})
+                and not FORMATS.keys() & output.get("data", {}).keys()
             )
         ]
         if texts:

@@ -6,3 +6,8 @@ c.InteractiveShell.xmode = "Minimal"
 c.InteractiveShell.colors = "nocolor"
 c.HistoryManager.enabled = False
 c.IPKernelApp.log_level = "ERROR"  # silence the start-up notice about TCP on loopback
+# Figures: SVG (crisp at any width, text stays text), no date in the file (two builds must agree),
+# and the style of docs/matplotlibrc, untouched by the inline backend (its own rc is emptied).
+c.InlineBackend.figure_formats = {"svg"}
+c.InlineBackend.print_figure_kwargs = {"bbox_inches": "tight", "metadata": {"Date": None}}
+c.InlineBackend.rc = {}
