@@ -25,7 +25,8 @@ Usage, with the forward pass that fails (torch, nothing else)::
 ``report.culprits`` are the freed nodes through which the new graph enters the old one (the first
 freed node on each path from the loss); ``report.freed`` lists every freed node. Each has
 ``node``, ``saved`` (the names of its freed saved tensors) and, with anomaly mode on,
-``filename``, ``lineno`` and ``line``: your innermost frame on the stack that created it.
+``filename``, ``lineno`` and ``line``: your innermost frame on the stack that created it; a
+culprit also has ``via``, the other lines of your code on the way from the loss to it.
 
 Limits: a node that saved nothing cannot be told apart from a new one (and never causes this
 error); a graph kept with ``retain_graph=True`` has nothing freed, so nothing is reported.
@@ -45,7 +46,9 @@ __all__ = ["FreedNode", "Report", "find_old_graph"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _THIS_FILE = str(Path(__file__).resolve())
-_FRAME = re.compile(r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?')
+_FRAME = re.compile(
+    r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
+)
 _FREED = "Trying to backward through the graph a second time"
 
 
@@ -63,7 +66,9 @@ class FreedNode:
     def __str__(self) -> str:
         if not self.lineno:
             return f"{self.node} (freed: {', '.join(self.saved)}); no anomaly-mode record"
-        text = f"{self.node} (freed: {', '.join(self.saved)}), made by line {self.lineno}: {self.line}"
+        text = (
+            f"{self.node} (freed: {', '.join(self.saved)}), made by line {self.lineno}: {self.line}"
+        )
         return text + "".join(f"\n      reached via {step}" for step in self.via)
 
 
