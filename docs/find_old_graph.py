@@ -1,0 +1,173 @@
+"""Find the old graph in a loss, and the line of your code that built it, BEFORE ``backward()``.
+
+Why this exists: "Trying to backward through the graph a second time" says *that* a backward pass
+reached a part of the graph which an earlier backward pass had already freed, but not *which*
+part. The usual culprit is a tensor carried over from an earlier iteration: a hidden state, a
+running loss total, something computed before the loop, or kept on a module attribute. This
+module walks the loss's graph (``grad_fn`` and ``next_functions``), tries to read every saved
+tensor of every node (reading a freed one raises the very same ``RuntimeError``), and reports the
+nodes whose saved tensors are gone. When the forward pass ran under
+``torch.autograd.set_detect_anomaly(True)``, autograd stored the Python stack that created each
+node in ``node.metadata["traceback_"]``, and the report names the line of your code that built
+the old part of the graph.
+
+Usage, with the forward pass that fails (torch, nothing else)::
+
+    import torch
+    from find_old_graph import find_old_graph
+
+    with torch.autograd.set_detect_anomaly(True):   # only to learn the lines; optional
+        loss = model(x).pow(2).mean()               # ... your forward pass ...
+    report = find_old_graph(loss)                   # call it BEFORE loss.backward()
+    print(report)
+    loss.backward()
+
+``report.culprits`` are the freed nodes through which the new graph enters the old one (the first
+freed node on each path from the loss); ``report.freed`` lists every freed node. Each has
+``node``, ``saved`` (the names of its freed saved tensors) and, with anomaly mode on,
+``filename``, ``lineno`` and ``line``: your innermost frame on the stack that created it; a
+culprit also has ``via``, the other lines of your code on the way from the loss to it.
+
+Limits: a node that saved nothing cannot be told apart from a new one (and never causes this
+error); a graph kept with ``retain_graph=True`` has nothing freed, so nothing is reported.
+Custom ``autograd.Function`` nodes are checked through ``ctx.saved_tensors``; tensors a Function
+keeps on ``ctx`` directly are invisible to autograd and to this module.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+__all__ = ["FreedNode", "Report", "find_old_graph"]
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+_THIS_FILE = str(Path(__file__).resolve())
+_FRAME = re.compile(
+    r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
+)
+_FREED = "Trying to backward through the graph a second time"
+
+
+@dataclass(frozen=True)
+class FreedNode:
+    """A node of the loss's graph whose saved tensors an earlier backward pass freed."""
+
+    node: str  # the grad_fn's class name, e.g. "MmBackward0"
+    saved: tuple[str, ...]  # names of its freed saved tensors, e.g. ("mat2", "self")
+    filename: str | None = None  # where your code created it (anomaly mode only)
+    lineno: int | None = None
+    line: str | None = None  # that line of source, stripped
+    via: tuple[str, ...] = ()  # other lines on the way from the loss to this node, loss first
+
+    def __str__(self) -> str:
+        if not self.lineno:
+            return f"{self.node} (freed: {', '.join(self.saved)}); no anomaly-mode record"
+        text = (
+            f"{self.node} (freed: {', '.join(self.saved)}), made by line {self.lineno}: {self.line}"
+        )
+        return text + "".join(f"\n      reached via {step}" for step in self.via)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``find_old_graph`` found; ``str(report)`` is a short summary for printing."""
+
+    nodes: int  # how many nodes the walk visited
+    freed: tuple[FreedNode, ...] = field(default=())  # every freed node, nearest to the loss first
+    culprits: tuple[FreedNode, ...] = field(default=())  # first freed node on each path
+
+    def __bool__(self) -> bool:
+        return bool(self.freed)
+
+    def __str__(self) -> str:
+        if not self.freed:
+            return f"no freed saved tensor in any of the {self.nodes} nodes"
+        lines = [
+            f"{len(self.freed)} of {self.nodes} nodes were freed by an earlier backward(); "
+            f"the new graph enters the old one at:"
+        ]
+        lines += [f"  {culprit}" for culprit in self.culprits]
+        return "\n".join(lines)
+
+
+def _freed_names(fn: object) -> tuple[str, ...]:
+    """Names of the saved tensors of ``fn`` that can no longer be read."""
+    if isinstance(fn, torch.autograd.function.BackwardCFunction):  # a custom autograd.Function
+        names = ["saved_tensors"]
+        attrs = names
+    else:
+        attrs = sorted(a for a in dir(fn) if a.startswith("_saved_"))
+        names = [a.removeprefix("_saved_") for a in attrs]
+    freed = []
+    for attr, name in zip(attrs, names, strict=True):
+        try:
+            getattr(fn, attr)
+        except RuntimeError as error:  # the error backward() would raise, raised early
+            if _FREED in str(error):
+                freed.append(name)
+    return tuple(freed)
+
+
+def _where(fn: object) -> tuple[str | None, int | None, str | None]:
+    """Innermost frame outside torch (and this module) of the stack that created ``fn``."""
+    stack = getattr(fn, "metadata", {}).get("traceback_")
+    if not stack:
+        return None, None, None
+    for entry in reversed(stack):
+        match = _FRAME.search(entry)
+        if match is None:
+            continue
+        filename = match["file"]
+        resolved = str(Path(filename).resolve()) if not filename.startswith("<") else filename
+        if resolved.startswith(_TORCH_DIR) or resolved == _THIS_FILE:
+            continue
+        return filename, int(match["line"]), (match["code"] or "").strip() or None
+    return None, None, None
+
+
+def find_old_graph(loss: torch.Tensor) -> Report:
+    """Walk ``loss.grad_fn``'s graph and report the nodes an earlier backward pass freed.
+
+    Call it before ``loss.backward()``: reading saved tensors changes nothing, so the backward
+    pass afterwards behaves exactly as it would have.
+    """
+    if loss.grad_fn is None:
+        raise ValueError("loss has no grad_fn: it does not require grad (no graph to search)")
+    order, parent, culprit_ids = [], {loss.grad_fn: None}, set()
+    frontier = [(loss.grad_fn, False)]  # (node, whether an earlier node on this path was freed)
+    while frontier:  # breadth first, so the nodes nearest to the loss come first
+        next_frontier = []
+        for fn, behind_freed in frontier:
+            names = _freed_names(fn)
+            order.append((fn, names))
+            if names and not behind_freed:
+                culprit_ids.add(id(fn))
+            for child, _ in fn.next_functions:
+                if child is not None and child not in parent:
+                    parent[child] = fn
+                    next_frontier.append((child, behind_freed or bool(names)))
+        frontier = next_frontier
+    freed, culprits = [], []
+    for fn, names in order:
+        if not names:
+            continue
+        filename, lineno, line = _where(fn)
+        via = []
+        if id(fn) in culprit_ids and lineno is not None:
+            step = parent[fn]
+            while step is not None:  # from the culprit back up to the loss
+                step_file, step_lineno, step_line = _where(step)
+                text = f"line {step_lineno}: {step_line}"
+                here = (step_file, step_lineno) == (filename, lineno)
+                if step_lineno is not None and not here and text not in via:
+                    via.append(text)
+                step = parent[step]
+        found = FreedNode(type(fn).__name__, names, filename, lineno, line, tuple(reversed(via)))
+        freed.append(found)
+        if id(fn) in culprit_ids:
+            culprits.append(found)
+    return Report(len(order), tuple(freed), tuple(culprits))
