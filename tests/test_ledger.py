@@ -41,10 +41,14 @@ def sections(source):
     found = []
     for claim_id, body in zip(parts[1::2], parts[2::2], strict=True):
         heading = re.match(rf"## {claim_id}: (.+)\n\n\{{bdg-(\w+)\}}`(\w+)`", body)
-        assert heading, f"{claim_id}: the label must be followed by '## {claim_id}: ...' and a badge"
+        assert heading, (
+            f"{claim_id}: the label must be followed by '## {claim_id}: ...' and a badge"
+        )
         title, colour, verdict = heading.groups()
         assert verdict in VERDICTS, f"{claim_id}: unknown verdict {verdict!r}"
-        assert VERDICTS[verdict] == colour, f"{claim_id}: {verdict} needs the {VERDICTS[verdict]} badge"
+        assert VERDICTS[verdict] == colour, (
+            f"{claim_id}: {verdict} needs the {VERDICTS[verdict]} badge"
+        )
         found.append((claim_id, title, verdict, body))
     return found
 
@@ -69,7 +73,9 @@ def test_claim_ids_are_numbered_one_to_n(source):
 def test_every_claim_is_proved_by_an_asserting_cell(source):
     for claim_id, _, _, body in ALL[source]:
         cells = CELL.findall(body)
-        asserting = [c for c in cells if "raises-exception" not in c and re.search(r"^\s*assert ", c, re.M)]
+        asserting = [
+            c for c in cells if "raises-exception" not in c and re.search(r"^\s*assert ", c, re.M)
+        ]
         assert asserting, f"{claim_id}: no executed code cell with an assert"
         for cell in cells:
             assert "skip-execution" not in cell and "remove-cell" not in cell, (
@@ -85,7 +91,9 @@ def test_no_proof_is_rendered_function_source(source):
     )
     for cell in CELL.findall(text):
         if "getsource(" in cell:
-            assert ":expect-error:" in cell, f"{PAGES[source]}: renders function source: {cell[:80]}"
+            assert ":expect-error:" in cell, (
+                f"{PAGES[source]}: renders function source: {cell[:80]}"
+            )
 
 
 @pytest.mark.parametrize("source", PAGES)
@@ -95,7 +103,9 @@ def test_the_page_states_its_own_counts(source):
     assert total and int(total.group(1)) == len(ALL[source]), (
         f"{PAGES[source]}: says {total and total.group(1)} claims, has {len(ALL[source])}"
     )
-    stated = {verdict: int(n) for n, _, verdict in re.findall(r"(\d+) \{bdg-(\w+)\}`(\w+)`", opening)}
+    stated = {
+        verdict: int(n) for n, _, verdict in re.findall(r"(\d+) \{bdg-(\w+)\}`(\w+)`", opening)
+    }
     assert stated == {v: n for v, n in COUNTS[source].items() if n}, (
         f"{PAGES[source]}: the opening states {stated}, the sections give {dict(COUNTS[source])}"
     )
