@@ -95,7 +95,7 @@ def test_myst_page_download_is_the_executed_notebook(site, page):
 @pytest.mark.parametrize("page", MYST, ids=lambda p: p.name)
 def test_a_page_offers_the_modules_its_notebook_imports(site, page):
     """A downloaded notebook runs only with the helper modules it imports from next to the page
-    (``autograd_graph.py``, ``ledger_claims.py``): the page must offer each one too."""
+    (``autograd_graph.py``, ``find_old_graph.py``): the page must offer each one too."""
     from nb_execution import local_modules
 
     code = "\n".join(c.source for c in read_notebook(page).cells if c.cell_type == "code")
