@@ -63,6 +63,9 @@ TORCH_GENERATED_EXTRA = [
     "torch.autograd.Function.forward",
     "torch.autograd.Function.backward",
     "torch.autograd.variable.Variable",
+    "torch.func.grad",
+    "torch.func.functional_call",
+    "torch.func.vmap",
 ]
 TENSOR_ATTRIBUTES = {
     "grad",
