@@ -101,9 +101,7 @@ class AllocatedBytes:
     def __exit__(self, *exc):
         self._profile.__exit__(*exc)
         events = list(self._profile.profiler.kineto_results.events())
-        memory = sorted(
-            (e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"
-        )
+        memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
         spans = {
             e.name().removeprefix("region:"): (e.start_ns(), e.end_ns())
             for e in events
