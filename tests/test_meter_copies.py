@@ -24,7 +24,7 @@ EXPECTED = {"plot_gan_step.py", "plot_multitask_losses.py", "plot_truncated_bptt
 
 def block_of(path):
     blocks = BLOCK.findall(path.read_text(encoding="utf-8"))
-    assert len(blocks) == 1, f"{path.name}: expected one marked SavedBytes block, found {len(blocks)}"
+    assert len(blocks) == 1, f"{path.name}: {len(blocks)} marked SavedBytes blocks, not one"
     return blocks[0]
 
 
