@@ -13,6 +13,9 @@ not (activations that nothing saves, gradients, temporary buffers).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import weakref
 
 from torch.autograd.graph import saved_tensors_hooks
@@ -75,6 +78,23 @@ class SavedBytes(saved_tensors_hooks):
 # <<< SavedBytes meter
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 briefly: the profiler's C++ side logs a line there when a
+    session starts and when it stops ("profiler_start", "profiler_stop"), which a notebook
+    would show as stderr output."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 class AllocatedBytes:
     """Bytes PyTorch's CPU allocator hands out while active, above the level at the start.
 
@@ -90,7 +110,8 @@ class AllocatedBytes:
 
     def __enter__(self):
         self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        self._profile.__enter__()
+        with _quiet_stderr():
+            self._profile.__enter__()
         self._names = []
         return self
 
@@ -99,7 +120,8 @@ class AllocatedBytes:
         return record_function(f"region:{name}")
 
     def __exit__(self, *exc):
-        self._profile.__exit__(*exc)
+        with _quiet_stderr():
+            self._profile.__exit__(*exc)
         events = list(self._profile.profiler.kineto_results.events())
         memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
         spans = {
