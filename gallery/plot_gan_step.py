@@ -16,9 +16,10 @@ what the retained graph costs, and shows that the variant computes a different g
 #
 # Real samples come from a normal distribution with mean 3 and standard deviation 0.5. The
 # generator ``gen`` maps 4-D noise to one number; the discriminator ``disc`` maps one number to a
-# logit. ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks` context that adds
-# up the bytes of the tensors saved for backward (parameters excluded) and, through a
-# :mod:`weakref` finalizer on the object its pack hook returns, how many are still held.
+# logit. ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks` context (a
+# verbatim copy of the meter in the site's ``docs/saved_bytes.py``) that counts the bytes of the
+# memory blocks kept alive by tensors saved for backward, each block once, parameters excluded:
+# ``held`` now, ``peak`` the most at once, ``total`` all saved while active.
 
 import copy
 import time
@@ -34,8 +35,12 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timing
 torch.manual_seed(0)
 
 
-class Box:
-    """What the pack hook hands to autograd: finalizers need an object that supports weakrefs."""
+# >>> SavedBytes meter: one block, identical in docs/saved_bytes.py and the gallery scripts
+# (tests/test_meter_copies.py compares them)
+
+
+class _Box:
+    """What the pack hook hands autograd instead of the tensor: an object a weakref can follow."""
 
     __slots__ = ("__weakref__", "tensor")
 
@@ -44,40 +49,47 @@ class Box:
 
 
 class SavedBytes(saved_tensors_hooks):
-    """Bytes of the tensors saved for backward while active: total, still held, and peak."""
+    """Bytes of memory kept alive by the tensors saved for backward while this context is active.
+
+    Each block of memory (a tensor's storage) counts once and in full, however many saved tensors
+    or views refer to it; the storages of ``skip`` (parameters, which exist anyway) do not count.
+    ``held``: bytes autograd still holds now; ``peak``: the most it held at once; ``total``: every
+    block saved while active, released or not. What the pack hook never sees is not counted:
+    Python numbers that an operation wraps as 0-dim tensors and saves (``x * 3.0``, ``x / 4``),
+    and tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes.
+    """
 
     def __init__(self, skip=()):
         super().__init__(self._pack, self._unpack)
         self._skip = {p.untyped_storage().data_ptr() for p in skip}
-        self._saved = {}  # one entry per distinct tensor held: [times held, bytes]
-        self._released = 0  # bytes of tensors no longer held
-        self.peak = 0
-
-    @property
-    def held(self):
-        return sum(nbytes for _, nbytes in self._saved.values())
-
-    @property
-    def total(self):
-        return self.held + self._released
-
-    def _release(self, key):
-        self._saved[key][0] -= 1
-        if self._saved[key][0] == 0:
-            self._released += self._saved.pop(key)[1]
+        self._blocks = {}  # storage address -> [boxes that hold it, bytes]
+        self.held = self.peak = self.total = 0
 
     def _pack(self, tensor):
-        box = Box(tensor.detach())  # boxing the tensor itself could keep its own graph alive
-        if tensor.untyped_storage().data_ptr() not in self._skip:
-            key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
-            entry = self._saved.setdefault(key, [0, tensor.nelement() * tensor.element_size()])
-            entry[0] += 1
-            weakref.finalize(box, self._release, key)
-            self.peak = max(self.peak, self.held)
+        box = _Box(tensor.detach())  # an alias without history: the meter holds no graph
+        storage = tensor.untyped_storage()
+        address = storage.data_ptr()
+        if address not in self._skip:
+            block = self._blocks.setdefault(address, [0, storage.nbytes()])
+            if block[0] == 0:
+                self.held += block[1]
+                self.total += block[1]
+                self.peak = max(self.peak, self.held)
+            block[0] += 1
+            weakref.finalize(box, self._release, address).atexit = False
         return box
 
     def _unpack(self, box):
         return box.tensor
+
+    def _release(self, address):
+        block = self._blocks[address]
+        block[0] -= 1
+        if block[0] == 0:
+            self.held -= self._blocks.pop(address)[1]
+
+
+# <<< SavedBytes meter
 
 
 def mlp(n_in, n_out):

@@ -15,10 +15,12 @@ graph still holds afterwards, and the time per step.
 # -------------------------
 #
 # ``SavedBytes`` is a :class:`torch.autograd.graph.saved_tensors_hooks` context. Its pack hook
-# hands autograd a fresh alias of every tensor the forward pass saves (parameters are skipped:
-# they exist anyway) and keeps only a :mod:`weakref` to it, so ``held`` adds up the bytes of the
-# aliases autograd has not yet let go of. One thread keeps these tiny operations fast and the
-# timings steady.
+# hands autograd a detached alias of every tensor an operation saves and follows it with a
+# :mod:`weakref`, so ``held`` is the bytes of the memory blocks that saved tensors keep alive
+# (each block once, parameters skipped: they exist anyway). Python numbers that an operation
+# saves as 0-dim tensors never reach the hook and are not counted. The class is a verbatim copy
+# of the meter the site's pages use (``docs/saved_bytes.py``), so the numbers mean the same
+# there and here. One thread keeps these tiny operations fast and the timings steady.
 
 import time
 import weakref
@@ -33,25 +35,61 @@ torch.set_num_threads(1)
 torch.manual_seed(0)
 
 
+# >>> SavedBytes meter: one block, identical in docs/saved_bytes.py and the gallery scripts
+# (tests/test_meter_copies.py compares them)
+
+
+class _Box:
+    """What the pack hook hands autograd instead of the tensor: an object a weakref can follow."""
+
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
 class SavedBytes(saved_tensors_hooks):
-    """Bytes of the tensors saved for backward (``skip``: not these) that autograd still holds."""
+    """Bytes of memory kept alive by the tensors saved for backward while this context is active.
+
+    Each block of memory (a tensor's storage) counts once and in full, however many saved tensors
+    or views refer to it; the storages of ``skip`` (parameters, which exist anyway) do not count.
+    ``held``: bytes autograd still holds now; ``peak``: the most it held at once; ``total``: every
+    block saved while active, released or not. What the pack hook never sees is not counted:
+    Python numbers that an operation wraps as 0-dim tensors and saves (``x * 3.0``, ``x / 4``),
+    and tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes.
+    """
 
     def __init__(self, skip=()):
-        self.aliases = []  # weak references to the tensor objects handed to autograd
-        skipped = {p.untyped_storage().data_ptr() for p in skip}
+        super().__init__(self._pack, self._unpack)
+        self._skip = {p.untyped_storage().data_ptr() for p in skip}
+        self._blocks = {}  # storage address -> [boxes that hold it, bytes]
+        self.held = self.peak = self.total = 0
 
-        def pack(tensor):
-            alias = tensor.detach()  # a new tensor object that only autograd holds
-            if tensor.untyped_storage().data_ptr() not in skipped:
-                self.aliases.append(weakref.ref(alias))
-            return alias
+    def _pack(self, tensor):
+        box = _Box(tensor.detach())  # an alias without history: the meter holds no graph
+        storage = tensor.untyped_storage()
+        address = storage.data_ptr()
+        if address not in self._skip:
+            block = self._blocks.setdefault(address, [0, storage.nbytes()])
+            if block[0] == 0:
+                self.held += block[1]
+                self.total += block[1]
+                self.peak = max(self.peak, self.held)
+            block[0] += 1
+            weakref.finalize(box, self._release, address).atexit = False
+        return box
 
-        super().__init__(pack, lambda alias: alias)
+    def _unpack(self, box):
+        return box.tensor
 
-    @property
-    def held(self):
-        alive = [t for ref in self.aliases if (t := ref()) is not None]
-        return sum({(t.data_ptr(), t.shape, t.stride()): t.nbytes for t in alive}.values())
+    def _release(self, address):
+        block = self._blocks[address]
+        block[0] -= 1
+        if block[0] == 0:
+            self.held -= self._blocks.pop(address)[1]
+
+
+# <<< SavedBytes meter
 
 
 # %%

@@ -16,9 +16,11 @@ chunks keeps all three flat. This script shows each case, counting graph nodes a
 #
 # A :class:`torch.nn.RNNCell` with 16 hidden units reads 40 chunks of 8 time steps each, for a
 # batch of 4 sequences, and a linear readout predicts a running sum of the inputs. ``SavedBytes``
-# is a :class:`torch.autograd.graph.saved_tensors_hooks` context that keeps a :mod:`weakref` to
-# each tensor it hands autograd to save (parameters excluded), so ``held`` is the bytes autograd
-# still holds. ``graph_nodes`` counts the autograd nodes a backward from a loss can reach.
+# is a :class:`torch.autograd.graph.saved_tensors_hooks` context (a verbatim copy of the meter in
+# the site's ``docs/saved_bytes.py``): ``held`` is the bytes of the memory blocks that tensors
+# saved for backward keep alive, each block once and in full. A step's input and target are
+# slices of ``inputs`` and ``targets``, whose blocks exist anyway, so those are excluded like the
+# parameters. ``graph_nodes`` counts the autograd nodes a backward from a loss can reach.
 
 import time
 import weakref
@@ -34,25 +36,61 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timing
 torch.manual_seed(0)
 
 
+# >>> SavedBytes meter: one block, identical in docs/saved_bytes.py and the gallery scripts
+# (tests/test_meter_copies.py compares them)
+
+
+class _Box:
+    """What the pack hook hands autograd instead of the tensor: an object a weakref can follow."""
+
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
 class SavedBytes(saved_tensors_hooks):
-    """Bytes of the tensors saved for backward (``skip``: not these) that autograd still holds."""
+    """Bytes of memory kept alive by the tensors saved for backward while this context is active.
+
+    Each block of memory (a tensor's storage) counts once and in full, however many saved tensors
+    or views refer to it; the storages of ``skip`` (parameters, which exist anyway) do not count.
+    ``held``: bytes autograd still holds now; ``peak``: the most it held at once; ``total``: every
+    block saved while active, released or not. What the pack hook never sees is not counted:
+    Python numbers that an operation wraps as 0-dim tensors and saves (``x * 3.0``, ``x / 4``),
+    and tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes.
+    """
 
     def __init__(self, skip=()):
-        self.aliases = []  # weak references to the tensor objects handed to autograd
-        skipped = {p.untyped_storage().data_ptr() for p in skip}
+        super().__init__(self._pack, self._unpack)
+        self._skip = {p.untyped_storage().data_ptr() for p in skip}
+        self._blocks = {}  # storage address -> [boxes that hold it, bytes]
+        self.held = self.peak = self.total = 0
 
-        def pack(tensor):
-            alias = tensor.detach()  # a new tensor object that only autograd holds
-            if tensor.untyped_storage().data_ptr() not in skipped:
-                self.aliases.append(weakref.ref(alias))
-            return alias
+    def _pack(self, tensor):
+        box = _Box(tensor.detach())  # an alias without history: the meter holds no graph
+        storage = tensor.untyped_storage()
+        address = storage.data_ptr()
+        if address not in self._skip:
+            block = self._blocks.setdefault(address, [0, storage.nbytes()])
+            if block[0] == 0:
+                self.held += block[1]
+                self.total += block[1]
+                self.peak = max(self.peak, self.held)
+            block[0] += 1
+            weakref.finalize(box, self._release, address).atexit = False
+        return box
 
-        super().__init__(pack, lambda alias: alias)
+    def _unpack(self, box):
+        return box.tensor
 
-    @property
-    def held(self):
-        alive = [t for ref in self.aliases if (t := ref()) is not None]
-        return sum({(t.data_ptr(), t.shape, t.stride()): t.nbytes for t in alive}.values())
+    def _release(self, address):
+        block = self._blocks[address]
+        block[0] -= 1
+        if block[0] == 0:
+            self.held -= self._blocks.pop(address)[1]
+
+
+# <<< SavedBytes meter
 
 
 def graph_nodes(loss):
@@ -155,7 +193,7 @@ else:
 def measure(mode):
     hidden = restart()
     optimizer = torch.optim.SGD(params, lr=0.01)
-    meter = SavedBytes(skip=params)
+    meter = SavedBytes(skip=[*params, inputs, targets])  # blocks that exist anyway
     nodes, held = [], []
     for chunk in range(CHUNKS):
         if mode == "detach":

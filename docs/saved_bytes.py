@@ -1,0 +1,149 @@
+"""Two meters for the memory an autograd graph keeps: saved-tensor bytes, and allocated bytes.
+
+``SavedBytes`` counts the bytes of memory that tensors saved for backward keep alive, as seen by a
+:class:`torch.autograd.graph.saved_tensors_hooks` pack hook. The gallery scripts carry a verbatim
+copy of the block between the ``SavedBytes meter`` markers below (they must run with torch, numpy
+and matplotlib alone); ``tests/test_meter_copies.py`` checks that every copy is identical to this
+one, so a number measured by a page and by a script means the same thing.
+
+``AllocatedBytes`` reads the allocations and frees that ``torch.profiler`` records with
+``profile_memory=True``: the memory PyTorch's CPU allocator hands out for every tensor, saved or
+not (activations that nothing saves, gradients, temporary buffers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import weakref
+
+from torch.autograd.graph import saved_tensors_hooks
+from torch.profiler import ProfilerActivity, profile, record_function
+
+# >>> SavedBytes meter: one block, identical in docs/saved_bytes.py and the gallery scripts
+# (tests/test_meter_copies.py compares them)
+
+
+class _Box:
+    """What the pack hook hands autograd instead of the tensor: an object a weakref can follow."""
+
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class SavedBytes(saved_tensors_hooks):
+    """Bytes of memory kept alive by the tensors saved for backward while this context is active.
+
+    Each block of memory (a tensor's storage) counts once and in full, however many saved tensors
+    or views refer to it; the storages of ``skip`` (parameters, which exist anyway) do not count.
+    ``held``: bytes autograd still holds now; ``peak``: the most it held at once; ``total``: every
+    block saved while active, released or not. What the pack hook never sees is not counted:
+    Python numbers that an operation wraps as 0-dim tensors and saves (``x * 3.0``, ``x / 4``),
+    and tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes.
+    """
+
+    def __init__(self, skip=()):
+        super().__init__(self._pack, self._unpack)
+        self._skip = {p.untyped_storage().data_ptr() for p in skip}
+        self._blocks = {}  # storage address -> [boxes that hold it, bytes]
+        self.held = self.peak = self.total = 0
+
+    def _pack(self, tensor):
+        box = _Box(tensor.detach())  # an alias without history: the meter holds no graph
+        storage = tensor.untyped_storage()
+        address = storage.data_ptr()
+        if address not in self._skip:
+            block = self._blocks.setdefault(address, [0, storage.nbytes()])
+            if block[0] == 0:
+                self.held += block[1]
+                self.total += block[1]
+                self.peak = max(self.peak, self.held)
+            block[0] += 1
+            weakref.finalize(box, self._release, address).atexit = False
+        return box
+
+    def _unpack(self, box):
+        return box.tensor
+
+    def _release(self, address):
+        block = self._blocks[address]
+        block[0] -= 1
+        if block[0] == 0:
+            self.held -= self._blocks.pop(address)[1]
+
+
+# <<< SavedBytes meter
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 briefly: the profiler's C++ side logs a line there when a
+    session starts and when it stops ("profiler_start", "profiler_stop"), which a notebook
+    would show as stderr output."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class AllocatedBytes:
+    """Bytes PyTorch's CPU allocator hands out while active, above the level at the start.
+
+    A ``torch.profiler.profile(profile_memory=True)`` session records every allocation and free,
+    with its time. Only memory allocated inside the session is seen, so allocate what you measure
+    inside it (clear ``.grad`` before entering). ``peak``: the most allocated at once above the
+    start level; ``end``: the level at the end. ``with meter.region("backward"):`` marks a span;
+    ``meter.regions[name]`` is then ``(level when it starts, peak inside it)``.
+
+    The profiler's tables only give net sums per operation, so this reads its raw event list
+    (``prof.profiler.kineto_results``), which keeps each allocation and free with its time.
+    """
+
+    def __enter__(self):
+        self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        with _quiet_stderr():
+            self._profile.__enter__()
+        self._names = []
+        return self
+
+    def region(self, name):
+        self._names.append(name)
+        return record_function(f"region:{name}")
+
+    def __exit__(self, *exc):
+        with _quiet_stderr():
+            self._profile.__exit__(*exc)
+        events = list(self._profile.profiler.kineto_results.events())
+        memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+        spans = {
+            e.name().removeprefix("region:"): (e.start_ns(), e.end_ns())
+            for e in events
+            if e.name().startswith("region:")
+        }
+        level = self.peak = 0
+        starts = dict.fromkeys(spans)
+        peaks = dict.fromkeys(spans, 0)
+        for time, nbytes in memory:
+            for name, (start, end) in spans.items():
+                if starts[name] is None and time >= start:
+                    starts[name] = peaks[name] = level
+            level += nbytes
+            self.peak = max(self.peak, level)
+            for name, (start, end) in spans.items():
+                if start <= time <= end:
+                    peaks[name] = max(peaks[name], level)
+        self.end = level
+        self.regions = {
+            name: (starts[name] if starts[name] is not None else level, peaks[name])
+            for name in self._names
+        }
+        return False
