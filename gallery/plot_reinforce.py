@@ -300,18 +300,18 @@ else:
 # Actor-critic with separate networks, the fixed way: 8 episodes per iteration, played without
 # a graph; then 2 update passes over them, each recomputing the log-probabilities and values,
 # with the advantage detached and one backward of the summed losses. The baseline is the mean
-# return of a policy that picks left or right at random, over 400 episodes.
+# return of a policy that picks left or right at random, over 150 episodes.
 
 torch.manual_seed(0)
 random_policy = lambda state: torch.zeros(2)  # noqa: E731  equal logits: left or right at random
-random_returns = [run_episode(random_policy)[2].sum().item() for _ in range(400)]
+random_returns = [run_episode(random_policy)[2].sum().item() for _ in range(150)]
 baseline = float(np.mean(random_returns))
 
 torch.manual_seed(1)
 actor, critic = mlp(2), mlp(1)
 optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=0.005)
 episode_returns = []
-for iteration in range(40):
+for iteration in range(30):
     batch = [run_episode(actor) for _ in range(8)]
     episode_returns += [rewards.sum().item() for _, _, rewards, _ in batch]
     states = torch.cat([s for s, _, _, _ in batch])
