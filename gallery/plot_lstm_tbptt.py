@@ -130,8 +130,8 @@ else:
     raise AssertionError("the cell state c was expected to lead back into the freed graph")
 
 # %%
-# A tuple has no ``.detach()`` of its own, which is how the half-detached version usually comes
-# about:
+# The state itself is a plain tuple, which has no ``.detach()``, so each of its tensors has to
+# be detached on its own:
 
 try:
     (h, c).detach()

@@ -9,8 +9,8 @@ the second update: the first backward freed the graph those log-probabilities ha
 the next backward fail with an in-place modification error; with a policy whose graph did not
 save its weights, it runs and silently returns the gradient of the *old* policy. The fix is to
 store states and actions and recompute the log-probabilities at every update. For actor-critic,
-the advantage is detached, so the actor's loss does not train the critic. A tiny environment,
-written below in a few lines, runs everything in about a second.
+the advantage is detached, so the actor's loss does not train the critic. The environment is
+a tiny corridor written below in a few lines, so no RL library is needed.
 
 .. index:: reinforcement learning, REINFORCE, policy gradient, log_prob, saved_log_probs,
    actor-critic, A2C, PPO, advantage, detach advantage, Categorical, torch.distributions
@@ -23,9 +23,10 @@ written below in a few lines, runs everything in about a second.
 # The agent starts in cell 3 of a corridor of 7 cells and steps left or right. Each episode, one
 # end of the corridor is the goal: reaching it pays 1, reaching the other end costs 1, and the
 # tenth step ends the episode with nothing. The state is the one-hot code of the cell and a
-# number, +1 or -1, that says which end is the goal. ``run_episode`` plays one episode and returns the
-# states, actions and rewards; with ``keep_log_probs=True`` it also keeps each step's
-# ``log_prob`` *with its graph*, as the popular REINFORCE examples do.
+# number, +1 or -1, that says which end is the goal. ``run_episode`` plays one episode and
+# returns the states, actions and rewards; with ``keep_log_probs=True`` it also keeps each
+# step's ``log_prob`` *with its graph*, as the ``saved_log_probs`` list of the REINFORCE example
+# in ``pytorch/examples`` does.
 
 import copy
 
@@ -188,8 +189,8 @@ assert max_diff(replayed, fresh) > 0.1
 # The fix: store states and actions, recompute ``log_prob`` at each update
 # ------------------------------------------------------------------------
 #
-# Acting needs no graph at all: ``run_episode`` without ``keep_log_probs`` samples under
-# :func:`torch.no_grad` and keeps plain tensors. Each update runs the policy again on the stored
+# Acting needs no graph at all: ``run_episode`` without ``keep_log_probs`` samples with
+# gradients disabled and keeps plain tensors. Each update runs the policy again on the stored
 # states and builds a fresh graph, which its backward may free. This is what libraries such as
 # Tianshou do (`thu-ml/tianshou#397 <https://github.com/thu-ml/tianshou/issues/397>`__ asks why
 # they recompute instead of reusing). PPO also needs the log-probabilities of the acting
@@ -218,8 +219,8 @@ assert states.grad_fn is None and actions.grad_fn is None  # the stored batch ho
 #
 # An actor-critic adds a critic ``V(s)`` and uses the advantage ``G - V(s)`` in the actor's
 # loss. Written as one sum of two losses with the advantage left attached, the actor's loss
-# also sends gradient into the critic, which then learns to move ``V(s)`` so as to help the
-# actor's objective, not to predict returns (reported in
+# also sends gradient into the critic, so the critic is no longer trained only to predict the
+# returns (reported in
 # `astariul/encode-attend-navigate-pytorch#2
 # <https://github.com/astariul/encode-attend-navigate-pytorch/issues/2>`__ and, for a Keras
 # example, `keras-team/keras-io#194 <https://github.com/keras-team/keras-io/issues/194>`__).
@@ -276,7 +277,8 @@ print("inputs=: critic gradient == its own loss's gradient, no retain_graph need
 # %%
 # With a shared trunk (one network with a policy head and a value head, as in many A2C
 # implementations) the two backward calls both pass through the trunk, and the second one finds
-# it freed. There, detach the advantage and call backward once on the sum.
+# it freed: the first one, limited to the trunk and the policy head, had to run the trunk's
+# nodes to reach the trunk's parameters.
 
 trunk = nn.Sequential(nn.Linear(N_INPUTS, 16), nn.Tanh())
 policy_head, value_head = nn.Linear(16, 2), nn.Linear(16, 1)
@@ -292,6 +294,27 @@ except RuntimeError as error:
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the value loss's backward through the freed trunk was expected to fail")
+
+# %%
+# With a shared trunk, detach the advantage and call backward once on the sum. The value head
+# then gets exactly its own loss's gradient; the trunk gets both losses' gradients, which is
+# what sharing it means.
+
+
+def shared_losses():
+    features = trunk(states)
+    values = value_head(features).squeeze(-1)
+    log_probs = Categorical(logits=policy_head(features)).log_prob(actions)
+    actor_loss = -(log_probs * (returns - values).detach()).sum()
+    return actor_loss, (returns - values).pow(2).mean()
+
+
+own_value_head = torch.autograd.grad(shared_losses()[1], list(value_head.parameters()))
+for module in (trunk, policy_head, value_head):
+    module.zero_grad()
+sum(shared_losses()).backward()
+assert all(torch.equal(p.grad, g) for p, g in zip(value_head.parameters(), own_value_head))
+print("shared trunk, advantage detached: value head gradient == its own loss's gradient")
 
 # %%
 # Training the fixed loop
