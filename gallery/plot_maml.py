@@ -134,14 +134,13 @@ assert all(torch.allclose(g, reference[n], atol=1e-6) for g, n in zip(three_step
 print("3 inner steps, no retain_graph written: outer gradient == torch.func.grad")
 
 # %%
-#
 # Forgetting ``create_graph``: first-order MAML, silently
 # -------------------------------------------------------
 #
 # Without ``create_graph=True`` the inner gradients come back as constants. The adapted
 # parameters still depend on the meta-parameters through ``p - lr * g``, so the outer gradient
 # exists and nothing fails, but the path through ``g`` (the second-order term) is gone. That is
-# first-order MAML, and it is what several implementations were found to compute
+# first-order MAML, and readers of a popular implementation found that it computed this
 # (`dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__,
 # `#59 <https://github.com/dragen1860/MAML-Pytorch/issues/59>`__,
 # `#63 <https://github.com/dragen1860/MAML-Pytorch/issues/63>`__).
