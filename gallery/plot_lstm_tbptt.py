@@ -224,7 +224,7 @@ assert retain_reached == N_CHUNKS and detach_reached == 1
 # chunk's bytes are the workspace the fused LSTM kernel saves for its backward.
 #
 # The fix in the training loop: detach ``(h, c)``, keep the values
-# ---------------------------------------------------------------
+# ----------------------------------------------------------------
 #
 # ``detach_state`` is the tuple-aware helper (the word-language-model examples call theirs
 # ``repackage_hidden``). Detaching keeps the values, so chunk 2 still *starts* where chunk 1

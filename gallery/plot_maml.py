@@ -175,7 +175,7 @@ assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapt
 # different vector.
 #
 # Updating the parameters in place: the same first-order gradient, and lost meta-parameters
-# ------------------------------------------------------------------------------------------
+# -----------------------------------------------------------------------------------------
 #
 # A first MAML attempt often adapts the module itself. In place, on a parameter that requires
 # grad, autograd refuses outright:

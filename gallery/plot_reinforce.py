@@ -74,7 +74,7 @@ def mlp(n_out):
 
 # %%
 # Stored log-probabilities, replayed: the second update fails
-# ------------------------------------------------------------
+# -----------------------------------------------------------
 #
 # Several updates on one batch of experience are common (PPO makes several passes over it; in
 # `pytorch/examples#151 <https://github.com/pytorch/examples/issues/151>`__ the reader called
@@ -106,7 +106,7 @@ else:
 
 # %%
 # ``retain_graph=True`` here: an in-place error after the step
-# -------------------------------------------------------------
+# ------------------------------------------------------------
 #
 # Keeping the graph lets the second backward reach it, but the optimizer step in between has
 # changed the second layer's weight in place, and the kept graph saved that weight (the
@@ -260,7 +260,7 @@ for detach_advantage in (False, True):
 # backward of the sum serves both networks.
 #
 # ``backward(inputs=...)`` instead of ``detach()``: fine for separate networks
-# ---------------------------------------------------------------------------
+# ----------------------------------------------------------------------------
 #
 # Another way to keep the losses apart is two backward calls, each limited to one network's
 # parameters with ``inputs=``. It needs no ``retain_graph`` here: the actor's backward, limited
