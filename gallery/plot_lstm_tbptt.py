@@ -286,7 +286,7 @@ assert reset_err[10:].mean() < 2 * carried_err[10:].mean()
 # So: carry the (detached) state when the next batch continues the same streams, as in a
 # language model reading a corpus in order; reset it when a batch holds new, independent
 # sequences. A reset state needs no detach, because it has no history. In evaluation under
-# :func:`torch.no_grad`, no graph is built at all, so nothing has to be detached there either.
+# :class:`torch.no_grad`, no graph is built at all, so nothing has to be detached there either.
 #
 # ``nn.GRU``: one tensor, same rule
 # ---------------------------------
