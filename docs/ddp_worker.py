@@ -103,7 +103,7 @@ def worker(rank: int, world_size: int, port: int, queue) -> None:
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world_size,
-        timeout=timedelta(seconds=60),  # a rank that died must not leave the others waiting
+        timeout=timedelta(seconds=100),  # a rank that died must not leave the others waiting
     )
     try:
         x = rank_batch(rank)
@@ -125,7 +125,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def run(world_size: int = 2, timeout: float = 120.0) -> dict[int, dict]:
+def run(world_size: int = 2, timeout: float = 100.0) -> dict[int, dict]:
     """Run rank 0 here and ranks 1.. in spawned processes; return ``{rank: results}``."""
     import torch.multiprocessing as mp
 
