@@ -15,7 +15,8 @@ Run it yourself:  python ddp_worker.py   (two ranks; prints their results)
 from __future__ import annotations
 
 import os
-import socket
+import sys
+import tempfile
 from datetime import timedelta
 
 import torch
@@ -95,12 +96,19 @@ SCENARIOS = {
 }
 
 
-def worker(rank: int, world_size: int, port: int, queue) -> None:
+def worker(rank: int, world_size: int, rendezvous: str, queue) -> None:
     """Join the group, run every scenario, send plain lists back (tensors would be shared through
-    file descriptors that vanish when this process exits), and always leave the group."""
+    file descriptors that vanish when this process exits), and always leave the group.
+
+    The ranks find each other through a file (``file://`` init): a TCP rendezvous would make
+    rank 0 look up the other rank's host name, which a machine without DNS (such as the
+    network-less sandbox the site's tests build in) answers with a logged warning. The gradients
+    still travel over gloo's TCP connections, kept on the loopback interface on Linux."""
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(
         "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
+        init_method=rendezvous,
         rank=rank,
         world_size=world_size,
         timeout=timedelta(seconds=100),  # a rank that died must not leave the others waiting
@@ -119,33 +127,28 @@ def worker(rank: int, world_size: int, port: int, queue) -> None:
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def run(world_size: int = 2, timeout: float = 100.0) -> dict[int, dict]:
     """Run rank 0 here and ranks 1.. in spawned processes; return ``{rank: results}``."""
     import torch.multiprocessing as mp
 
     context = mp.get_context("spawn")
     queue = context.Queue()
-    port = free_port()
-    others = [
-        context.Process(target=worker, args=(rank, world_size, port, queue))
-        for rank in range(1, world_size)
-    ]
-    for process in others:
-        process.start()
-    try:
-        worker(0, world_size, port, queue)
-        results = dict(queue.get(timeout=timeout) for _ in range(world_size))
-    finally:
+    with tempfile.TemporaryDirectory() as folder:
+        rendezvous = "file://" + os.path.join(folder, "rendezvous")
+        others = [
+            context.Process(target=worker, args=(rank, world_size, rendezvous, queue))
+            for rank in range(1, world_size)
+        ]
         for process in others:
-            process.join(timeout)
-            if process.is_alive():
-                process.terminate()
+            process.start()
+        try:
+            worker(0, world_size, rendezvous, queue)
+            results = dict(queue.get(timeout=timeout) for _ in range(world_size))
+        finally:
+            for process in others:
+                process.join(timeout)
+                if process.is_alive():
+                    process.terminate()
     failed = [process.exitcode for process in others if process.exitcode != 0]
     if failed:
         raise RuntimeError(f"a spawned rank exited with {failed}")
