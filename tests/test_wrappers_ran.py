@@ -26,7 +26,7 @@ def _outputs(page) -> list[str]:
     texts = []
     for cell in soup(html_for(page)).select("div.cell"):
         output = cell.select_one("div.cell_output")
-        texts.append(" ".join(output.get_text(" ").split()) if output else "")
+        texts.append(" ".join(output.get_text().split()) if output else "")
     return texts
 
 
