@@ -1,0 +1,162 @@
+"""DistributedDataParallel ranks on one machine, for ``wrappers.md``: the caller is rank 0, and
+each further rank is a process started with the ``spawn`` method.
+
+Why a module: a spawned process is a fresh Python interpreter, which can only run a function it
+can import; a function defined in a notebook cell cannot be imported by it. Every rank joins a
+gloo process group on the loopback interface (127.0.0.1), runs the same small training steps on
+its own batch, and reports, for every scenario, how many all-reduces DDP started and the gradient
+it ended with. The page compares the ranks with each other and with gradients computed without
+DDP. The calling process is rank 0 rather than a spawned one, so that one process fewer has to
+import torch.
+
+Run it yourself:  python ddp_worker.py   (two ranks; prints their results)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def make_model() -> nn.Module:
+    """The same starting weights on every rank (as DDP itself also ensures by broadcasting)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+
+
+def rank_batch(rank: int) -> torch.Tensor:
+    """Each rank gets its own batch of four samples, as a DistributedSampler would give it."""
+    generator = torch.Generator().manual_seed(100 + rank)
+    return torch.randn(4, 3, generator=generator)
+
+
+def wrap(model: nn.Module, **options) -> tuple[DDP, list[int]]:
+    """DDP with a communication hook that counts its all-reduces and then averages as usual."""
+    ddp = DDP(model, **options)
+    calls: list[int] = []
+
+    def counting_allreduce(state, bucket):
+        calls.append(1)
+        averaged = bucket.buffer().div_(dist.get_world_size())
+        work = dist.all_reduce(averaged, async_op=True)
+        return work.get_future().then(lambda future: future.value()[0])
+
+    ddp.register_comm_hook(None, counting_allreduce)
+    return ddp, calls
+
+
+def one_backward_of_the_sum(x):
+    ddp, calls = wrap(make_model())
+    out = ddp(x)
+    (out.pow(2).mean() + out.abs().mean()).backward()
+    return ddp, calls
+
+
+def two_backward_calls(x, **options):
+    ddp, calls = wrap(make_model(), **options)
+    out = ddp(x)
+    out.pow(2).mean().backward(retain_graph=True)
+    out.abs().mean().backward()
+    return ddp, calls
+
+
+def two_backward_calls_static_graph(x):
+    return two_backward_calls(x, static_graph=True)
+
+
+def accumulate_two_micro_batches(x):
+    ddp, calls = wrap(make_model())
+    for micro_batch in x.split(2):
+        ddp(micro_batch).pow(2).mean().backward()
+    return ddp, calls
+
+
+def accumulate_with_no_sync(x):
+    ddp, calls = wrap(make_model())
+    first, last = x.split(2)
+    with ddp.no_sync():
+        ddp(first).pow(2).mean().backward()
+    ddp(last).pow(2).mean().backward()
+    return ddp, calls
+
+
+SCENARIOS = {
+    "one backward of the sum": one_backward_of_the_sum,
+    "two backward calls": two_backward_calls,
+    "two backward calls, static_graph": two_backward_calls_static_graph,
+    "accumulate, no no_sync": accumulate_two_micro_batches,
+    "accumulate with no_sync": accumulate_with_no_sync,
+}
+
+
+def worker(rank: int, world_size: int, rendezvous: str, queue) -> None:
+    """Join the group, run every scenario, send plain lists back (tensors would be shared through
+    file descriptors that vanish when this process exits), and always leave the group.
+
+    The ranks find each other through a file (``file://`` init): a TCP rendezvous would make
+    rank 0 look up the other rank's host name, which a machine without DNS (such as the
+    network-less sandbox the site's tests build in) answers with a logged warning. The gradients
+    still travel over gloo's TCP connections, kept on the loopback interface on Linux."""
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(
+        "gloo",
+        init_method=rendezvous,
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=100),  # a rank that died must not leave the others waiting
+    )
+    try:
+        x = rank_batch(rank)
+        results = {}
+        for name, scenario in SCENARIOS.items():
+            ddp, calls = scenario(x)
+            results[name] = {
+                "allreduce_calls": len(calls),
+                "grad": ddp.module[0].weight.grad.tolist(),
+            }
+        queue.put((rank, results))
+    finally:
+        dist.destroy_process_group()
+
+
+def run(world_size: int = 2, timeout: float = 100.0) -> dict[int, dict]:
+    """Run rank 0 here and ranks 1.. in spawned processes; return ``{rank: results}``."""
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    with tempfile.TemporaryDirectory() as folder:
+        rendezvous = "file://" + os.path.join(folder, "rendezvous")
+        others = [
+            context.Process(target=worker, args=(rank, world_size, rendezvous, queue))
+            for rank in range(1, world_size)
+        ]
+        for process in others:
+            process.start()
+        try:
+            worker(0, world_size, rendezvous, queue)
+            results = dict(queue.get(timeout=timeout) for _ in range(world_size))
+        finally:
+            for process in others:
+                process.join(timeout)
+                if process.is_alive():
+                    process.terminate()
+    failed = [process.exitcode for process in others if process.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"a spawned rank exited with {failed}")
+    return results
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for rank, outcome in sorted(run().items()):
+        for name, result in outcome.items():
+            print(rank, name, result["allreduce_calls"], result["grad"][0])
