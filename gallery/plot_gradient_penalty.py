@@ -261,8 +261,8 @@ assert np.allclose(autograd_slopes, finite_slopes, rtol=1e-5, atol=1e-6)
 
 # The site's colours: the fix (create_graph=True) and what the penalty loses without it.
 FIX, FREED, NEUTRAL, INK = "#1a9c6b", "#e0542c", "#808080", "#24292f"
-fig, ax = plt.subplots(figsize=(4.2, 3.6))
-ax.plot(values, autograd_slopes, color=FIX, label="autograd,\ncreate_graph=True")
+fig, ax = plt.subplots(figsize=(4.2, 4.4), layout="constrained")
+ax.plot(values, autograd_slopes, color=FIX, label="autograd, create_graph=True")
 ax.plot(values[::4], finite_slopes[::4], "o", color=INK, label="central difference")
 ax.axhline(0.0, color=FREED, linestyle="--", label="without create_graph")
 ax.axvline(original, color=NEUTRAL, linewidth=1, linestyle=":")
@@ -271,8 +271,7 @@ ax.set(
     ylabel="∂ penalty / ∂ weight",
     title="The penalty's gradient reaches\nthe weight only with create_graph",
 )
-ax.legend(loc="best")
-fig.tight_layout()
+fig.legend(loc="outside lower left")
 plt.show()
 
 # %%

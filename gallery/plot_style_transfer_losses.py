@@ -186,7 +186,7 @@ assert max(values[0] for values in history[:10]) > history[0][0]  # content rise
 
 INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
 styles = [(INK, "-"), (NEUTRAL, "-"), (NEUTRAL, ":")]
-fig, ax = plt.subplots(figsize=(4.2, 4.2))
+fig, ax = plt.subplots(figsize=(4.2, 4.2), layout="constrained")
 for index, (name, (color, style)) in enumerate(zip(names, styles)):
     ax.plot([values[index] for values in history], color=color, linestyle=style, label=name)
 total = [sum(values) for values in history]
@@ -196,8 +196,7 @@ ax.set(
     xlabel="Adam step",
     ylabel="loss (1 at start)",
 )
-ax.legend(loc="upper left", bbox_to_anchor=(0, -0.2))
-fig.tight_layout()
+fig.legend(loc="outside lower left")
 plt.show()
 
 # %%
