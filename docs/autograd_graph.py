@@ -8,7 +8,9 @@ also writes the figure's text alternative, so the picture and its description ca
 
 Legible on a phone: each snapshot is its own SVG, shown at its natural size (9 pt text is 12 CSS
 px), side by side where the page is wide enough and one under the other where it is not. Box text
-comes in short lines, so that the usual small graph fits a phone's 328 px column.
+comes in short lines (a node's label and a leaf's shape on lines of their own), so that a small
+graph fits a phone's 328 px column; a wider one scrolls sideways instead of shrinking its text.
+Colours as everywhere on the site: saved blue, freed orange (dashed), leaf green.
 
 Usage (pages execute with ``docs/`` as the working directory)::
 
