@@ -214,7 +214,7 @@ pictures = {
     "after 30 steps": image.detach(),
 }
 fig, axes = plt.subplots(1, 4, figsize=(4.2, 1.2))
-fig.subplots_adjust(wspace=0.5)  # gaps: the page shows between the pictures
+fig.subplots_adjust(wspace=0.3)  # gaps: the page shows between the pictures
 for ax, picture in zip(axes, pictures.values()):
     ax.imshow(picture[0].permute(1, 2, 0).clamp(0, 1).numpy())
     ax.axis("off")
