@@ -7,7 +7,10 @@ read, and is marked "freed"), and draws the result with matplotlib as inline SVG
 also writes the figure's text alternative, so the picture and its description cannot disagree.
 
 Legible on a phone: each snapshot is its own SVG, shown at its natural size (9 pt text is 12 CSS
-px), side by side where the page is wide enough and one under the other where it is not.
+px), side by side where the page is wide enough and one under the other where it is not. Box text
+comes in short lines (a node's label and a leaf's shape on lines of their own), so that a small
+graph fits a phone's 328 px column; a wider one scrolls sideways instead of shrinking its text.
+Colours as everywhere on the site: saved blue, freed orange (dashed), leaf green.
 
 Usage (pages execute with ``docs/`` as the working directory)::
 
@@ -179,8 +182,12 @@ SAVED, FREED, LEAF, INK = "#2f80ed", "#e0542c", "#1a9c6b", "#24292f"
 
 
 def _box_lines(node: Node) -> list[str]:
-    lines = [node.name] + ([f"leaf {node.leaf}"] if node.leaf else [])
-    return lines + [str(s).replace(" bytes", " B") for s in node.saved]
+    """The text of a node's box, in short lines: a phone shows two leaves side by side."""
+    kind, _, label = node.name.partition(" (")
+    saved = [str(s).replace(" bytes", " B") for s in node.saved]
+    if node.leaf:
+        return [kind, f"leaf {label[:-1]}", node.leaf] if label else [kind, f"leaf {node.leaf}"]
+    return [kind, f"({label}", *saved] if label else [kind, *saved]
 
 
 def _layout(snap: Snapshot) -> tuple[dict[int, tuple[float, float]], float]:

@@ -224,18 +224,19 @@ net.zero_grad(set_to_none=True)
 # The three maps for this image, all from the one forward pass above. Red pixels raise the class
 # score when brightened, blue ones lower it.
 
-fig, axes = plt.subplots(1, 4, figsize=(6.5, 2.6), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(4.2, 4.8), layout="constrained")
+axes = axes.ravel()
 axes[0].imshow(image[0].numpy(), cmap="gray")
-axes[0].set_title(f"input\n(a {CLASSES[label]})", fontsize="small")
+axes[0].set_title(f"input (a {CLASSES[label]})")
 limit = max(m.abs().max().item() for m in maps)
 for k, ax in enumerate(axes[1:]):
     shown = ax.imshow(maps[k].numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit)
-    ax.set_title(f"gradient of the\n{CLASSES[k]} score", fontsize="small")
+    ax.set_title(f"∂ {CLASSES[k]} score")
 for ax in axes:
     ax.set(xticks=[], yticks=[])
 axes[0].set(xlabel="pixel column", ylabel="pixel row")
 fig.colorbar(shown, ax=axes, shrink=0.8, label="∂ score / ∂ pixel")
-fig.suptitle("Saliency maps for each class, from one forward pass", fontsize="medium")
+fig.suptitle("A saliency map per class,\nall from one forward pass")
 plt.show()
 
 # %%
@@ -270,12 +271,12 @@ assert wins > len(test_images) // 2
 # And the hidden layer's gradient for the true class, from (b) and (c): how much the score would
 # change per unit change of each of the 32 hidden activations.
 
-fig, ax = plt.subplots(figsize=(6.2, 2.8))
-ax.bar(range(32), hidden_grad_c[0].tolist())
+fig, ax = plt.subplots(figsize=(4.2, 3.2))
+ax.bar(range(32), hidden_grad_c[0].tolist(), color="#808080")  # the site's neutral colour
 ax.set(
     xlabel="hidden unit",
     ylabel=f"∂ score({CLASSES[label]}) / ∂ hidden",
-    title="Gradient at the hidden layer (retain_grad or autograd.grad)",
+    title="Gradient at the hidden layer\n(retain_grad or autograd.grad)",
 )
 fig.tight_layout()
 plt.show()

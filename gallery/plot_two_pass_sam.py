@@ -265,13 +265,14 @@ assert final_sam > final_sgd
 # is flat, and a problem this small does not measure that. Each of its steps costs two forward
 # passes (counted above) and two backward passes.
 
-fig, ax = plt.subplots(figsize=(6.2, 3.4))
-ax.plot(range(steps), sgd_losses, label="plain gradient descent")
-ax.plot(range(steps), sam_losses, label=f"SAM (rho = {RHO})")
+INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
+fig, ax = plt.subplots(figsize=(4.2, 3.2))
+ax.plot(range(steps), sgd_losses, color=NEUTRAL, linestyle="--", label="plain gradient descent")
+ax.plot(range(steps), sam_losses, color=INK, label=f"SAM (rho = {RHO})")
 ax.set(
     xlabel="step",
     ylabel="training loss (MSE)",
-    title="Same start, same learning rate",
+    title="Both descend; SAM ends a little higher",
 )
 ax.legend()
 fig.tight_layout()
@@ -301,8 +302,12 @@ step_times = {
     "plain gradient descent": time_step(sgd_step, start),
     "SAM": time_step(sam_step, start),
 }
-fig, ax = plt.subplots(figsize=(6.2, 2.6))
-ax.barh(list(step_times), [1e3 * t for t in step_times.values()], color=["tab:blue", "tab:orange"])
-ax.set(xlabel="milliseconds per step (median)", title="SAM: two forward and two backward passes")
+fig, ax = plt.subplots(figsize=(4.2, 2.2))
+names = ["plain\ndescent" if name.startswith("plain") else name for name in step_times]
+ax.barh(names, [1e3 * t for t in step_times.values()], color=[NEUTRAL, INK])
+ax.set(
+    xlabel="milliseconds per step (median)",
+    title="A SAM step: two forward and\ntwo backward passes",
+)
 fig.tight_layout()
 plt.show()
