@@ -79,6 +79,7 @@ extensions = [
     "html_quality",
     "sitemap_complete",
     "social_card",
+    "search_index_entries",
 ]
 
 root_doc = "index"
@@ -167,6 +168,10 @@ html_theme = "furo"
 html_title = project
 html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
+# The site's search ranking (see its header): pasted errors and readers' words find the page that
+# explains them. It relies on each page's index entries, which docs/_ext/search_index_entries.py
+# keeps in searchindex.js on every kind of rebuild.
+html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_last_updated_fmt = None
 html_copy_source = True
