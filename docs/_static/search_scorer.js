@@ -18,8 +18,10 @@
  *    every page uses ("backward", "graph") count little.
  *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
  *    the error text listed in the explaining page's index entries), or containing the whole query,
- *    scores by its number of words; an entry equal to the query scores most.
- *  - The score is scaled by the share of the query's (idf-weighted) words that the page contains.
+ *    scores by its number of words; an entry equal to the query scores most. Several query words
+ *    together in one entry, heading or title (in any order) score extra.
+ *  - The score is scaled by the square root of the share of the query's (idf-weighted) words that
+ *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
  *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
  *    after the pages that explain them.
  *  - Each page appears once, linked to its best-matching section. Equal scores are ordered by the
