@@ -69,6 +69,7 @@ extensions = [
     "code_links",
     "html_quality",
     "sitemap_complete",
+    "search_index_entries",
 ]
 
 root_doc = "index"
@@ -153,6 +154,10 @@ html_theme = "furo"
 html_title = project
 html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
+# The site's search ranking (see its header): pasted errors and readers' words find the page that
+# explains them. It relies on each page's index entries, which docs/_ext/search_index_entries.py
+# keeps in searchindex.js on every kind of rebuild.
+html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False
 html_baseurl = site_context.site_url()

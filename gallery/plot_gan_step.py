@@ -8,6 +8,8 @@ and ``retain_graph`` never appears. Reusing one discriminator forward pass for b
 what makes ``retain_graph=True`` necessary; this script runs that variant too, shows that stepping
 the discriminator before the generator's backward raises an in-place modification error, measures
 what the retained graph costs, and shows that the variant computes a different generator gradient.
+
+.. index:: GAN, GAN training step, generator, discriminator, fake.detach()
 """
 
 # %%

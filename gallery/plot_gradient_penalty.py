@@ -9,6 +9,8 @@ differentiate through a backward pass. This example builds a tiny critic and sho
 outright if it is backpropagated on its own), that ``create_graph=True`` keeps the graph as well,
 what that kept graph holds, and that the resulting weight gradient matches a finite-difference
 estimate.
+
+.. index:: gradient penalty, WGAN-GP, critic, create_graph=True, double backward
 """
 
 # %%

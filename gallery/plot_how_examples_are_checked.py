@@ -6,6 +6,8 @@ Every script in this gallery ran when the site was built, and every output under
 what that block printed. A script states facts with ``assert``; when a step is *meant* to fail, the
 script catches that one exception, prints it, and checks its type and message, so any other
 exception stops the build.
+
+.. index:: how the examples are checked, worked examples, expected errors
 """
 
 # %%

@@ -11,7 +11,7 @@ with a graph that grows chunk after chunk. The fix is one line, ``h, c = h.detac
 (or a helper that detaches whatever state the model returns), and the state itself is kept
 across the chunks of a stream and reset when a new stream starts.
 
-.. index:: LSTM, nn.LSTM, hidden state, cell state, (h, c), truncated BPTT, language model,
+.. index:: LSTM, nn.LSTM, hidden state, cell state, h and c, truncated BPTT, language model,
    nn.GRU, repackage_hidden, detach hidden state, stateful RNN
 """
 

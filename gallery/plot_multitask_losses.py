@@ -8,6 +8,8 @@ and call ``backward()`` once, or hand both losses to :func:`torch.autograd.backw
 This script runs all three on the same batch and measures what differs: the gradients (the last
 two ways agree to the bit, the first differs only by rounding), the bytes of saved tensors the
 graph still holds afterwards, and the time per step.
+
+.. index:: multi-task, multi-task learning, two heads, shared trunk, several losses
 """
 
 # %%

@@ -9,6 +9,8 @@ gradient of one class score with respect to the image. This example trains a tin
 and shows which one leaves no ``.grad`` behind. One forward pass can serve the maps of all classes,
 but only if the graph is kept: with ``backward()`` that also means resetting ``.grad`` between
 classes, with ``torch.autograd.grad`` it does not.
+
+.. index:: saliency map, gradient with respect to the input, input gradient, class score
 """
 
 # %%

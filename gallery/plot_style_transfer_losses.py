@@ -8,6 +8,8 @@ was backpropagated separately through the shared feature network, with the graph
 This script rebuilds that pattern on a tiny image and fixed random convolutional features,
 compares its gradient with one backward of the summed loss (equal up to rounding), shows what
 the old pattern leaves in memory, and then optimises the image with the summed loss.
+
+.. index:: style transfer, neural style transfer, content loss, style loss
 """
 
 # %%

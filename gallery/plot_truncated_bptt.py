@@ -8,6 +8,8 @@ fails on the freed graph. ``retain_graph=True`` silences that error, but every b
 all earlier chunks again: the graph, the memory it holds and the time per chunk grow with every
 chunk, and an optimizer step between chunks breaks it anyway. Detaching the hidden state between
 chunks keeps all three flat. This script shows each case, counting graph nodes and saved bytes.
+
+.. index:: truncated BPTT, truncated backpropagation through time, RNN, recurrent network, hidden state, detach hidden state
 """
 
 # %%

@@ -10,6 +10,8 @@ the first forward's loss is backpropagated again with ``retain_graph=True`` inst
 gradient comes back unchanged, or autograd raises an error about an in-place change, or, if the
 weights were changed behind autograd's back, a silently wrong mixture. It then trains a tiny
 regression model with a correct SAM step and with plain gradient descent.
+
+.. index:: SAM, sharpness-aware minimization, two-pass optimizer, optimizer step between backward passes
 """
 
 # %%

@@ -9,6 +9,8 @@ It measures, on ``_build/html`` as it is (build first with ``nox -s docs``):
 * **other origins**: every request a page makes that does not go to the site itself;
 * **the site's shell**: robots.txt naming the sitemap, a sitemap listing every content page, the
   404 page, and the link-preview metadata (``og:`` tags with the social card, ``twitter:card``);
+* **search**: the share of the queries of ``tests/search_queries.toml`` whose first result on the
+  search page is the page that answers them, and the mean reciprocal rank (``tests/search_quality.py``);
 * **reproducibility**: a second build, from a clean copy of the repository in a temporary folder,
   compared byte for byte with ``_build/html`` (pages and downloads; ``--no-second-build`` skips);
 * **Lighthouse** (mobile) scores for the home page and the largest pages: performance,
@@ -485,6 +487,15 @@ def main() -> int:
                     print(f"{rel:<{width}}  " + "  ".join(cells))
                     for line in failing_audits(out):
                         print(f"    {line}")
+
+    # Search: the query set of tests/search_queries.toml on the real search page (tests/test_search.py
+    # asserts the targets).
+    from search_quality import measure, report_lines
+
+    outcomes, skipped, problems = measure(site)
+    print("\n" + "\n".join(report_lines(outcomes, skipped)))
+    for problem in problems:
+        print(f"  search: {problem}")
 
     if not args.no_second_build:
         print("\nReproducibility: a second build from a clean copy, compared byte for byte ...")

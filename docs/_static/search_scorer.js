@@ -1,0 +1,243 @@
+/*
+ * The site's search ranking (conf.py: html_search_scorer; Sphinx inlines this file into
+ * _static/language_data.js, which the search page loads right after searchtools.js).
+ *
+ * Why: Sphinx's own ranking (searchtools.js) gives a query word 15 points in any heading and 5
+ * anywhere else, shows equal scores in alphabetical order of title, and lists a page only when it
+ * contains every query word. Readers paste error messages that carry their own details (cuda:0,
+ * [256, 10], TBackward0, "is at version 3"), which no page contains, and most pages tie on the
+ * rest, so the page that explains an error came third or fourth behind pages that only use it.
+ *
+ * What this does instead: it replaces Search._performSearch (the function that turns a parsed
+ * query into the list of results) and keeps everything else of searchtools.js (the page, the
+ * query parsing, the stemmer, the result list and its summaries).
+ *
+ *  - Words found nowhere on the site are ignored, so a pasted message still finds its page.
+ *  - Each query word found on a page scores by where it is found there (page title, index
+ *    entries, section headings, text), times how rare the word is on the site (idf), so words
+ *    every page uses ("backward", "graph") count little.
+ *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
+ *    the error text listed in the explaining page's index entries), or containing the whole query,
+ *    scores by its number of words; an entry equal to the query scores most. Several query words
+ *    together in one entry, heading or title (in any order) score extra.
+ *  - The score is scaled by the square root of the share of the query's (idf-weighted) words that
+ *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
+ *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
+ *    after the pages that explain them.
+ *  - Each page appears once, linked to its best-matching section. Equal scores are ordered by the
+ *    share of the query found, then by the smaller page (fewer distinct words: more focused),
+ *    then by page name, never by title alone.
+ *
+ * It needs only what searchindex.js holds (titles, headings, index entries, word lists), makes no
+ * request, and works from a local server and from a site opened from disk (file://), where it
+ * switches off result summaries (they would fetch each page, which browsers refuse for file://).
+ * tests/test_search.py checks the ranking with the queries of tests/search_queries.toml.
+ */
+"use strict";
+
+const SiteSearch = (() => {
+  const WEIGHT = {
+    title: 10, // query word in the page's title
+    entry: 8, // in one of the page's index entries ({index} after the title)
+    heading: 4, // in a section heading
+    text: 1, // anywhere in the text
+    exactEntry: 60, // an index entry (or title, heading) equal to the whole query
+    entryWords: 4, // several query words in one index entry: per (idf-weighted) word, times the
+    headingWords: 3, // share of the entry's (heading's, title's) words they make up
+    titleWords: 4,
+    entryPhrase: 6, // per word of an index entry found as a phrase in the query (or vice versa)
+    headingPhrase: 4, // the same for a section heading
+    titlePhrase: 5, // the same for the page title
+    quoting: 0.5, // factor for pages that only quote what other pages explain
+    share: 0.5, // exponent of the share of the query's words found on the page
+    textShare: 1, // how much a word found only in the text counts in that share
+  };
+  const QUOTING_PAGES = /^docs\/ledger/;
+  const MIN_PHRASE_WORDS = 2; // a phrase match needs this many words (single words score as words)
+
+  let prepared = null; // derived from the loaded index, once
+
+  const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
+  const normal = (text) => ` ${words(text).join(" ")} `; // for whole-word phrase matching
+
+  const prepare = (index) => {
+    const stemmer = new Stemmer();
+    const stem = (word) => stemmer.stemWord(word);
+    const stems = (text) =>
+      words(text)
+        .filter((w) => !stopwords.has(w) && !/^\d+$/.test(w))
+        .map(stem);
+    const docCount = index.docnames.length;
+    const docs = index.docnames.map((docname, file) => ({
+      file,
+      docname,
+      title: index.titles[file],
+      titleNormal: normal(index.titles[file] || ""),
+      titleStems: new Set(stems(index.titles[file] || "")),
+      headings: [], // [normal text, anchor]
+      headingStems: new Set(),
+      entries: [], // [normal text, anchor]
+      entryStems: new Set(),
+      vocabulary: 0,
+      quoting: QUOTING_PAGES.test(docname),
+    }));
+    for (const [title, places] of Object.entries(index.alltitles || {})) {
+      for (const [file, anchor] of places) {
+        const doc = docs[file];
+        if (!doc || (anchor === null && title === doc.title)) continue;
+        const unit = new Set(stems(title));
+        doc.headings.push([normal(title), anchor, unit]);
+        unit.forEach((s) => doc.headingStems.add(s));
+      }
+    }
+    for (const [entry, places] of Object.entries(index.indexentries || {})) {
+      for (const [file] of places) {
+        const doc = docs[file];
+        if (!doc) continue;
+        const unit = new Set(stems(entry));
+        doc.entries.push([normal(entry), null, unit]);
+        unit.forEach((s) => doc.entryStems.add(s));
+      }
+    }
+    // stem -> set of files whose text (or any title) has it
+    const textFiles = new Map();
+    for (const mapping of [index.terms, index.titleterms]) {
+      for (const [term, files] of Object.entries(mapping || {})) {
+        const list = typeof files === "number" ? [files] : files;
+        if (!textFiles.has(term)) textFiles.set(term, new Set());
+        list.forEach((f) => textFiles.get(term).add(f));
+      }
+    }
+    for (const files of textFiles.values()) files.forEach((f) => docs[f] && docs[f].vocabulary++);
+    const inDoc = (doc, s) =>
+      doc.titleStems.has(s) ||
+      doc.entryStems.has(s) ||
+      doc.headingStems.has(s) ||
+      (textFiles.has(s) && textFiles.get(s).has(doc.file));
+    const idfCache = new Map();
+    const idf = (s) => {
+      if (!idfCache.has(s)) {
+        const df = docs.filter((doc) => inDoc(doc, s)).length;
+        idfCache.set(s, df === 0 ? 0 : Math.log((docCount + 1) / df));
+      }
+      return idfCache.get(s);
+    };
+    return { docs, textFiles, idf, inDoc, stems };
+  };
+
+  // Phrase score of one text (entry, heading, title) against the normalised query: the text is
+  // the query, or is found in it, or contains all of it (then the closer the fit, the more).
+  const phrase = (text, query, queryWords, perWord) => {
+    if (text === query) return WEIGHT.exactEntry;
+    const n = text.trim().split(" ").length;
+    if (n >= MIN_PHRASE_WORDS && query.includes(text)) return perWord * n;
+    if (queryWords >= MIN_PHRASE_WORDS && text.includes(query))
+      return perWord * queryWords * (0.5 + (0.5 * queryWords) / n);
+    return 0;
+  };
+
+  // Several query words together in one entry, heading or title (in any order).
+  const together = (unit, known, idf, perWord) => {
+    const shared = known.filter((s) => unit.has(s));
+    if (shared.length < 2) return 0;
+    return (perWord * shared.reduce((sum, s) => sum + idf(s), 0) * shared.length) / unit.size;
+  };
+
+  const rank = (query, searchTerms, excludedTerms) => {
+    const index = Search._index;
+    if (prepared === null || prepared.index !== index) prepared = { index, ...prepare(index) };
+    const { docs, textFiles, idf, inDoc } = prepared;
+    const known = [...searchTerms].filter((s) => idf(s) > 0);
+    const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
+    const queryNormal = normal(query);
+    const queryWords = queryNormal.trim() ? queryNormal.trim().split(" ").length : 0;
+    const results = [];
+    for (const doc of docs) {
+      if ([...excludedTerms].some((s) => inDoc(doc, s))) continue;
+      let wordScore = 0;
+      let found = 0;
+      for (const s of known) {
+        let where = 0;
+        if (doc.titleStems.has(s)) where += WEIGHT.title;
+        if (doc.entryStems.has(s)) where += WEIGHT.entry;
+        if (doc.headingStems.has(s)) where += WEIGHT.heading;
+        if (textFiles.has(s) && textFiles.get(s).has(doc.file)) where += WEIGHT.text;
+        if (where > 0) {
+          wordScore += idf(s) * where;
+          found += idf(s) * (where === WEIGHT.text ? WEIGHT.textShare : 1);
+        }
+      }
+      let phraseScore =
+        phrase(doc.titleNormal, queryNormal, queryWords, WEIGHT.titlePhrase) +
+        together(doc.titleStems, known, idf, WEIGHT.titleWords);
+      let anchor = "";
+      let bestHeading = 0;
+      for (const [text, , unit] of doc.entries)
+        phraseScore +=
+          phrase(text, queryNormal, queryWords, WEIGHT.entryPhrase) +
+          together(unit, known, idf, WEIGHT.entryWords);
+      for (const [text, id, unit] of doc.headings) {
+        const score =
+          phrase(text, queryNormal, queryWords, WEIGHT.headingPhrase) +
+          together(unit, known, idf, WEIGHT.headingWords);
+        phraseScore += score;
+        if (score > bestHeading) [bestHeading, anchor] = [score, id ? `#${id}` : ""];
+      }
+      if (found === 0 && phraseScore === 0) continue;
+      const share = totalIdf > 0 ? found / totalIdf : 1;
+      let score = (wordScore + phraseScore) * share ** WEIGHT.share;
+      if (doc.quoting) score *= WEIGHT.quoting;
+      results.push({ doc, score, share, anchor, wordScore, phraseScore });
+    }
+    results.sort(
+      (a, b) =>
+        b.score - a.score ||
+        b.share - a.share ||
+        a.doc.vocabulary - b.doc.vocabulary ||
+        (a.doc.docname < b.doc.docname ? -1 : a.doc.docname > b.doc.docname ? 1 : 0),
+    );
+    return results;
+  };
+
+  // The replacement of Search._performSearch: the same result rows, best last (searchtools.js
+  // shows them by popping from the end of the list).
+  const performSearch = (query, searchTerms, excludedTerms) => {
+    _removeChildren(document.getElementById("search-progress"));
+    const index = Search._index;
+    return rank(query, searchTerms, excludedTerms)
+      .map(({ doc, score, anchor }) => [
+        doc.docname,
+        doc.title,
+        anchor,
+        null,
+        Math.round(score * 100) / 100,
+        index.filenames[doc.file],
+        SearchResultKind.text,
+      ])
+      .reverse();
+  };
+
+  const install = () => {
+    Search._performSearch = performSearch;
+    if (window.location.protocol === "file:" && typeof DOCUMENTATION_OPTIONS !== "undefined")
+      DOCUMENTATION_OPTIONS.SHOW_SEARCH_SUMMARY = false;
+  };
+
+  // For the browser console: why each page ranks where it does, e.g.
+  // SiteSearch.explain("memory leak") -> [{page, score, words, phrases, share}, ...]
+  const explain = (query) => {
+    const [, searchTerms, excludedTerms] = Search._parseQuery(query);
+    return rank(query, searchTerms, excludedTerms).map((r) => ({
+      page: r.doc.docname,
+      score: +r.score.toFixed(2),
+      words: +r.wordScore.toFixed(2),
+      phrases: +r.phraseScore.toFixed(2),
+      share: +r.share.toFixed(2),
+    }));
+  };
+
+  return { install, rank, explain, WEIGHT };
+})();
+
+if (typeof Search !== "undefined") SiteSearch.install();
+else document.addEventListener("DOMContentLoaded", SiteSearch.install);

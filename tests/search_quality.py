@@ -1,0 +1,242 @@
+"""How well the site's search answers what readers type: the query set, run on the real search page.
+
+``tests/search_queries.toml`` lists the queries and the pages that answer each one. This module
+runs them on ``search.html`` of a built site, in Chromium, exactly as a reader would (the page's own
+``searchtools.js`` and scorer), and measures the share of queries whose first result is a right
+page and the mean reciprocal rank (MRR: the mean of 1/rank of the first right page, 0 when none is
+listed). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures.
+
+    python tests/search_quality.py [--site _build/html] [--file] [--verbose]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = ROOT / "tests" / "search_queries.toml"
+RIGHT_FIRST_TARGET = 0.90  # share of queries whose first result is a right page
+TOP = 3  # every query must have a right page among this many first results
+# Built pages that are not content (nothing to find on them).
+NOT_CONTENT = {"search", "genindex", "404", "py-modindex"}
+
+
+@dataclass
+class Query:
+    q: str
+    pages: list[str]
+
+    def short(self, width: int = 70) -> str:
+        text = " ".join(self.q.split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass
+class Outcome:
+    query: Query
+    expected: list[str]  # the expected pages that exist in the site searched
+    results: list[str] = field(default_factory=list)  # docnames, in the order shown, each once
+
+    @property
+    def rank(self) -> int | None:
+        for position, docname in enumerate(self.results, start=1):
+            if docname in self.expected:
+                return position
+        return None
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{i}. {d}" for i, d in enumerate(self.results[:5], start=1)) or "nothing"
+        where = f"rank {self.rank}" if self.rank else "not listed"
+        expected = " or ".join(self.expected)
+        return f"{self.query.short()!r}: expected {expected} ({where}); got {shown}"
+
+
+def load_queries(path: Path = QUERIES) -> tuple[list[Query], set[str]]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return [Query(q["q"], list(q["pages"])) for q in data["query"]], set(data.get("planned", []))
+
+
+def site_docnames(site: Path) -> set[str]:
+    """The content pages of a built site, as docnames (``docs/errors``, ``auto_examples/index``)."""
+    return {
+        p.relative_to(site).with_suffix("").as_posix()
+        for p in site.rglob("*.html")
+        if "_static" not in p.parts
+        and "_sources" not in p.parts
+        and p.relative_to(site).with_suffix("").as_posix() not in NOT_CONTENT
+    }
+
+
+def split_queries(
+    queries: list[Query], planned: set[str], existing: set[str]
+) -> tuple[list[tuple[Query, list[str]]], list[Query], list[str]]:
+    """(queries to run with their existing expected pages, queries skipped because all their pages
+    are planned and not built yet, problems: a query naming a page that is neither built nor
+    planned)."""
+    runnable, skipped, problems = [], [], []
+    for query in queries:
+        unknown = [p for p in query.pages if p not in existing and p not in planned]
+        if unknown:
+            problems.append(f"{query.short()!r} names pages that are not built: {unknown}")
+        expected = [p for p in query.pages if p in existing]
+        if expected:
+            runnable.append((query, expected))
+        elif not unknown:
+            skipped.append(query)
+    return runnable, skipped, problems
+
+
+def docname_of(href: str, base: str) -> str:
+    """The docname a search result links to (``docs/errors.html#x`` -> ``docs/errors``)."""
+    path = unquote(urlsplit(href).path)
+    base_path = unquote(urlsplit(base).path).rsplit("/", 1)[0] + "/"
+    if path.startswith(base_path):
+        path = path[len(base_path) :]
+    path = path.lstrip("/")
+    if path.endswith(".html"):
+        path = path[: -len(".html")]
+    return path.removesuffix("/index") if path.endswith("/index/") else path
+
+
+def search_index(site: Path) -> dict:
+    """The data of a built site's ``searchindex.js`` (``Search.setIndex({...})``)."""
+    text = (site / "searchindex.js").read_text(encoding="utf-8")
+    return json.loads(text[text.index("(") + 1 : text.rindex(")")])
+
+
+def index_entries_by_page(site: Path) -> dict[str, set[str]]:
+    """docname -> the index entries ``searchindex.js`` lists for that page."""
+    index = search_index(site)
+    found: dict[str, set[str]] = {name: set() for name in index["docnames"]}
+    for entry, places in index["indexentries"].items():
+        for file, *_ in places:
+            found[index["docnames"][file]].add(entry)
+    return found
+
+
+SEARCH_DONE = """() => {
+    const status = document.querySelector('#search-results p.search-summary');
+    return status !== null && status.innerText.trim().length > 0;
+}"""
+
+
+def search(page, search_url: str, query: str) -> list[str]:
+    """Type-free search: open the search page with ``?q=``, wait until it reports that it finished,
+    and return the docnames of the results in the order shown, each page once."""
+    page.goto(f"{search_url}?q={quote(query)}", wait_until="load")
+    page.wait_for_function(SEARCH_DONE, timeout=20000)
+    hrefs = page.eval_on_selector_all(
+        "#search-results ul.search li > a", "els => els.map(e => e.href)"
+    )
+    seen: list[str] = []
+    for href in hrefs:
+        docname = docname_of(href, search_url)
+        if docname not in seen:
+            seen.append(docname)
+    return seen
+
+
+def without_summaries(page) -> None:
+    """Make the search page list results without their summaries: each summary fetches and parses
+    a whole page, which is most of the time a query takes; the ranking is the same."""
+
+    def patch(route):
+        response = route.fetch()
+        body = response.text().replace("SHOW_SEARCH_SUMMARY: true", "SHOW_SEARCH_SUMMARY: false")
+        route.fulfill(response=response, body=body)
+
+    page.route("**/_static/documentation_options.js*", patch)
+
+
+def run_queries(page, search_url: str, runnable) -> list[Outcome]:
+    if search_url.startswith("http"):
+        without_summaries(page)
+    return [
+        Outcome(query, expected, search(page, search_url, query.q)) for query, expected in runnable
+    ]
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, float]:
+    n = len(outcomes)
+    ranks = [o.rank for o in outcomes]
+    return {
+        "queries": n,
+        "right_first": sum(r == 1 for r in ranks) / n if n else 0.0,
+        "top3": sum(r is not None and r <= TOP for r in ranks) / n if n else 0.0,
+        "mrr": sum(1 / r for r in ranks if r) / n if n else 0.0,
+    }
+
+
+def report_lines(outcomes: list[Outcome], skipped: list[Query], verbose: bool = False) -> list[str]:
+    figures = summary(outcomes)
+    lines = [
+        f"search: right page first for {figures['right_first']:.1%} of {figures['queries']} "
+        f"queries (target >= {RIGHT_FIRST_TARGET:.0%}); mean reciprocal rank {figures['mrr']:.3f}; "
+        f"within the first {TOP}: {figures['top3']:.1%} (target 100%)"
+    ]
+    if skipped:
+        lines.append(f"  {len(skipped)} queries skipped: their pages are planned, not built yet")
+    for outcome in outcomes:
+        if verbose or outcome.rank != 1:
+            lines.append(f"  {'ok  ' if outcome.rank == 1 else 'MISS'} {outcome.describe()}")
+    return lines
+
+
+def measure(site: Path, *, browser=None, from_disk: bool = False, queries_path: Path = QUERIES):
+    """Run the query set on a built site, from a local server (or from disk: ``file://``), in the
+    given Playwright browser or a new headless Chromium; return (outcomes, skipped queries,
+    problems with the query file)."""
+    from site_audit import serve
+
+    queries, planned = load_queries(queries_path)
+    runnable, skipped, problems = split_queries(queries, planned, site_docnames(site))
+    with contextlib.ExitStack() as stack:
+        if browser is None:
+            browser = stack.enter_context(chromium())
+        page = browser.new_page()
+        stack.callback(page.close)
+        if from_disk:
+            outcomes = run_queries(page, (site / "search.html").as_uri(), runnable)
+        else:
+            base = stack.enter_context(serve(site))
+            outcomes = run_queries(page, f"{base}/search.html", runnable)
+    return outcomes, skipped, problems
+
+
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium, headless, with the flags the other browser tests use."""
+    from playwright.sync_api import sync_playwright
+    from site_audit import CHROMIUM, CHROMIUM_FLAGS
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
+    parser.add_argument("--file", action="store_true", help="open the site from disk (file://)")
+    parser.add_argument("--verbose", action="store_true", help="list every query, not only misses")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))
+    outcomes, skipped, problems = measure(args.site.resolve(), from_disk=args.file)
+    print("\n".join(report_lines(outcomes, skipped, verbose=args.verbose)))
+    for problem in problems:
+        print(f"  problem: {problem}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
