@@ -307,7 +307,7 @@ assert isinstance(state, torch.Tensor)
 # Graph size and training loss, chunk by chunk
 # --------------------------------------------
 
-fig, (ax_graph, ax_loss) = plt.subplots(1, 2, figsize=(6.4, 3.4))
+fig, (ax_graph, ax_loss) = plt.subplots(2, 1, figsize=(4.2, 6.4), layout="constrained")
 chunk_numbers = range(1, N_CHUNKS + 1)
 for mode, colour, label in (
     ("retain", "#8a63d2", "retain_graph=True"),
@@ -315,7 +315,7 @@ for mode, colour, label in (
 ):
     ax_graph.plot(chunk_numbers, [b / 1024 for _, b in runs[mode][0]], color=colour, label=label)
 ax_graph.set(xlabel="chunk", ylabel="saved tensors held (KiB)", title="Graph per backward")
-ax_graph.legend(fontsize=10)
+ax_graph.legend()
 updates = range(1, len(carried) + 1)
 ax_loss.plot(updates, carried, color="#1a9c6b", label="state carried")
 ax_loss.plot(updates, reset, color="#808080", label="state reset", alpha=0.8)
@@ -323,9 +323,8 @@ ax_loss.set(xlabel="update (one per chunk)", ylabel="training MSE", title="Fixed
 ax_loss.set_yscale("log")
 ax_loss.set_yticks([0.02, 0.05, 0.1, 0.2, 0.5], ["0.02", "0.05", "0.1", "0.2", "0.5"])
 ax_loss.yaxis.set_minor_formatter(plt.NullFormatter())
-ax_loss.legend(fontsize=10)
-fig.suptitle("retain_graph: the graph grows every chunk; detached (h, c): flat", fontsize=11)
-fig.tight_layout()
+ax_loss.legend()
+fig.suptitle("retain_graph: the graph grows\nevery chunk; detached (h, c): flat")
 plt.show()
 
 # %%

@@ -327,19 +327,18 @@ with torch.no_grad():
     after = functional_call(model, adapted, (grid,))
 running = np.convolve(history, np.ones(10) / 10, mode="valid")
 
-fig, (ax_loss, ax_fit) = plt.subplots(1, 2, figsize=(6.4, 4.2))
+fig, (ax_loss, ax_fit) = plt.subplots(2, 1, figsize=(4.2, 7.6), layout="constrained")
 ax_loss.plot(range(1, len(history) + 1), history, color="#808080", linewidth=1, label="per update")
 ax_loss.plot(range(10, len(history) + 1), running, color="#1a9c6b", linewidth=2, label="mean of 10")
 ax_loss.set(xlabel="meta-update", ylabel="query MSE after 1 inner step", title="Meta-training")
-ax_loss.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1)
+ax_loss.legend(loc="upper right")
 ax_fit.plot(grid, amplitude * torch.sin(grid + phase), color="#2f80ed", label="task")
 ax_fit.plot(grid, before, color="#808080", linestyle="--", label="learned init")
 ax_fit.plot(grid, after, color="#1a9c6b", linewidth=2, label="after 1 step")
 ax_fit.scatter(support[0], support[1], color="#e0542c", s=18, zorder=3, label="support")
 ax_fit.set(xlabel="x", ylabel="y", title="A new task")
-ax_fit.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
-fig.suptitle("Second-order MAML: one step from the learned init fits a new sine", fontsize=11)
-fig.tight_layout()
+ax_fit.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2)
+fig.suptitle("Second-order MAML: one step from\nthe learned init fits a new sine")
 plt.show()
 
 # %%

@@ -356,7 +356,7 @@ assert last > 0.9 and last > baseline + 0.5
 # The learning curve: return per episode, averaged over each iteration's 8 episodes.
 
 per_iteration = np.array(episode_returns).reshape(-1, 8).mean(axis=1)
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
+fig, ax = plt.subplots(figsize=(4.2, 3.6), layout="constrained")
 ax.plot(
     np.arange(1, len(per_iteration) + 1) * 8,
     per_iteration,
@@ -370,10 +370,9 @@ ax.set(
     xlabel="episodes played",
     ylabel="return per episode (mean of 8)",
     ylim=(-1.05, 1.05),
-    title="Recomputing log-probs each update: the agent learns",
+    title="Recomputing log-probs each update:\nthe agent learns",
 )
-ax.legend(loc="lower right", fontsize=10)
-fig.tight_layout()
+fig.legend(loc="outside lower center")
 plt.show()
 
 # %%
