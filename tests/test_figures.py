@@ -130,6 +130,7 @@ SWATCH = """
 }
 """
 
+
 def luminance(rgb) -> float:
     def channel(c: float) -> float:
         c /= 255
@@ -212,9 +213,15 @@ def test_figures_read_in_both_themes(browser, path, theme):
             key = (fill, figure["filter"])
             if key not in seen:
                 page.evaluate(SWATCH, [fill, figure["filter"]])
-                pixel = Image.open(
-                    io.BytesIO(page.screenshot(clip={"x": 20, "y": 20, "width": 1, "height": 1}))
-                ).convert("RGB").getpixel((0, 0))
+                pixel = (
+                    Image.open(
+                        io.BytesIO(
+                            page.screenshot(clip={"x": 20, "y": 20, "width": 1, "height": 1})
+                        )
+                    )
+                    .convert("RGB")
+                    .getpixel((0, 0))
+                )
                 page.evaluate("() => document.getElementById('figure-test-swatch').remove()")
                 seen[key] = contrast(pixel, background)
             if seen[key] < 4.5:
