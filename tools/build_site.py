@@ -66,12 +66,16 @@ def can_isolate_network() -> bool:
     return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
 
 
-def source_digest(source: Path, extra: list[str], no_network: bool) -> str:
-    """A digest of every file git would take (by content), the torch version, and the options."""
-    listed = subprocess.run(
+def source_digest(source: Path, extra: list[str], no_network: bool) -> str | None:
+    """A digest of every file git would take (by content), the torch version, and the options;
+    None outside a git checkout (a copied project is then always built)."""
+    git = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=source, capture_output=True, text=True, check=True,
-    ).stdout.split("\0")  # fmt: skip
+        cwd=source, capture_output=True, text=True,
+    )  # fmt: skip
+    if git.returncode != 0 or not (source / ".git").exists():
+        return None
+    listed = git.stdout.split("\0")
     digest = hashlib.sha256(repr((sys.version, extra, no_network)).encode())
     from importlib.metadata import version
 
@@ -93,7 +97,9 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
     stamp_for(out).unlink(missing_ok=True)
     code = subprocess.call(command, cwd=source)
     if code == 0:
-        stamp_for(out).write_text(source_digest(source, extra, no_network))
+        digest = source_digest(source, extra, no_network)
+        if digest is not None:
+            stamp_for(out).write_text(digest)
     else:
         failed = out.with_name(out.name + "-failed")
         shutil.rmtree(failed, ignore_errors=True)
@@ -121,7 +127,8 @@ def main() -> int:
         parser.error("--offline needs root, `unshare` and `ip` (util-linux, iproute2)")
     stamp = stamp_for(out)
     if args.if_stale and stamp.is_file():
-        if stamp.read_text() == source_digest(source, args.extra, args.offline):
+        current = source_digest(source, args.extra, args.offline)
+        if current is not None and stamp.read_text() == current:
             print(f"{out} is current (built from these very files): not rebuilt.")
             return 0
     return build(source, out, args.extra, no_network=args.offline)
