@@ -96,16 +96,28 @@ SCENARIOS = {
 }
 
 
+def use_loopback() -> None:
+    """Make gloo bind to the loopback interface instead of looking up this machine's host name.
+
+    Without ``GLOO_SOCKET_IFNAME``, gloo resolves the host name to find an address; on a machine
+    whose host name is not in ``/etc/hosts`` and whose DNS server is unreachable (a network-less
+    build or CI sandbox), that lookup waits for the resolver's timeouts, once per process group,
+    before gloo warns and falls back to loopback anyway. Linux names the interface ``lo``, macOS
+    ``lo0``; elsewhere gloo is left to its default."""
+    name = {"linux": "lo", "darwin": "lo0"}.get(sys.platform.rstrip("0123456789"))
+    if name:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
+
+
 def worker(rank: int, world_size: int, rendezvous: str, queue) -> None:
     """Join the group, run every scenario, send plain lists back (tensors would be shared through
     file descriptors that vanish when this process exits), and always leave the group.
 
     The ranks find each other through a file (``file://`` init): a TCP rendezvous would make
     rank 0 look up the other rank's host name, which a machine without DNS (such as the
-    network-less sandbox the site's tests build in) answers with a logged warning. The gradients
-    still travel over gloo's TCP connections, kept on the loopback interface on Linux."""
-    if sys.platform.startswith("linux"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    network-less sandbox the site's tests build in) answers slowly, with a logged warning. The
+    gradients still travel over gloo's TCP connections, kept on the loopback interface."""
+    use_loopback()
     dist.init_process_group(
         "gloo",
         init_method=rendezvous,
