@@ -61,6 +61,7 @@ extensions = [
     # Local extensions (docs/_ext): each is small and says why it exists.
     "site_context",
     "nb_execution",
+    "forking_kernel",
     "nb_expectations",
     "varying_outputs",
     "reproducible_output",

@@ -1,0 +1,192 @@
+"""Start every page's Jupyter kernel by forking a process that has already imported torch.
+
+Why: MyST-NB starts one fresh ``python3`` kernel per page, and each one spends about 4 s of CPU
+importing torch, numpy, matplotlib and ipykernel before the page's first cell runs; with twenty
+pages that was half the CPU time of a cold build on two cores. Here one *zygote* process imports
+them once, and each kernel is a ``fork()`` of it: same interpreter, same packages, a fresh
+process with its own memory, started in milliseconds. Nothing the pages show changes: each page
+still runs in its own new process, from the same state, with the same IPython startup files (the
+seeds) and kernel configuration, which run in the forked child as in a kernel started normally.
+
+How: the extension writes a kernelspec named ``python3`` into a private ``JUPYTER_PATH`` folder
+in ``_build`` (it takes precedence over the installed one, so notebooks and their downloads keep
+the standard kernel name) whose command is this file's ``launch``. The launcher passes its
+working directory, environment and standard streams to the zygote over a Unix socket, and stays
+alive as the process jupyter_client watches: it forwards interrupts to the forked kernel and
+exits when the kernel exits; the kernel exits when the launcher is killed.
+
+Falls back to an ordinary kernel (``python -m ipykernel_launcher``) when the zygote is not
+reachable, and does nothing on platforms without ``fork`` or when ``forking_kernel = False``.
+The zygote imports nothing the pages compute with and starts no threads, so forking it is safe;
+it never runs page code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+HEADER = struct.Struct("!Q")  # length of the JSON request that follows the passed file descriptors
+PRELOAD = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib.pyplot")
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("launcher closed the connection")
+        data += chunk
+    return data
+
+
+def _become_kernel(conn: socket.socket, request: dict, streams: list[int]) -> None:
+    """In the forked child: take over the launcher's streams, directory and environment, and run
+    ipykernel as ``python -m ipykernel_launcher`` would. Never returns."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; kernels wait on children
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for target, fd in zip((0, 1, 2), streams):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    sys.path[0] = request["cwd"]  # as `python -m ipykernel_launcher` run there would have it
+    os.environ.clear()
+    os.environ.update(request["env"])
+    conn.sendall(b"%d\n" % os.getpid())
+
+    def exit_with_launcher() -> None:
+        conn.recv(1)  # returns when the launcher is gone (it never sends anything)
+        os._exit(1)
+
+    threading.Thread(target=exit_with_launcher, daemon=True).start()
+    code = 0
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+
+        sys.argv = [sys.executable, *request["args"]]
+        IPKernelApp.launch_instance(argv=request["args"])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(path: str) -> None:
+    """The zygote: listen first (launchers queue until the imports are done), import, then fork
+    one kernel per connection. Exits when the process that started it is gone."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    starter = os.getppid()
+    # ipykernel sets this in a kernel when it is unset; matplotlib reads it once, at import
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import ipykernel.ipkernel  # noqa: F401
+    import ipykernel.kernelapp  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    listener.settimeout(1.0)
+    while os.getppid() == starter:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(None)
+        try:
+            head, streams, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+            request = json.loads(_read_exactly(conn, HEADER.unpack(head)[0]))
+        except (OSError, ValueError, struct.error):
+            conn.close()
+            continue
+        if os.fork() == 0:
+            listener.close()
+            _become_kernel(conn, request, streams)
+        conn.close()
+        for fd in streams:
+            os.close(fd)
+
+
+def launch(path: str, args: list[str]) -> int:
+    """The kernel command jupyter_client runs: ask the zygote for a kernel, or start a plain one."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError:
+        os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *args])
+    request = json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "args": args}).encode()
+    socket.send_fds(conn, [HEADER.pack(len(request))], [0, 1, 2])
+    conn.sendall(request)
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = conn.recv(32)
+        if not chunk:
+            print(f"forking_kernel: the zygote at {path} did not start a kernel", file=sys.stderr)
+            return 1
+        reply += chunk
+    kernel = int(reply)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, _frame: os.kill(kernel, number))
+    while conn.recv(1):
+        pass
+    return 0
+
+
+# --- Sphinx side ------------------------------------------------------------------------------
+
+
+def start_zygote(app) -> None:
+    if not app.config.forking_kernel or not hasattr(os, "fork") or app.config.nb_execution_mode == "off":
+        return
+    folder = Path(tempfile.mkdtemp(prefix="kernels-"))
+    path = str(folder / "zygote")
+    spec = Path(app.doctreedir).parent / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, __file__, "launch", path, "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "Python 3 (ipykernel)", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel, indent=1) + "\n")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        [str(spec.parent.parent), *filter(None, [os.environ.get("JUPYTER_PATH")])]
+    )
+    zygote = subprocess.Popen([sys.executable, __file__, "serve", path], stdin=subprocess.DEVNULL)
+    app.connect("build-finished", lambda _app, _exc: stop_zygote(zygote, folder))
+
+
+def stop_zygote(zygote: subprocess.Popen, folder: Path) -> None:
+    zygote.terminate()
+    zygote.wait()
+    for leftover in folder.iterdir():
+        leftover.unlink()
+    folder.rmdir()
+
+
+def setup(app):
+    app.add_config_value("forking_kernel", True, "env")
+    # before sphinx-gallery's handler (priority 500) runs the gallery: the zygote imports meanwhile
+    app.connect("builder-inited", start_zygote, priority=100)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    command, path, *rest = sys.argv[1:]
+    if command == "serve":
+        serve(path)
+    else:
+        sys.exit(launch(path, rest))
