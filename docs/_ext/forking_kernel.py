@@ -71,8 +71,11 @@ def _become_kernel(conn: socket.socket, request: dict, streams: list[int]) -> No
     try:
         from ipykernel.kernelapp import IPKernelApp
 
-        sys.argv = [sys.executable, *request["args"]]
-        IPKernelApp.launch_instance(argv=request["args"])
+        args = request["args"]
+        if "JPY_PARENT_PID" in os.environ:  # read by ipykernel at import, in the zygote: unset there
+            args = [*args, f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}"]
+        sys.argv = [sys.executable, *args]
+        IPKernelApp.launch_instance(argv=args)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except BaseException:
@@ -86,13 +89,12 @@ def _become_kernel(conn: socket.socket, request: dict, streams: list[int]) -> No
         os._exit(code)
 
 
-def serve(path: str) -> None:
+def serve(path: str, starter: int) -> None:
     """The zygote: listen first (launchers queue until the imports are done), import, then fork
-    one kernel per connection. Exits when the process that started it is gone."""
+    one kernel per connection. Exits when ``starter``, the process that started it, is gone."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
-    starter = os.getppid()
     # ipykernel sets this in a kernel when it is unset; matplotlib reads it once, at import
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     import importlib
@@ -144,9 +146,17 @@ def launch(path: str, args: list[str]) -> int:
     kernel = int(reply)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda number, _frame: os.kill(kernel, number))
-    while conn.recv(1):
-        pass
-    return 0
+    # Wait for the kernel to exit; leave (which ends the kernel too) if our own parent, the
+    # process executing the notebook, is gone, as an ordinary kernel's parent poller would.
+    parent = os.getppid()
+    conn.settimeout(1.0)
+    while os.getppid() == parent:
+        try:
+            if not conn.recv(1):
+                return 0
+        except TimeoutError:
+            continue
+    return 1
 
 
 # --- Sphinx side ------------------------------------------------------------------------------
@@ -155,18 +165,30 @@ def launch(path: str, args: list[str]) -> int:
 def start_zygote(app) -> None:
     if not app.config.forking_kernel or not hasattr(os, "fork") or app.config.nb_execution_mode == "off":
         return
-    folder = Path(tempfile.mkdtemp(prefix="kernels-"))
-    path = str(folder / "zygote")
-    spec = Path(app.doctreedir).parent / "jupyter" / "kernels" / "python3"
+    folder = Path(tempfile.mkdtemp(prefix="kernels-"))  # short: a socket path has ~100 bytes
+    jupyter_dir = write_kernelspec(Path(app.doctreedir).parent / "jupyter", str(folder / "zygote"))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        [str(jupyter_dir), *filter(None, [os.environ.get("JUPYTER_PATH")])]
+    )
+    zygote = start(str(folder / "zygote"))
+    app.connect("build-finished", lambda _app, _exc: stop_zygote(zygote, folder))
+
+
+def write_kernelspec(jupyter_dir: Path, path: str) -> Path:
+    """A ``python3`` kernelspec in ``jupyter_dir/kernels`` that launches through the zygote at
+    ``path``; put ``jupyter_dir`` first on ``JUPYTER_PATH`` to use it."""
+    spec = jupyter_dir / "kernels" / "python3"
     spec.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, __file__, "launch", path, "-f", "{connection_file}"]
     kernel = {"argv": argv, "display_name": "Python 3 (ipykernel)", "language": "python"}
     (spec / "kernel.json").write_text(json.dumps(kernel, indent=1) + "\n")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join(
-        [str(spec.parent.parent), *filter(None, [os.environ.get("JUPYTER_PATH")])]
-    )
-    zygote = subprocess.Popen([sys.executable, __file__, "serve", path], stdin=subprocess.DEVNULL)
-    app.connect("build-finished", lambda _app, _exc: stop_zygote(zygote, folder))
+    return jupyter_dir
+
+
+def start(path: str) -> subprocess.Popen:
+    """Start a zygote listening at ``path`` (it exits with the process that started it)."""
+    command = [sys.executable, __file__, "serve", path, str(os.getpid())]
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
 
 def stop_zygote(zygote: subprocess.Popen, folder: Path) -> None:
@@ -187,6 +209,6 @@ def setup(app):
 if __name__ == "__main__":
     command, path, *rest = sys.argv[1:]
     if command == "serve":
-        serve(path)
+        serve(path, int(rest[0]))
     else:
         sys.exit(launch(path, rest))
