@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 from pathlib import Path
 
@@ -106,9 +107,9 @@ def execute_in_one_process(project: Path) -> tuple[float, float]:
             namespace["In"].append(cell.source)  # IPython's input history; a page reads In[-1]
             try:
                 exec(compile(cell.source, str(page), "exec"), namespace)
-            except Exception:
+            except Exception:  # expected errors; and a few IPython-only checks fail outside it
                 if "raises-exception" not in cell.metadata.get("tags", []):
-                    raise
+                    unexpected.append(f"{page.name}: {traceback.format_exc(limit=-1).strip()}")
         plt.close("all")
 
     def run_script(script: Path) -> None:
@@ -116,7 +117,7 @@ def execute_in_one_process(project: Path) -> tuple[float, float]:
         runpy.run_path(str(script), run_name="__main__")
         plt.close("all")
 
-    times = []
+    times, unexpected = [], []
     for runner, files in ((run_page, myst_pages()), (run_script, gallery_scripts())):
         start = time.perf_counter()
         for path in files:
@@ -128,6 +129,8 @@ def execute_in_one_process(project: Path) -> tuple[float, float]:
                     runner(path)
             sys.path.remove(str(path.parent))
         times.append(time.perf_counter() - start)
+    for failure in unexpected:
+        print(f"    (floor: a cell failed outside IPython and the page went on: {failure})")
     return times[0], times[1]
 
 

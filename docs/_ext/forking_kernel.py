@@ -1,7 +1,8 @@
 """Start every page's Jupyter kernel by forking a process that has already imported torch.
 
 Why: MyST-NB starts one fresh ``python3`` kernel per page, and each one spends about 4 s of CPU
-importing torch, numpy, matplotlib and ipykernel before the page's first cell runs; with twenty
+importing torch, numpy, matplotlib and ipykernel before the page's first cell runs (and 2 s more
+at its first optimizer, which imports torch._dynamo); with twenty
 pages that was half the CPU time of a cold build on two cores. Here one *zygote* process imports
 them once, and each kernel is a ``fork()`` of it: same interpreter, same packages, a fresh
 process with its own memory, started in milliseconds. Nothing the pages show changes: each page
@@ -35,7 +36,8 @@ import threading
 from pathlib import Path
 
 HEADER = struct.Struct("!Q")  # length of the JSON request that follows the passed file descriptors
-PRELOAD = ("torch", "torch.nn", "torch.nn.functional", "numpy", "matplotlib.pyplot")
+# torch._dynamo: torch.optim imports it on a page's first optimizer (about 2 s), and torch.compile
+PRELOAD = ("torch", "torch._dynamo", "torch.optim", "numpy", "matplotlib.pyplot")
 
 
 def _read_exactly(conn: socket.socket, size: int) -> bytes:
