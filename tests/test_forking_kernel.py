@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,9 +15,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("jupyter_client")
-from jupyter_client.manager import start_new_kernel  # noqa: E402
-
 import forking_kernel  # noqa: E402  (docs/_ext is on sys.path: conftest.py)
+from jupyter_client.manager import start_new_kernel  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 IPYTHON = Path(__file__).resolve().parents[1] / "docs" / "_ipython"
@@ -79,7 +79,9 @@ def test_forked_kernel_starts_warm_in_the_pages_directory(zygote, tmp_path):
 def test_interrupt_reaches_the_forked_kernel(zygote, tmp_path):
     manager, client = kernel(tmp_path)
     try:
-        client.execute("import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted')")
+        client.execute(
+            "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted')"
+        )
         time.sleep(1)
         manager.interrupt_kernel()
         assert run(client, "print('after')", timeout=20).strip() == "after"
@@ -113,12 +115,12 @@ def test_without_a_zygote_an_ordinary_kernel_starts(kernelspec, tmp_path):
 
 
 def test_the_zygote_exits_with_the_process_that_started_it(tmp_path):
+    folder, socket_path = str(Path(forking_kernel.__file__).parent), str(tmp_path / "zygote")
     code = (
-        "import sys, time; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {folder!r})\n"
         "import forking_kernel\n"
-        "print(forking_kernel.start(%r).pid, flush=True)\n"
-    ) % (str(Path(forking_kernel.__file__).parent), str(tmp_path / "zygote"))
-    import subprocess
+        f"print(forking_kernel.start({socket_path!r}).pid, flush=True)\n"
+    )
 
     # the zygote's output goes to a file: a pipe would stay open as long as the zygote lives
     log = tmp_path / "out"

@@ -9,7 +9,8 @@ process with its own memory, started in milliseconds. Nothing the pages show cha
 still runs in its own new process, from the same state, with the same IPython startup files (the
 seeds) and kernel configuration, which run in the forked child as in a kernel started normally.
 
-How: the extension writes a kernelspec named ``python3`` into a private ``JUPYTER_PATH`` folder
+How: ``start_zygote`` (called by ``nb_prefetch`` when a page needs executing, before the gallery
+runs, so the zygote imports meanwhile) writes a kernelspec named ``python3`` into a private ``JUPYTER_PATH`` folder
 in ``_build`` (it takes precedence over the installed one, so notebooks and their downloads keep
 the standard kernel name) whose command is this file's ``launch``. The launcher passes its
 working directory, environment and standard streams to the zygote over a Unix socket, and stays
@@ -74,7 +75,9 @@ def _become_kernel(conn: socket.socket, request: dict, streams: list[int]) -> No
         from ipykernel.kernelapp import IPKernelApp
 
         args = request["args"]
-        if "JPY_PARENT_PID" in os.environ:  # read by ipykernel at import, in the zygote: unset there
+        if (
+            "JPY_PARENT_PID" in os.environ
+        ):  # read by ipykernel at import, in the zygote: unset there
             args = [*args, f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}"]
         sys.argv = [sys.executable, *args]
         IPKernelApp.launch_instance(argv=args)
@@ -165,7 +168,9 @@ def launch(path: str, args: list[str]) -> int:
 
 
 def start_zygote(app) -> None:
-    if not app.config.forking_kernel or not hasattr(os, "fork") or app.config.nb_execution_mode == "off":
+    """Start the zygote for this build and make ``python3`` kernels fork from it. Called by
+    ``nb_prefetch`` when some page needs executing (an unchanged rebuild starts nothing)."""
+    if not app.config.forking_kernel or not hasattr(os, "fork"):
         return
     folder = Path(tempfile.mkdtemp(prefix="kernels-"))  # short: a socket path has ~100 bytes
     jupyter_dir = write_kernelspec(Path(app.doctreedir).parent / "jupyter", str(folder / "zygote"))
@@ -203,8 +208,6 @@ def stop_zygote(zygote: subprocess.Popen, folder: Path) -> None:
 
 def setup(app):
     app.add_config_value("forking_kernel", True, "env")
-    # before sphinx-gallery's handler (priority 500) runs the gallery: the zygote imports meanwhile
-    app.connect("builder-inited", start_zygote, priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

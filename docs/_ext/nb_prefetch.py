@@ -13,6 +13,9 @@ Nothing depends on it for correctness: a page it did not execute (failed, timed 
 added later) is executed by its reader as before, and a failure is reported there, with the
 page's name, as before. Its output goes to ``_build/nb_prefetch.log``.
 
+Only pages Sphinx will read again are executed, and only then is the zygote of
+``forking_kernel`` started (so an unchanged rebuild starts no kernel process at all).
+
 Order: its ``builder-inited`` handler must run after myst-nb's (which creates the parser
 configuration) and before sphinx-gallery's, so conf.py lists it right after ``myst_nb``.
 """
@@ -27,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import forking_kernel
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -68,7 +72,9 @@ def execute(path: Path, md_config, nb_config) -> str:
             notebook.metadata["kernelspec"]["name"] = alias
             break
     start = time.perf_counter()
-    client = NotebookClientCache(notebook, path, nb_config, _Quiet(str(path)), read_fmt=reader.read_fmt)
+    client = NotebookClientCache(
+        notebook, path, nb_config, _Quiet(str(path)), read_fmt=reader.read_fmt
+    )
     client.start_client()
     return f"{path}: {client.exec_metadata['runtime'] or 0:.1f} s ({time.perf_counter() - start:.1f} s here)"
 
@@ -98,14 +104,44 @@ def start(app) -> None:
     get_cache(config.execution_cache_path).db.dispose()  # create the database once, here
     excluded = [*app.config.exclude_patterns, *app.config.templates_path]
     names = app.project.discover(excluded, app.config.include_patterns)  # Sphinx repeats it later
-    sources = [app.project.doc2path(name, absolute=True) for name in sorted(names)]
-    notebooks = [str(p) for p in sources if Path(p).suffix == ".md" and _is_notebook(Path(p))]
+    notebooks = [
+        str(path)
+        for path, name in ((app.project.doc2path(n, absolute=True), n) for n in sorted(names))
+        if path.suffix == ".md" and _is_notebook(path) and _will_be_read(app.env, name)
+    ]
+    if not notebooks:
+        return
+    forking_kernel.start_zygote(app)
     build = Path(app.doctreedir).parent
     job = build / "nb_prefetch.pickle"
     job.write_bytes(pickle.dumps((app.env.myst_config, config, notebooks)))
     log = (build / "nb_prefetch.log").open("w")
     command = [sys.executable, __file__, str(job)]
-    app._nb_prefetch = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log, time.perf_counter())
+    app._nb_prefetch = (
+        subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT),
+        log,
+        time.perf_counter(),
+    )
+
+
+def _will_be_read(env, docname: str) -> bool:
+    """Sphinx's own test of whether it will read a page again (new, edited, a dependency edited,
+    or the configuration changed); when unsure, yes: a page executed here is only looked up in
+    the cache by its reader."""
+    try:
+        from sphinx.environment import CONFIG_OK, _has_doc_changed  # private, pinned Sphinx
+    except ImportError:
+        return True
+    if env.config_status != CONFIG_OK or docname not in env.all_docs:
+        return True
+    return _has_doc_changed(
+        docname,
+        filename=env.doc2path(docname),
+        reread_always=env.reread_always,
+        doctreedir=env.doctreedir,
+        all_docs=env.all_docs,
+        dependencies=env.dependencies,
+    )
 
 
 def _is_notebook(path: Path) -> bool:
