@@ -35,16 +35,20 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 WORKERS = min(os.cpu_count() or 1, 4)
+# the log's verdicts; the build log repeats the log's lines that carry them
+DONE = ("Executing notebook ahead of reading", "found in the cache")
 
 
 class _Quiet:
-    """myst-nb's client logs through a document logger; here only failures are kept, for the log."""
+    """myst-nb's client logs through a document logger; here its notices are kept (to tell an
+    execution from a cache hit) and failures go to the log file."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.notices: list[str] = []
 
-    def info(self, *args, **kwargs) -> None:
-        pass
+    def info(self, message, *args, **kwargs) -> None:
+        self.notices.append(str(message))
 
     debug = info
 
@@ -72,11 +76,15 @@ def execute(path: Path, md_config, nb_config) -> str:
             notebook.metadata["kernelspec"]["name"] = alias
             break
     start = time.perf_counter()
-    client = NotebookClientCache(
-        notebook, path, nb_config, _Quiet(str(path)), read_fmt=reader.read_fmt
-    )
+    quiet = _Quiet(str(path))
+    client = NotebookClientCache(notebook, path, nb_config, quiet, read_fmt=reader.read_fmt)
     client.start_client()
-    return f"{path}: {client.exec_metadata['runtime'] or 0:.1f} s ({time.perf_counter() - start:.1f} s here)"
+    if not any(notice.startswith("Executing notebook") for notice in quiet.notices):
+        return f"{path}: {DONE[1]}"
+    if not client.exec_metadata["succeeded"]:
+        return f"{path}: failed here; its reader executes it again and reports"
+    seconds = client.exec_metadata["runtime"] or 0
+    return f"{path}: {DONE[0]} in {seconds:.1f} s ({time.perf_counter() - start:.1f} s here)"
 
 
 def main(job: Path) -> None:
@@ -158,6 +166,9 @@ def wait(app, env, docnames) -> None:
     del app._nb_prefetch
     process.wait()
     log.close()
+    for line in Path(log.name).read_text(encoding="utf-8").splitlines():
+        if line.rpartition(": ")[2].startswith(DONE) or ": Executing notebook ahead" in line:
+            logger.info(line)
     logger.info(
         f"nb_prefetch: pages executed ahead of reading in {time.perf_counter() - started:.1f} s "
         f"({WORKERS} at a time; exit {process.returncode}; see {log.name})"
