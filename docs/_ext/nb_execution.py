@@ -32,10 +32,8 @@ already exists" (both readers create the cache database).
 Why, 3b: likewise, a page must run again when the kernel's start-up or the figure style changes
 (``docs/_ipython``, ``docs/matplotlibrc``): their digest goes into the first code cell's metadata.
 
-Why, 4: the build reads pages in parallel processes (``build_site.py``), and on a cold build each
-of them would create jupyter-cache's database on first use; two at once failed with "table
-nbproject already exists". The database is created once in the main process, before the readers
-are forked.
+Why, 4 (the cache database is created once, before the parallel readers fork) is now done by
+``nb_prefetch``, which needs it even earlier.
 """
 
 from __future__ import annotations
@@ -137,16 +135,7 @@ def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
             app.env.note_dependency(str(path))
 
 
-def _create_cache_before_readers_fork(app: Sphinx) -> None:
-    from jupyter_cache import get_cache
-
-    config = app.env.mystnb_config  # set by myst-nb's own builder-inited handler, which runs first
-    if config.execution_mode == "cache" and config.execution_cache_path:
-        get_cache(config.execution_cache_path).db.dispose()  # tables made; no connection kept
-
-
 def setup(app: Sphinx) -> dict:
     NotebookClientCache.start_client = _start_client_keeping_source
-    app.connect("builder-inited", _create_cache_before_readers_fork, priority=900)
     app.connect("source-read", _note_local_modules)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -109,7 +109,9 @@ def start(app) -> None:
         return
     from jupyter_cache import get_cache
 
-    get_cache(config.execution_cache_path).db.dispose()  # create the database once, here
+    # Create jupyter-cache's database once, here, before anything uses it: parallel readers (or
+    # the prefetch's threads) creating it at once failed with "table nbproject already exists".
+    get_cache(config.execution_cache_path).db.dispose()
     excluded = [*app.config.exclude_patterns, *app.config.templates_path]
     names = app.project.discover(excluded, app.config.include_patterns)  # Sphinx repeats it later
     notebooks = [
@@ -167,7 +169,7 @@ def wait(app, env, docnames) -> None:
     process.wait()
     log.close()
     for line in Path(log.name).read_text(encoding="utf-8").splitlines():
-        if line.rpartition(": ")[2].startswith(DONE) or ": Executing notebook ahead" in line:
+        if line.rpartition(": ")[2].startswith(DONE):
             logger.info(line)
     logger.info(
         f"nb_prefetch: pages executed ahead of reading in {time.perf_counter() - started:.1f} s "
