@@ -37,7 +37,6 @@ if _missing:
 
 import gallery_reset  # noqa: E402
 import site_context  # noqa: E402
-import torch  # noqa: E402  (imported after the dependency check on purpose)
 
 # --- Project ------------------------------------------------------------------------------------
 project = "retain_graph, explained"
@@ -46,7 +45,8 @@ copyright = "2026, the retain_graph, explained authors"  # fixed year: builds mu
 
 REPOSITORY = "https://github.com/retain-graph-explained/retain-graph-explained"
 BRANCH = "main"
-TORCH_DOCS = "https://docs.pytorch.org/docs/{}/".format(".".join(torch.__version__.split(".")[:2]))
+TORCH_MINOR = ".".join(site_context.torch_version().split(".")[:2])
+TORCH_DOCS = f"https://docs.pytorch.org/docs/{TORCH_MINOR}/"
 PYTHON_DOCS = "https://docs.python.org/{}.{}/".format(*sys.version_info[:2])
 
 extensions = [
