@@ -56,8 +56,9 @@ def penalty(create_graph):
 # Without ``create_graph``: the penalty is a constant
 # ---------------------------------------------------
 #
-# By default, :external:py:func:`torch.autograd.grad` returns plain numbers: the input gradient
-# has no ``grad_fn``, so nothing built from it remembers how it depends on the critic's weights.
+# By default, :external:py:func:`torch.autograd.grad` returns tensors without autograd history:
+# the input gradient has no ``grad_fn`` and does not require grad, so nothing built from it
+# remembers how it depends on the critic's weights.
 
 flat_penalty = penalty(create_graph=False)
 print(f"penalty = {flat_penalty.item():.6f}")
@@ -164,13 +165,17 @@ else:
 # What the kept graph holds
 # -------------------------
 #
-# A :external:py:class:`torch.autograd.graph.saved_tensors_hooks` pack hook sees every tensor
-# that an operation saves for its backward pass. Counting their bytes shows what one critic step
-# keeps alive until its final ``backward()``. The critic's loss alone saves its forward
-# activations. The penalty adds a second forward (on the interpolated points), the tensors saved
-# *while computing the gradient*, and the penalty arithmetic. A tensor saved by two operations is
-# counted twice. (:doc:`../docs/what-it-costs` counts saved tensors the same way for
-# ``retain_graph=True``.)
+# A :external:py:class:`torch.autograd.graph.saved_tensors_hooks` pack hook is handed the
+# tensors that built-in operations save for their backward pass, with two exceptions: a Python
+# number that an operation saves (as in ``v * 3.0``) is wrapped in a zero-dimensional tensor that
+# bypasses the hook, and a custom :external:py:class:`torch.autograd.Function` that keeps a tensor
+# as an attribute of ``ctx`` hides it from the hook (:ref:`what-the-meter-misses` shows both).
+# This critic has neither, which the check after the table confirms. Counting the hooked bytes
+# shows what one critic step keeps alive until its final ``backward()``. The critic's loss alone
+# saves its forward activations. The penalty adds a second forward (on the interpolated points),
+# the tensors saved *while computing the gradient*, and the penalty arithmetic. A tensor saved by
+# two operations is counted twice. (:doc:`../docs/what-it-costs` counts saved tensors the same way
+# for ``retain_graph=True``.)
 
 
 def saved_bytes(step):
@@ -204,6 +209,36 @@ for name, size in parts.items():
 total = sum(parts.values())
 print(f"{'loss + penalty':>18}: {total:5d} bytes ({total / loss_bytes:.1f}× the loss alone)")
 assert grad_bytes > 0 and total > 2 * loss_bytes
+
+# %%
+# The hook missed nothing here: reading every saved tensor back from the graph's nodes (their
+# ``_saved_*`` attributes) gives the same bytes for the penalty's three parts, and none of them is
+# a zero-dimensional wrapped Python number.
+
+
+def saved_in_graph(*roots):
+    """Bytes of the tensors stored in the ``_saved_*`` attributes of the nodes behind ``roots``."""
+    seen, todo, sizes, scalars = set(), [root.grad_fn for root in roots], [], 0
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for name in dir(node):
+            value = getattr(node, name) if name.startswith("_saved_") else None
+            for item in value if isinstance(value, (tuple, list)) else [value]:
+                if isinstance(item, torch.Tensor):
+                    sizes.append(item.numel() * item.element_size())
+                    scalars += item.dim() == 0
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return sum(sizes), scalars
+
+
+in_graph, zero_dim = saved_in_graph(score, kept_penalty)
+hooked = score_bytes + grad_bytes + norm_bytes
+print(f"seen by the pack hook: {hooked} bytes; stored in the graph: {in_graph} bytes")
+print(f"zero-dimensional saved tensors: {zero_dim}")
+assert in_graph == hooked and zero_dim == 0
 kept_penalty.backward()  # frees everything counted above
 
 # %%

@@ -92,7 +92,7 @@ def adapted_query_loss(params, steps=1):
 detached = {n: p.detach() for n, p in meta_params.items()}
 reference = torch.func.grad(adapted_query_loss)(detached)
 assert all(torch.allclose(g, reference[n], atol=1e-6) for g, n in zip(second_order, reference))
-print("create_graph=True outer gradient == torch.func.grad of the whole adaptation")
+print("create_graph=True outer gradient = torch.func.grad of the whole adaptation, up to rounding")
 
 # %%
 # Where ``retain_graph`` comes in
@@ -131,7 +131,7 @@ for _ in range(3):
 three_steps = torch.autograd.grad(query_loss(model, params, query), list(meta_params.values()))
 reference = torch.func.grad(adapted_query_loss)(detached, steps=3)
 assert all(torch.allclose(g, reference[n], atol=1e-6) for g, n in zip(three_steps, reference))
-print("3 inner steps, no retain_graph written: outer gradient == torch.func.grad")
+print("3 inner steps, no retain_graph written: outer gradient = torch.func.grad, up to rounding")
 
 # %%
 # Forgetting ``create_graph``: first-order MAML, silently

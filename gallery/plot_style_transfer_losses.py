@@ -228,8 +228,9 @@ plt.show()
 # What to take away
 # -----------------
 #
-# * Several losses on one forward pass need ``retain_graph=True`` only if you call backward on
-#   each of them. Adding them and calling backward once gives the same gradient up to rounding,
+# * Several losses on one forward pass need ``retain_graph=True`` only if each gets its own
+#   backward call (``backward()`` or ``torch.autograd.grad``), on every such call but the last.
+#   Adding them and calling backward once gives the same gradient up to rounding,
 #   walks the shared layers once and frees the graph.
 # * Passing ``retain_graph=True`` on every call, as the old tutorial's loss modules did, keeps
 #   the whole graph alive after the last backward.
