@@ -4,7 +4,8 @@ Each source text has a page (``PAGES``) with one section per claim: a label ``(l
 a heading ``## 000-5: <claim>``, a verdict badge, and code cells that ran when the page was built
 and ``assert`` the verdict. ``docs/ledger.md`` sums the verdicts up and lists every claim. These
 tests read the pages' Markdown (no build needed): they recount the verdicts and fail when the
-summary, the claims table or a page's own stated counts disagree with the sections.
+summary, the claims table, the overview's opening sentence, a page's own stated counts or any
+page's ``html_meta`` description disagree with the sections.
 """
 
 from __future__ import annotations
@@ -127,6 +128,51 @@ def test_the_summary_table_matches_the_pages():
     numbers = [int(cell.strip().strip("*")) for cell in row.group(1).split("|")]
     totals = [sum(COUNTS[s][v] for s in PAGES) for v in VERDICTS]
     assert numbers == totals + [sum(len(rows) for rows in ALL.values())], numbers
+
+
+# How the opening of docs/ledger.md words each verdict's count ("28 hold, 10 are true but ...").
+PROSE = {
+    "correct": "hold",
+    "incomplete": "are true but incomplete",
+    "misleading": "are misleading",
+    "outdated": "describe an older PyTorch",
+    "wrong": "are wrong",
+}
+
+
+def test_the_ledger_opening_states_the_counts():
+    opening = " ".join(_ledger().split("## Summary")[0].split())
+    total = re.search(r"\*\*(\d+) technical claims\*\*", opening)
+    assert total, "ledger.md's opening does not state '**N technical claims**'"
+    assert int(total.group(1)) == sum(len(rows) for rows in ALL.values()), (
+        f"ledger.md's opening says {total.group(1)} claims"
+    )
+    for verdict, words in PROSE.items():
+        stated = re.search(rf"(\d+) {words}\b", opening)
+        expected = sum(COUNTS[s][verdict] for s in PAGES)
+        assert stated and int(stated.group(1)) == expected, (
+            f"ledger.md's opening: '{stated and stated.group(0)}', the pages give {expected} {words}"
+        )
+
+
+def _description(path):
+    found = re.search(r'^\s+description: "(.*)"\s*$', path.read_text(encoding="utf-8"), re.M)
+    assert found, f"{path.name} has no html_meta description"
+    return found.group(1)
+
+
+def test_the_meta_descriptions_state_the_counts():
+    total = sum(len(rows) for rows in ALL.values())
+    overview = _description(DOCS / "ledger.md")
+    assert f"({total} in all)" in overview, f"ledger.md's description: {overview!r}, total {total}"
+    assert [int(n) for n in re.findall(r"\d+", overview)] == [total], overview
+    for source, page in PAGES.items():
+        described, claims = _description(DOCS / f"{page}.md"), len(ALL[source])
+        assert f"All {claims} technical claims" in described, f"{page}: {described!r}, {claims}"
+        numbers = [int(n) for n in re.findall(r"\d+", described)]
+        assert numbers == [claims], f"{page}'s description states {numbers}, the page has {claims}"
+        if "most are wrong" in described:
+            assert 2 * COUNTS[source]["wrong"] > claims, f"{page}: 'most are wrong' no longer holds"
 
 
 def test_the_claims_table_lists_every_claim_with_its_verdict():
