@@ -101,6 +101,28 @@ def test_the_sitemap_lists_every_content_page(site):
     assert listed == expected
 
 
+# Lighthouse's SEO audit "link-text" fails a page with a link whose whole text is one of these
+# (lighthouse/core/audits/seo/link-text.js, English list); a screen reader's list of links is
+# useless with them too.
+GENERIC_LINK_TEXTS = {
+    "click here", "click this", "go", "here", "information", "learn more", "more", "more info",
+    "more information", "right here", "read more", "see more", "start", "this",
+}  # fmt: skip
+
+
+def test_every_link_says_where_it_goes(site):
+    from bs4 import BeautifulSoup
+
+    generic = []
+    for path in PAGES:
+        soup = BeautifulSoup((site / path).read_text(encoding="utf-8"), "html.parser")
+        for link in soup.find_all("a", href=True):
+            text = " ".join(link.get_text().split()).strip(".,;:!?()").lower()
+            if text in GENERIC_LINK_TEXTS:
+                generic.append(f"{path}: link text {text!r} -> {link['href']}")
+    assert not generic, "say where each link goes:\n" + "\n".join(generic)
+
+
 def test_html_fixes_match_the_markup_they_fix():
     """The rewrites of docs/_ext/html_quality.py on the exact markup the pinned versions write."""
     fixed = fix_html(
