@@ -92,7 +92,9 @@ def test_interrupt_reaches_the_forked_kernel(zygote, tmp_path):
 def test_the_kernel_dies_with_its_launcher(zygote, tmp_path):
     manager, client = kernel(tmp_path)
     pid = int(run(client, "import os; print(os.getpid())"))
-    os.kill(manager.provisioner.process.pid, signal.SIGKILL)  # the launcher, not the kernel
+    launcher = manager.provisioner.process.pid
+    assert pid != launcher, "the launcher fell back to an ordinary kernel (no zygote listening)"
+    os.kill(launcher, signal.SIGKILL)  # the launcher, not the kernel
     for _ in range(50):
         try:
             os.kill(pid, 0)

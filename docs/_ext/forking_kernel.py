@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 HEADER = struct.Struct("!Q")  # length of the JSON request that follows the passed file descriptors
@@ -98,8 +99,9 @@ def serve(path: str, starter: int) -> None:
     """The zygote: listen first (launchers queue until the imports are done), import, then fork
     one kernel per connection. Exits when ``starter``, the process that started it, is gone."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    listener.bind(path + ".new")
     listener.listen(64)
+    os.rename(path + ".new", path)  # the path appears only once connections are accepted
     # ipykernel sets this in a kernel when it is unset; matplotlib reads it once, at import
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     import importlib
@@ -192,10 +194,15 @@ def write_kernelspec(jupyter_dir: Path, path: str) -> Path:
     return jupyter_dir
 
 
-def start(path: str) -> subprocess.Popen:
-    """Start a zygote listening at ``path`` (it exits with the process that started it)."""
+def start(path: str, timeout: float = 10.0) -> subprocess.Popen:
+    """Start a zygote listening at ``path`` (it exits with the process that started it). Returns
+    once it listens: a launcher that found no socket would fall back to an ordinary kernel."""
     command = [sys.executable, __file__, "serve", path, str(os.getpid())]
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    zygote = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path) and zygote.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return zygote
 
 
 def stop_zygote(zygote: subprocess.Popen, folder: Path) -> None:
