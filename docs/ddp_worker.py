@@ -1,20 +1,24 @@
-"""DistributedDataParallel ranks on one machine, for ``wrappers.md``: the caller is rank 0, and
-each further rank is a process started with the ``spawn`` method.
+"""DistributedDataParallel ranks on one machine, for ``wrappers.md``: ``run()`` starts this file
+as rank 0 in a child process, and each further rank is a process started with the ``spawn``
+method.
 
 Why a module: a spawned process is a fresh Python interpreter, which can only run a function it
 can import; a function defined in a notebook cell cannot be imported by it. Every rank joins a
 gloo process group on the loopback interface (127.0.0.1), runs the same small training steps on
 its own batch, and reports, for every scenario, how many all-reduces DDP started and the gradient
 it ended with. The page compares the ranks with each other and with gradients computed without
-DDP. The calling process is rank 0 rather than a spawned one, so that one process fewer has to
-import torch.
+DDP.
 
 Run it yourself:  python ddp_worker.py   (two ranks; prints their results)
 """
 
 from __future__ import annotations
 
+import faulthandler
+import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 from datetime import timedelta
@@ -109,21 +113,27 @@ def use_loopback() -> None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
 
 
-def worker(rank: int, world_size: int, rendezvous: str, queue) -> None:
+def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float = 45.0) -> None:
     """Join the group, run every scenario, send plain lists back (tensors would be shared through
     file descriptors that vanish when this process exits), and always leave the group.
 
     The ranks find each other through a file (``file://`` init): a TCP rendezvous would make
     rank 0 look up the other rank's host name, which a machine without DNS (such as the
     network-less sandbox the site's tests build in) answers slowly, with a logged warning. The
-    gradients still travel over gloo's TCP connections, kept on the loopback interface."""
+    gradients still travel over gloo's TCP connections, kept on the loopback interface.
+
+    A rank that waits longer than ``timeout`` (for the others to join, or in an all-reduce) fails
+    instead of waiting forever; a spawned rank that is stuck elsewhere prints where (to its
+    standard error, not to the page) and exits."""
     use_loopback()
+    if rank != 0:
+        faulthandler.dump_traceback_later(timeout, exit=True)
     dist.init_process_group(
         "gloo",
         init_method=rendezvous,
         rank=rank,
         world_size=world_size,
-        timeout=timedelta(seconds=100),  # a rank that died must not leave the others waiting
+        timeout=timedelta(seconds=timeout),
     )
     try:
         x = rank_batch(rank)
@@ -139,8 +149,36 @@ def worker(rank: int, world_size: int, rendezvous: str, queue) -> None:
         dist.destroy_process_group()
 
 
-def run(world_size: int = 2, timeout: float = 100.0) -> dict[int, dict]:
-    """Run rank 0 here and ranks 1.. in spawned processes; return ``{rank: results}``."""
+def run(world_size: int = 2, timeout: float = 50.0, attempts: int = 2) -> dict[int, dict]:
+    """Run the ranks in a separate process group (rank 0 a child process running this file, the
+    others spawned by it) and return ``{rank: results}``.
+
+    Why not in the calling process, and why ``attempts``: once in several builds, on a loaded
+    two-core machine, the two-rank run stalled, and a build's cell timed out after 120 s (the
+    same page then ran in 10 s; the cause is not known yet). A stalled run in a child process
+    can be killed, with every rank it started; it is then reported on standard error (which does
+    not reach the page) and started again from scratch. The ranks are deterministic, so the
+    results do not depend on the attempt."""
+    command = [sys.executable, os.path.abspath(__file__), "--json", str(world_size), str(timeout)]
+    for attempt in range(1, attempts + 1):
+        ranks = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # its own process group: a kill reaches every rank
+        )  # fmt: skip
+        try:
+            out, err = ranks.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(ranks.pid, signal.SIGKILL)
+            ranks.communicate()
+            print(f"ddp_worker: attempt {attempt} stalled; killed", file=sys.__stderr__)
+            continue
+        if ranks.returncode != 0:
+            raise RuntimeError(f"ddp_worker.py exited with {ranks.returncode}:\n{err[-3000:]}")
+        return {int(rank): results for rank, results in json.loads(out).items()}
+    raise RuntimeError(f"ddp_worker: {attempts} attempts stalled for {timeout} s each")
+
+
+def _run_once(world_size: int, timeout: float) -> dict[int, dict]:
     import torch.multiprocessing as mp
 
     context = mp.get_context("spawn")
@@ -148,19 +186,20 @@ def run(world_size: int = 2, timeout: float = 100.0) -> dict[int, dict]:
     with tempfile.TemporaryDirectory() as folder:
         rendezvous = "file://" + os.path.join(folder, "rendezvous")
         others = [
-            context.Process(target=worker, args=(rank, world_size, rendezvous, queue))
+            context.Process(target=worker, args=(rank, world_size, rendezvous, queue, timeout))
             for rank in range(1, world_size)
         ]
         for process in others:
             process.start()
         try:
-            worker(0, world_size, rendezvous, queue)
+            worker(0, world_size, rendezvous, queue, timeout)
             results = dict(queue.get(timeout=timeout) for _ in range(world_size))
         finally:
             for process in others:
                 process.join(timeout)
                 if process.is_alive():
                     process.terminate()
+                    process.join()
     failed = [process.exitcode for process in others if process.exitcode != 0]
     if failed:
         raise RuntimeError(f"a spawned rank exited with {failed}")
@@ -169,6 +208,9 @@ def run(world_size: int = 2, timeout: float = 100.0) -> dict[int, dict]:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    for rank, outcome in sorted(run().items()):
-        for name, result in outcome.items():
-            print(rank, name, result["allreduce_calls"], result["grad"][0])
+    if sys.argv[1:2] == ["--json"]:  # what run() starts
+        print(json.dumps(_run_once(int(sys.argv[2]), float(sys.argv[3]))))
+    else:
+        for rank, outcome in sorted(_run_once(2, 50.0).items()):
+            for name, result in outcome.items():
+                print(rank, name, result["allreduce_calls"], result["grad"][0])
