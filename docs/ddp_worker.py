@@ -123,11 +123,11 @@ def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float = 
     gradients still travel over gloo's TCP connections, kept on the loopback interface.
 
     A rank that waits longer than ``timeout`` (for the others to join, or in an all-reduce) fails
-    instead of waiting forever; a spawned rank that is stuck elsewhere prints where (to its
-    standard error, not to the page) and exits."""
+    instead of waiting forever, and a rank still running after 60 % of it prints where it is (to
+    standard error: ``run()`` shows it only when the run stalls)."""
     use_loopback()
-    if rank != 0:
-        faulthandler.dump_traceback_later(timeout, exit=True)
+    # where a rank is after 60 % of the time a run is given (see run(); stderr is not the page)
+    faulthandler.dump_traceback_later(0.6 * timeout, exit=False)
     dist.init_process_group(
         "gloo",
         init_method=rendezvous,
@@ -147,6 +147,7 @@ def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float = 
         queue.put((rank, results))
     finally:
         dist.destroy_process_group()
+        faulthandler.cancel_dump_traceback_later()
 
 
 def run(world_size: int = 2, timeout: float = 50.0, attempts: int = 2) -> dict[int, dict]:
@@ -169,8 +170,9 @@ def run(world_size: int = 2, timeout: float = 50.0, attempts: int = 2) -> dict[i
             out, err = ranks.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(ranks.pid, signal.SIGKILL)
-            ranks.communicate()
-            print(f"ddp_worker: attempt {attempt} stalled; killed", file=sys.__stderr__)
+            _, err = ranks.communicate()
+            print(f"ddp_worker: attempt {attempt} stalled; killed. Its ranks' stderr, where each "
+                  f"was:\n{err[-6000:]}", file=sys.__stderr__)  # fmt: skip
             continue
         if ranks.returncode != 0:
             raise RuntimeError(f"ddp_worker.py exited with {ranks.returncode}:\n{err[-3000:]}")
