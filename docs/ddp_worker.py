@@ -113,7 +113,7 @@ def use_loopback() -> None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
 
 
-def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float = 45.0) -> None:
+def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float) -> None:
     """Join the group, run every scenario, send plain lists back (tensors would be shared through
     file descriptors that vanish when this process exits), and always leave the group.
 

@@ -54,6 +54,18 @@ def run(client, code: str, timeout: float = 60) -> str:
     return "".join(printed)
 
 
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` no longer exists within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def kernel(cwd: Path):
     return start_new_kernel(kernel_name="python3", cwd=str(cwd), startup_timeout=60)
 
@@ -95,13 +107,7 @@ def test_the_kernel_dies_with_its_launcher(zygote, tmp_path):
     launcher = manager.provisioner.process.pid
     assert pid != launcher, "the launcher fell back to an ordinary kernel (no zygote listening)"
     os.kill(launcher, signal.SIGKILL)  # the launcher, not the kernel
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
+    if not gone_within(pid, 5):
         pytest.fail(f"forked kernel {pid} outlived its launcher")
     manager.cleanup_resources()
 
@@ -129,11 +135,6 @@ def test_the_zygote_exits_with_the_process_that_started_it(tmp_path):
     with log.open("w") as out:
         subprocess.run([sys.executable, "-c", code], stdout=out, check=True)
     pid = int(log.read_text())
-    for _ in range(100):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
-    pytest.fail("the zygote outlived the process that started it")
+    if not gone_within(pid, 10):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the zygote outlived the process that started it")
