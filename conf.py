@@ -51,7 +51,6 @@ PYTHON_DOCS = "https://docs.python.org/{}.{}/".format(*sys.version_info[:2])
 
 extensions = [
     "myst_nb",
-    "nb_prefetch",  # here: its builder-inited handler must run after myst_nb's, before the gallery's
     "sphinx_gallery.gen_gallery",
     "sphinx.ext.intersphinx",
     "sphinx_copybutton",

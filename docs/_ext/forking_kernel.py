@@ -2,20 +2,20 @@
 
 Why: MyST-NB starts one fresh ``python3`` kernel per page, and each one spends about 4 s of CPU
 importing torch, numpy, matplotlib and ipykernel before the page's first cell runs (and 2 s more
-at its first optimizer, which imports torch._dynamo); with twenty
-pages that was half the CPU time of a cold build on two cores. Here one *zygote* process imports
-them once, and each kernel is a ``fork()`` of it: same interpreter, same packages, a fresh
-process with its own memory, started in milliseconds. Nothing the pages show changes: each page
-still runs in its own new process, from the same state, with the same IPython startup files (the
-seeds) and kernel configuration, which run in the forked child as in a kernel started normally.
+at its first optimizer, which imports torch._dynamo); with twenty pages that was half the CPU time
+of a cold build on two cores. Here one *zygote* process imports them once, and each kernel is a
+``fork()`` of it: same interpreter, same packages, a fresh process with its own memory, started in
+milliseconds. Nothing the pages show changes: each page still runs in its own new process, from
+the same state, with the same IPython startup files (the seeds) and kernel configuration, which
+run in the forked child as in a kernel started normally.
 
-How: ``start_zygote`` (called by ``nb_prefetch`` when a page needs executing, before the gallery
-runs, so the zygote imports meanwhile) writes a kernelspec named ``python3`` into a private ``JUPYTER_PATH`` folder
-in ``_build`` (it takes precedence over the installed one, so notebooks and their downloads keep
-the standard kernel name) whose command is this file's ``launch``. The launcher passes its
-working directory, environment and standard streams to the zygote over a Unix socket, and stays
-alive as the process jupyter_client watches: it forwards interrupts to the forked kernel and
-exits when the kernel exits; the kernel exits when the launcher is killed.
+How: when the build starts (before the gallery runs, so the zygote imports meanwhile), a
+kernelspec named ``python3`` is written into a private ``JUPYTER_PATH`` folder in ``_build`` (it
+takes precedence over the installed one, so notebooks and their downloads keep the standard kernel
+name) whose command is this file's ``launch``. The launcher sends its working directory,
+environment and arguments to the zygote over a Unix socket, and stays alive as the process
+jupyter_client watches: it forwards interrupts to the forked kernel and exits when the kernel
+exits; the kernel exits when the launcher is killed.
 
 Falls back to an ordinary kernel (``python -m ipykernel_launcher``) when the zygote is not
 reachable, and does nothing on platforms without ``fork`` or when ``forking_kernel = False``.
@@ -25,11 +25,11 @@ it never runs page code.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -37,58 +37,38 @@ import threading
 import time
 from pathlib import Path
 
-HEADER = struct.Struct("!Q")  # length of the JSON request that follows the passed file descriptors
 # torch._dynamo: torch.optim imports it on a page's first optimizer (about 2 s), and torch.compile
-PRELOAD = ("torch", "torch._dynamo", "torch.optim", "numpy", "matplotlib.pyplot")
+PRELOAD = ("torch", "torch._dynamo", "torch.optim", "numpy", "matplotlib.pyplot", "ipykernel")
 
 
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("launcher closed the connection")
-        data += chunk
-    return data
-
-
-def _become_kernel(conn: socket.socket, request: dict, streams: list[int]) -> None:
-    """In the forked child: take over the launcher's streams, directory and environment, and run
-    ipykernel as ``python -m ipykernel_launcher`` would. Never returns."""
+def _become_kernel(conn: socket.socket, request: dict) -> None:
+    """In the forked child: take over the launcher's directory and environment, and run ipykernel
+    as ``python -m ipykernel_launcher`` would. Never returns."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; kernels wait on children
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    for target, fd in zip((0, 1, 2), streams):
-        os.dup2(fd, target)
-        os.close(fd)
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]  # as `python -m ipykernel_launcher` run there would have it
     os.environ.clear()
     os.environ.update(request["env"])
     conn.sendall(b"%d\n" % os.getpid())
-
-    def exit_with_launcher() -> None:
-        conn.recv(1)  # returns when the launcher is gone (it never sends anything)
-        os._exit(1)
-
-    threading.Thread(target=exit_with_launcher, daemon=True).start()
-    code = 0
+    # recv returns when the launcher is gone (it never sends anything more)
+    threading.Thread(target=lambda: (conn.recv(1), os._exit(1)), daemon=True).start()
+    code = 1
     try:
         from ipykernel.kernelapp import IPKernelApp
 
         args = request["args"]
-        if (
-            "JPY_PARENT_PID" in os.environ
-        ):  # read by ipykernel at import, in the zygote: unset there
+        if "JPY_PARENT_PID" in os.environ:  # ipykernel reads it at import, in the zygote
             args = [*args, f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}"]
         sys.argv = [sys.executable, *args]
         IPKernelApp.launch_instance(argv=args)
+        code = 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1
     except BaseException:
         import traceback
 
         traceback.print_exc()
-        code = 1
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -104,12 +84,9 @@ def serve(path: str, starter: int) -> None:
     os.rename(path + ".new", path)  # the path appears only once connections are accepted
     # ipykernel sets this in a kernel when it is unset; matplotlib reads it once, at import
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    import importlib
-
     for name in PRELOAD:
         importlib.import_module(name)
-    import ipykernel.ipkernel  # noqa: F401
-    import ipykernel.kernelapp  # noqa: F401
+    from ipykernel.kernelapp import IPKernelApp  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     listener.settimeout(1.0)
@@ -120,17 +97,14 @@ def serve(path: str, starter: int) -> None:
             continue
         conn.settimeout(None)
         try:
-            head, streams, _, _ = socket.recv_fds(conn, HEADER.size, 3)
-            request = json.loads(_read_exactly(conn, HEADER.unpack(head)[0]))
-        except (OSError, ValueError, struct.error):
+            request = json.loads(conn.makefile("rb").readline())
+        except (OSError, ValueError):
             conn.close()
             continue
         if os.fork() == 0:
             listener.close()
-            _become_kernel(conn, request, streams)
+            _become_kernel(conn, request)
         conn.close()
-        for fd in streams:
-            os.close(fd)
 
 
 def launch(path: str, args: list[str]) -> int:
@@ -140,16 +114,12 @@ def launch(path: str, args: list[str]) -> int:
         conn.connect(path)
     except OSError:
         os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *args])
-    request = json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "args": args}).encode()
-    socket.send_fds(conn, [HEADER.pack(len(request))], [0, 1, 2])
-    conn.sendall(request)
-    reply = b""
-    while not reply.endswith(b"\n"):
-        chunk = conn.recv(32)
-        if not chunk:
-            print(f"forking_kernel: the zygote at {path} did not start a kernel", file=sys.stderr)
-            return 1
-        reply += chunk
+    request = {"cwd": os.getcwd(), "env": dict(os.environ), "args": args}
+    conn.sendall(json.dumps(request).encode() + b"\n")
+    reply = conn.makefile("rb").readline()
+    if not reply.endswith(b"\n"):
+        print(f"forking_kernel: the zygote at {path} did not start a kernel", file=sys.stderr)
+        return 1
     kernel = int(reply)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda number, _frame: os.kill(kernel, number))
@@ -170,8 +140,7 @@ def launch(path: str, args: list[str]) -> int:
 
 
 def start_zygote(app) -> None:
-    """Start the zygote for this build and make ``python3`` kernels fork from it. Called by
-    ``nb_prefetch`` when some page needs executing (an unchanged rebuild starts nothing)."""
+    """Start the zygote for this build and make ``python3`` kernels fork from it."""
     if not app.config.forking_kernel or not hasattr(os, "fork"):
         return
     folder = Path(tempfile.mkdtemp(prefix="kernels-"))  # short: a socket path has ~100 bytes
@@ -215,6 +184,8 @@ def stop_zygote(zygote: subprocess.Popen, folder: Path) -> None:
 
 def setup(app):
     app.add_config_value("forking_kernel", True, "env")
+    # before sphinx-gallery's handler (priority 500) runs the scripts: the zygote imports meanwhile
+    app.connect("builder-inited", start_zygote, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

@@ -32,8 +32,8 @@ already exists" (both readers create the cache database).
 Why, 3b: likewise, a page must run again when the kernel's start-up or the figure style changes
 (``docs/_ipython``, ``docs/matplotlibrc``): their digest goes into the first code cell's metadata.
 
-Why, 4 (the cache database is created once, before the parallel readers fork) is now done by
-``nb_prefetch``, which needs it even earlier.
+Why, 4: parallel readers each create jupyter-cache's database when it does not exist yet, and two
+at once fail with sqlite's "table nbproject already exists": it is created once, before they fork.
 """
 
 from __future__ import annotations
@@ -135,7 +135,16 @@ def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
             app.env.note_dependency(str(path))
 
 
+def _create_cache_database(app: Sphinx) -> None:
+    config = getattr(app.env, "mystnb_config", None)  # set by myst-nb's builder-inited handler
+    if config is not None and config.execution_mode == "cache" and config.execution_cache_path:
+        from jupyter_cache import get_cache
+
+        get_cache(config.execution_cache_path).db.dispose()
+
+
 def setup(app: Sphinx) -> dict:
     NotebookClientCache.start_client = _start_client_keeping_source
+    app.connect("builder-inited", _create_cache_database)
     app.connect("source-read", _note_local_modules)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
