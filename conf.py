@@ -185,7 +185,7 @@ sitemap_show_lastmod = False
 sitemap_excludes = ["search.html", "genindex.html", "404.html"]  # search says noindex; not content
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
-# One card for every page, committed in docs/_extra (the site root); tools/social_card.py draws it.
+# One card for every page, committed in docs/_extra (the site root): 1200 x 630, no version on it.
 ogp_social_cards = {"enable": False}
 ogp_image = "social-card.png"
 ogp_image_alt = (
