@@ -63,7 +63,6 @@ extensions = [
     "nb_execution",
     "forking_kernel",
     "nb_expectations",
-    "varying_outputs",
     "reproducible_output",
     "forget_failed_builds",
     "fresh_navigation",

@@ -64,7 +64,7 @@ def _pages(root):
 
 
 def test_two_builds_give_the_same_page_text(site, second_build):
-    """Byte for byte. Figures of measured time (cells tagged ``varies-per-run``) are named by their
+    """Byte for byte. Figures of measured time come from gallery scripts, named by script and
     place, not by a hash of what was measured, so the pages showing them are identical too."""
     project, _ = second_build
     different = build_differences(site, project / "_build" / "html")["pages"]
@@ -77,8 +77,8 @@ def test_two_builds_give_the_same_downloads(site, second_build):
     root = project / "_build" / "html"
     different = build_differences(site, root)["downloads"]
     assert not different, f"downloads differ between two builds: {different}"
-    # Images are named by a hash of their bytes, except measured ones (named by their place), so
-    # equal names mean equal figures. (Compared as referenced by pages: Sphinx never deletes an
+    # A page's own figures are named by a hash of their bytes, so equal names mean equal figures
+    # (the gallery's are named by script and place). (Compared as referenced by pages: Sphinx never deletes an
     # image a page stopped using, so an incremental build's _images folder may hold old ones.)
     assert _referenced_images(site) == _referenced_images(root)
 
