@@ -85,7 +85,6 @@ TENSOR_ATTRIBUTES = {
     "ndim",
     "real",
     "imag",
-    "_version",
 }
 
 
@@ -122,11 +121,9 @@ def torch_objects() -> dict[str, tuple[str, str]]:
             ):
                 generated(f"{module_name}.{name}", _role(obj))
     for name in sorted(dir(torch.Tensor)):
-        if name.startswith("_") and name != "_version":
+        if name.startswith("_"):
             continue
         if name in TENSOR_ATTRIBUTES:
-            if name.startswith("_"):
-                continue
             generated(f"torch.Tensor.{name}", "attribute")
         elif callable(getattr(torch.Tensor, name, None)):
             generated(f"torch.Tensor.{name}", "method")

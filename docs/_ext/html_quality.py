@@ -1,8 +1,8 @@
-"""Make every page valid HTML (W3C Nu checker), free of axe-core violations, and light.
+"""Make every page valid HTML (W3C Nu checker) and free of axe-core violations.
 
 Why: the site's quality gates (``nox -s audit``, ``tests/test_quality.py``) demand 0 Nu errors and
-0 axe violations on every page, and a light median page (measured as transferred, compressed). The markup that broke them comes
-from Sphinx and the extensions, not from our pages, and none of it has a setting:
+0 axe violations on every page. The markup that broke them comes from Sphinx and the extensions,
+not from our pages, and none of it has a setting:
 
 * Sphinx writes toctree captions as ``<p role="heading">`` without the ``aria-level`` that role
   requires: ``aria-level="2"`` is added.
@@ -14,9 +14,6 @@ from Sphinx and the extensions, not from our pages, and none of it has a setting
 * matplotlib's inline SVG carries RDF ``<metadata>`` that is not valid in HTML: it is dropped.
 * Code blocks that scroll sideways must be reachable by keyboard: ``<pre>`` gets ``tabindex="0"``.
 * furo's two ``<aside>`` landmarks get distinct labels.
-* Figures (matplotlib PNGs, RGBA) are stored with a 256-colour palette: a quarter of the bytes, no
-  visible change for line plots and colour maps. The result depends only on the input, so two
-  builds still give the same files.
 
 Each rewrite matches the exact markup the pinned versions write; a change upstream shows up as a
 failing quality test, not as silently broken pages.
@@ -25,7 +22,6 @@ failing quality test, not as silently broken pages.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from sphinx.application import Sphinx
 
@@ -73,32 +69,7 @@ def _wrap_renderer(app: Sphinx) -> None:
     templates.render = render_fixed
 
 
-def palette_png(path: Path) -> bool:
-    """Store a PNG with a 256-colour palette when that makes it smaller; True if rewritten."""
-    import io
-
-    from PIL import Image
-
-    with Image.open(path) as image:
-        if image.mode == "P":
-            return False
-        quantized = image.convert("RGBA").quantize(256, method=Image.Quantize.FASTOCTREE)
-    buffer = io.BytesIO()
-    quantized.save(buffer, "PNG", optimize=True)
-    if buffer.tell() >= path.stat().st_size:
-        return False
-    path.write_bytes(buffer.getvalue())
-    return True
-
-
-def _shrink_figures(app: Sphinx, exception: Exception | None) -> None:
-    if exception is None and app.builder.format == "html":
-        for path in sorted(Path(app.outdir, "_images").glob("*.png")):
-            palette_png(path)
-
-
 def setup(app: Sphinx) -> dict:
-    app.connect("build-finished", _shrink_figures)
     app.connect("builder-inited", _wrap_renderer)
     # Bump env_version when a rewrite changes: Sphinx then reads and writes every page again.
     return {"env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}
