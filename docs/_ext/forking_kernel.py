@@ -9,7 +9,8 @@ milliseconds. Nothing the pages show changes: each page still runs in its own ne
 the same state, with the same IPython startup files (the seeds) and kernel configuration, which
 run in the forked child as in a kernel started normally.
 
-How: when the build starts (before the gallery runs, so the zygote imports meanwhile), a
+How: when the build starts (before the gallery runs, so the zygote imports meanwhile; also on a
+rebuild that executes nothing, where it costs a few tenths of a second and is stopped at the end), a
 kernelspec named ``python3`` is written into a private ``JUPYTER_PATH`` folder in ``_build`` (it
 takes precedence over the installed one, so notebooks and their downloads keep the standard kernel
 name) whose command is this file's ``launch``. The launcher sends its working directory,
