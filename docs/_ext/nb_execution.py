@@ -32,8 +32,14 @@ already exists" (both readers create the cache database).
 Why, 3b: likewise, a page must run again when the kernel's start-up or the figure style changes
 (``docs/_ipython``, ``docs/matplotlibrc``): their digest goes into the first code cell's metadata.
 
-Why, 4: parallel readers each create jupyter-cache's database when it does not exist yet, and two
-at once fail with sqlite's "table nbproject already exists": it is created once, before they fork.
+Why, 4: parallel readers share jupyter-cache's database, which is unsafe in two places. Each reader
+created the database when it did not exist yet, and two at once failed with sqlite's "table
+nbproject already exists". And after caching a notebook, each reader trims the cache to its limit
+(``truncate_caches``): ``NbCacheRecord.records_to_delete`` lists the records to keep, then, in a
+second query, every record not in that list, so a record that another reader created in between
+is deleted, and the build failed with "Notebook file does not exist for cache record PK: 11" (seen
+once in CI, on a cold build). Both are done once, in the main process before the readers fork;
+readers never trim.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
 from sphinx.application import Sphinx
 
@@ -135,16 +142,22 @@ def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
             app.env.note_dependency(str(path))
 
 
-def _create_cache_database(app: Sphinx) -> None:
+_truncate_caches = JupyterCacheBase.truncate_caches
+
+
+def _prepare_cache(app: Sphinx) -> None:
     config = getattr(app.env, "mystnb_config", None)  # set by myst-nb's builder-inited handler
     if config is not None and config.execution_mode == "cache" and config.execution_cache_path:
         from jupyter_cache import get_cache
 
-        get_cache(config.execution_cache_path).db.dispose()
+        cache = get_cache(config.execution_cache_path)  # creates the database
+        _truncate_caches(cache)
+        cache.db.dispose()
 
 
 def setup(app: Sphinx) -> dict:
     NotebookClientCache.start_client = _start_client_keeping_source
-    app.connect("builder-inited", _create_cache_database)
+    JupyterCacheBase.truncate_caches = lambda self: None  # done once, by _prepare_cache
+    app.connect("builder-inited", _prepare_cache)
     app.connect("source-read", _note_local_modules)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
