@@ -71,6 +71,16 @@ def two_backward_calls(x, **options):
     return ddp, calls
 
 
+def two_forwards_then_two_backwards(x):
+    """Two forward passes on two halves of the batch, then one backward per output, as in
+    pytorch/pytorch#47260 (which used three of each)."""
+    ddp, calls = wrap(make_model())
+    outputs = [ddp(half) for half in x.split(2)]
+    for out in outputs:
+        out.pow(2).mean().backward()
+    return ddp, calls
+
+
 def two_backward_calls_static_graph(x):
     return two_backward_calls(x, static_graph=True)
 
@@ -95,6 +105,7 @@ SCENARIOS = {
     "one backward of the sum": one_backward_of_the_sum,
     "two backward calls": two_backward_calls,
     "two backward calls, static_graph": two_backward_calls_static_graph,
+    "two forwards, then two backwards": two_forwards_then_two_backwards,
     "accumulate, no no_sync": accumulate_two_micro_batches,
     "accumulate with no_sync": accumulate_with_no_sync,
 }
