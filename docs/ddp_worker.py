@@ -111,6 +111,41 @@ SCENARIOS = {
 }
 
 
+# What each scenario backpropagates, in order, as functions of (model, batch): the page computes
+# from them, without DDP, the gradient DDP should give (the average over ranks of their sum).
+def squared(model, x):
+    return model(x).pow(2).mean()
+
+
+def absolute(model, x):
+    return model(x).abs().mean()
+
+
+def first_half(model, x):
+    return model(x[:2]).pow(2).mean()
+
+
+def second_half(model, x):
+    return model(x[2:]).pow(2).mean()
+
+
+LOSSES = {
+    "one backward of the sum": (squared, absolute),
+    "two backward calls": (squared, absolute),
+    "two backward calls, static_graph": (squared, absolute),
+    "two forwards, then two backwards": (first_half, second_half),
+    "accumulate, no no_sync": (first_half, second_half),
+    "accumulate with no_sync": (first_half, second_half),
+}
+
+
+def local_grad(losses, rank: int) -> torch.Tensor:
+    """The first layer's weight gradient of the sum of ``losses`` on ``rank``'s batch, without DDP."""
+    model = make_model()
+    sum(loss(model, rank_batch(rank)) for loss in losses).backward()
+    return model[0].weight.grad
+
+
 def use_loopback() -> None:
     """Make gloo bind to the loopback interface instead of looking up this machine's host name.
 
