@@ -71,6 +71,16 @@ def two_backward_calls(x, **options):
     return ddp, calls
 
 
+def two_forwards_then_two_backwards(x):
+    """Two forward passes on two halves of the batch, then one backward per output, as in
+    pytorch/pytorch#47260 (which used three of each)."""
+    ddp, calls = wrap(make_model())
+    outputs = [ddp(half) for half in x.split(2)]
+    for out in outputs:
+        out.pow(2).mean().backward()
+    return ddp, calls
+
+
 def two_backward_calls_static_graph(x):
     return two_backward_calls(x, static_graph=True)
 
@@ -95,9 +105,45 @@ SCENARIOS = {
     "one backward of the sum": one_backward_of_the_sum,
     "two backward calls": two_backward_calls,
     "two backward calls, static_graph": two_backward_calls_static_graph,
+    "two forwards, then two backwards": two_forwards_then_two_backwards,
     "accumulate, no no_sync": accumulate_two_micro_batches,
     "accumulate with no_sync": accumulate_with_no_sync,
 }
+
+
+# What each scenario backpropagates, in order, as functions of (model, batch): the page computes
+# from them, without DDP, the gradient DDP should give (the average over ranks of their sum).
+def squared(model, x):
+    return model(x).pow(2).mean()
+
+
+def absolute(model, x):
+    return model(x).abs().mean()
+
+
+def first_half(model, x):
+    return model(x[:2]).pow(2).mean()
+
+
+def second_half(model, x):
+    return model(x[2:]).pow(2).mean()
+
+
+LOSSES = {
+    "one backward of the sum": (squared, absolute),
+    "two backward calls": (squared, absolute),
+    "two backward calls, static_graph": (squared, absolute),
+    "two forwards, then two backwards": (first_half, second_half),
+    "accumulate, no no_sync": (first_half, second_half),
+    "accumulate with no_sync": (first_half, second_half),
+}
+
+
+def local_grad(losses, rank: int) -> torch.Tensor:
+    """The first layer's weight gradient of the sum of ``losses`` on ``rank``'s batch, without DDP."""
+    model = make_model()
+    sum(loss(model, rank_batch(rank)) for loss in losses).backward()
+    return model[0].weight.grad
 
 
 def use_loopback() -> None:
@@ -150,7 +196,7 @@ def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float) -
         faulthandler.cancel_dump_traceback_later()
 
 
-def run(world_size: int = 2, timeout: float = 50.0, attempts: int = 2) -> dict[int, dict]:
+def run(world_size: int = 2, timeout: float = 120.0, attempts: int = 2) -> dict[int, dict]:
     """Run the ranks in a separate process group (rank 0 a child process running this file, the
     others spawned by it) and return ``{rank: results}``.
 
@@ -159,7 +205,9 @@ def run(world_size: int = 2, timeout: float = 50.0, attempts: int = 2) -> dict[i
     same page then ran in 10 s; the cause is not known yet). A stalled run in a child process
     can be killed, with every rank it started; it is then reported on standard error (which does
     not reach the page) and started again from scratch. The ranks are deterministic, so the
-    results do not depend on the attempt."""
+    results do not depend on the attempt. The time given is generous because a rank imports
+    torch and torch._dynamo first: on a two-core machine running eight builds at once (load
+    average 25), that import alone outlasted 50 s."""
     command = [sys.executable, os.path.abspath(__file__), "--json", str(world_size), str(timeout)]
     for attempt in range(1, attempts + 1):
         ranks = subprocess.Popen(
