@@ -40,6 +40,12 @@ second query, every record not in that list, so a record that another reader cre
 is deleted, and the build failed with "Notebook file does not exist for cache record PK: 11" (seen
 once in CI, on a cold build). Both are done once, in the main process before the readers fork;
 readers never trim.
+
+Why, 5: a downloaded notebook must run alone, but five pages import a helper module from ``docs/``.
+After reading, each executed notebook (the page's download) gets, before its first code cell, one
+collapsed cell per module it imports: ``%%writefile <module>.py`` and the module's text, so running
+the notebook first writes the module next to it. The module file stays the one source; the page on
+the site is unchanged (the cell is added to the download only, tagged ``helper-module``).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+
+import nbformat
 
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
@@ -155,9 +163,36 @@ def _prepare_cache(app: Sphinx) -> None:
         cache.db.dispose()
 
 
+HELPER_TAG = "helper-module"
+
+
+def carry_helper_modules(app: Sphinx, env) -> None:
+    """Put the helper modules each executed notebook imports into it, as ``%%writefile`` cells."""
+    for docname in sorted(env.found_docs):
+        path = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
+        if not path.is_file():
+            continue
+        notebook = nbformat.read(path, as_version=4)
+        cells = [c for c in notebook.cells if HELPER_TAG not in c.metadata.get("tags", [])]
+        code = "\n".join(c.source for c in cells if c.cell_type == "code")
+        helpers = [
+            nbformat.v4.new_code_cell(
+                f"%%writefile {module.name}\n{module.read_text()}",
+                id=f"{HELPER_TAG}-{module.stem}",
+                metadata={"tags": [HELPER_TAG], "jupyter": {"source_hidden": True}},
+            )
+            for module in local_modules(code, Path(env.doc2path(docname)).parent)
+        ]
+        first = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+        if cells[:first] + helpers + cells[first:] != notebook.cells:
+            notebook.cells = cells[:first] + helpers + cells[first:]
+            nbformat.write(notebook, path)
+
+
 def setup(app: Sphinx) -> dict:
     NotebookClientCache.start_client = _start_client_keeping_source
     JupyterCacheBase.truncate_caches = lambda self: None  # done once, by _prepare_cache
     app.connect("builder-inited", _prepare_cache)
     app.connect("source-read", _note_local_modules)
+    app.connect("env-updated", carry_helper_modules)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
