@@ -65,11 +65,8 @@ extensions = [
     "nb_expectations",
     "reproducible_output",
     "forget_failed_builds",
-    "fresh_navigation",
     "code_links",
     "html_quality",
-    "sitemap_complete",
-    "search_index_entries",
 ]
 
 root_doc = "index"
@@ -155,8 +152,8 @@ html_title = project
 html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
 # The site's search ranking (see its header): pasted errors and readers' words find the page that
-# explains them. It relies on each page's index entries, which docs/_ext/search_index_entries.py
-# keeps in searchindex.js on every kind of rebuild.
+# explains them. It relies on each page's index entries, which searchindex.js holds for every page
+# because every build writes every page (docs/_ext/reproducible_output.py).
 html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False
