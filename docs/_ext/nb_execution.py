@@ -55,7 +55,6 @@ import re
 from pathlib import Path
 
 import nbformat
-
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
 from sphinx.application import Sphinx
