@@ -155,3 +155,5 @@ def test_every_requirement_is_pinned_and_every_install_uses_the_pins():
     noxfile = (ROOT / "noxfile.py").read_text()
     for call in re.findall(r"session\.install\((.*?)\)", noxfile):
         assert "CONSTRAINTS" in call or "requirements/" in call, f"unpinned install: {call}"
+    for config in (".ci/run", ".github/workflows/pages.yml", ".readthedocs.yaml"):  # nox itself
+        assert "-r requirements/nox.txt -c constraints.txt" in (ROOT / config).read_text(), config
