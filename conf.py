@@ -140,7 +140,7 @@ sphinx_gallery_conf = {
     "backreferences_dir": "_build/backreferences",
 }
 
-# --- Intersphinx, offline: inventories are vendored (see tools/make_inventories.py) ---------------
+# --- Intersphinx, offline: the official inventories, vendored by `nox -s inventories` --------------
 intersphinx_mapping = {
     "torch": (TORCH_DOCS, str(ROOT / "docs" / "_inventories" / "torch.inv")),
     "python": (PYTHON_DOCS, str(ROOT / "docs" / "_inventories" / "python.inv")),

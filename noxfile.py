@@ -127,10 +127,22 @@ def linkcheck(session: nox.Session) -> None:
 
 @nox.session
 def inventories(session: nox.Session) -> None:
-    """Regenerate docs/_inventories from the installed (pinned) torch and Python."""
+    """Vendor the official intersphinx inventories of the pinned torch and of this Python into
+    docs/_inventories (the build then needs no network). Needs network; after a torch pin change."""
     install(session, "docs")
     session.install("sphobjinv", *CONSTRAINTS)
-    session.run("python", "tools/make_inventories.py")
+    torch_minor = session.run(
+        "python", "-c", "import torch; print(*torch.__version__.split('.')[:2], sep='.')",
+        silent=True,
+    ).strip()  # fmt: skip
+    python_minor = "{}.{}".format(*sys.version_info[:2])
+    for name, url in (
+        ("torch", f"https://docs.pytorch.org/docs/{torch_minor}/objects.inv"),
+        ("python", f"https://docs.python.org/{python_minor}/objects.inv"),
+    ):
+        session.run(
+            "sphobjinv", "convert", "zlib", "-q", "-u", url, f"docs/_inventories/{name}.inv"
+        )
 
 
 @nox.session(reuse_venv="never")

@@ -25,7 +25,7 @@ BUILD_SITE = ROOT / "tools" / "build_site.py"
 IN_CI = os.environ.get("CI") == "true"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own extensions (nb_expectations, ...)
-sys.path.insert(0, str(ROOT / "tools"))  # the build tools (build_site, make_inventories)
+sys.path.insert(0, str(ROOT / "tools"))  # the build script (build_site)
 from build_site import can_isolate_network  # noqa: E402,F401  (one copy of the check)
 
 
