@@ -98,7 +98,9 @@ pygments_dark_style = "github-dark"
 myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
 myst_heading_anchors = 3
 nb_execution_mode = "cache"  # re-execute a page only when its code changes
-nb_execution_timeout = 120
+# Per cell. Cells take seconds, but a busy 2-core machine stretches them many times over (the
+# longest page took 67 s on a machine with a load of 12); this only catches a cell that hangs.
+nb_execution_timeout = 600
 # nb_execution_raise_on_error stays False: with it, tracebacks are not logged (MyST-NB #616); -W
 # fails the build instead, and nb_expectations names the cell.
 nb_execution_show_tb = True

@@ -13,9 +13,9 @@ it shows where the cold build's time goes, and the floor it is measured against:
 Targets on 2 cores: cold <= 60 s, cold / floor <= 3, unchanged rebuild / cold <= 0.10, each
 gallery script <= 5 s. Timings vary with the machine's load: read them on an idle machine.
 
-``--stress N`` instead runs N cold builds in a row, each in a fresh copy, while one busy process
-per core loads the machine, and reports how many succeeded; each failed build's full log is kept
-in ``_build/stress/``.
+``--stress N`` instead runs N cold builds in a row, each in a fresh copy with fresh matplotlib and
+torch caches (as on a new machine), while one busy process per core loads the machine, and reports
+how many succeeded; each failed build's full log is kept in ``_build/stress/``.
 
     python tests/bench_build.py [--stress N]
 """
@@ -175,6 +175,9 @@ def stress(runs: int) -> int:
     try:
         for run in range(1, runs + 1):
             with tempfile.TemporaryDirectory() as tmp:
+                # as on a fresh machine: no matplotlib font cache, no torch compile caches
+                for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR"):
+                    os.environ[name] = str(Path(tmp) / name.lower())
                 seconds, result = timed(run_build, copy_tree(Path(tmp) / "site"))
             log = kept / f"cold-build-{run}.log"
             if result.returncode == 0:
