@@ -87,7 +87,7 @@ def test_robots_txt_names_the_sitemap(site):
 
 
 def test_the_sitemap_lists_every_content_page(site):
-    """Even after an incremental build (see docs/_ext/sitemap_complete.py)."""
+    """Every content page, and nothing else (every build writes every page: reproducible_output)."""
     import site_context
 
     sitemap = (site / "sitemap.xml").read_text()
