@@ -1,8 +1,8 @@
 """Start every page's Jupyter kernel by forking a process that has already imported torch.
 
-Why: MyST-NB starts a fresh ``python3`` kernel per page, and each spends about 4 s of CPU importing
+Why: MyST-NB starts a fresh ``python3`` kernel per page, and each spends 3.9 s of CPU importing
 torch, numpy, matplotlib and ipykernel (and torch._dynamo at its first optimizer) before its first
-cell: measured on 2 cores, 118 s of the 130 s of CPU of a cold build without this. Here one
+cell: 74 s of the 130 s of CPU of a cold build with ``-D forking_kernel=0`` (19 pages). Here one
 *zygote* imports them once, and each kernel is a ``fork()`` of it: a fresh process with its own
 memory, started in milliseconds. Pages still run each in its own new process, from the same
 state, with the same IPython start-up files (seeds) and kernel configuration.
