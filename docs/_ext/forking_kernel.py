@@ -13,7 +13,8 @@ How: when the build starts (before sphinx-gallery runs, so the zygote imports me
 sends its directory, environment and arguments to the zygote over a Unix socket, forwards
 interrupts to the forked kernel and exits with it; the kernel exits when the launcher is killed.
 Without a reachable zygote the launcher starts an ordinary kernel; without ``fork`` or with
-``-D forking_kernel=0`` nothing changes. The zygote starts no threads and never runs page code.
+``-D forking_kernel=0`` nothing changes. The zygote never runs page code, and its only other thread
+is numpy's OpenBLAS pool, which OpenBLAS itself shuts down before a ``fork()`` (pthread_atfork).
 """
 
 from __future__ import annotations
