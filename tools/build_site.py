@@ -26,13 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-# Pages are read (and their notebooks executed) by this many processes at once. Each page runs in
-# its own Jupyter kernel, and much of a page's time goes to starting the kernel and importing
-# torch, part of it spent waiting, so one reader more than there are cores pays: on two cores a
-# cold build took 84 s with one reader, 55 s with two and 50 s with three. Sphinx forks the readers
-# after sphinx-gallery has run torch in the main process; that is safe here because the forked
-# readers and writers never compute with torch (kernels are fresh processes). Capped, so that a
-# large machine does not start dozens of torch kernels at once.
+# Pages are read (and executed, each in its own kernel) by this many processes at once: one more
+# than there are cores pays, since a page's kernel also waits (on two cores a cold build took 84 s
+# with one reader, 55 s with two, 50 s with three). Readers fork after sphinx-gallery ran torch in
+# the main process; they never compute with torch. Capped, so a large machine starts few kernels.
 PARALLEL = str(min((os.cpu_count() or 1) + 1, 4))
 
 
