@@ -13,7 +13,8 @@
 4. Parallel readers share jupyter-cache's database: two creating it at once fail ("table nbproject
    already exists"), and ``truncate_caches`` deletes records another reader just created
    ("Notebook file does not exist for cache record PK: 11", once in CI). The main process creates
-   and trims it once, before the readers fork; readers never trim.
+   and trims it once, before the readers fork; readers never trim. And a kernel may take as long
+   to start as a cell to run: nbclient's 60 s failed a cold build on a busy machine.
 5. Downloads run alone: each executed notebook gets, before its first code cell, one collapsed
    cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
    ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
@@ -25,10 +26,13 @@ has its outputs and runs alone.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
 
+import jupyter_cache.executors.utils as execution
+import nbclient
 import nbformat
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
@@ -135,6 +139,11 @@ def _prepare_cache(app: Sphinx) -> None:
         cache = get_cache(config.execution_cache_path)  # creates the database
         _truncate_caches(cache)
         cache.db.dispose()
+        # A kernel gets as long to start as a cell to run (nbclient's default, 60 s, failed a cold
+        # build on a busy machine: "Kernel didn't respond in 60 seconds"); myst-nb cannot pass it.
+        execution.executenb = functools.partial(
+            nbclient.execute, startup_timeout=config.execution_timeout
+        )
 
 
 HELPER_TAG = "helper-module"
