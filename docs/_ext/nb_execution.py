@@ -19,9 +19,8 @@
    cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
    ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
 
-Upstream: none of 1-4 is reported to MyST-NB or jupyter-cache yet (searched 2026-11); the minimal
-reproductions are in this file's docstring at commit 87399b8. The tests check that every download
-has its outputs and runs alone.
+Upstream: 1-4 are not reported to MyST-NB or jupyter-cache yet (searched 2026-11); minimal
+reproductions are in this docstring at commit 87399b8.
 """
 
 from __future__ import annotations
@@ -43,18 +42,11 @@ IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
 
 def local_modules(code: str, folder: Path) -> list[Path]:
     """The modules in ``folder`` that ``code`` imports."""
-    return sorted(
-        {
-            folder / f"{name}.py"
-            for name in IMPORT.findall(code)
-            if (folder / f"{name}.py").is_file()
-        }
-    )
+    modules = {folder / f"{name}.py" for name in IMPORT.findall(code)}
+    return sorted(module for module in modules if module.is_file())
 
 
 _original_start_client = NotebookClientCache.start_client
-
-
 DOCS = Path(__file__).resolve().parents[1]
 
 
@@ -91,13 +83,10 @@ def join_stream_chunks(outputs: list) -> list:
     """Join consecutive outputs of the same stream (stdout/stderr) into one, text unchanged."""
     joined: list = []
     for output in outputs:
-        previous = joined[-1] if joined else None
-        if (
-            output.get("output_type") == "stream"
-            and previous is not None
-            and previous.get("output_type") == "stream"
-            and previous.get("name") == output.get("name")
-        ):
+        previous = joined[-1] if joined else {}
+        if output.get("output_type") == previous.get("output_type") == "stream" and previous.get(
+            "name"
+        ) == output.get("name"):
             previous["text"] += output["text"]
         else:
             joined.append(output)
