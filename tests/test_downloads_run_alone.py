@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import HTML, IN_CI, gallery_scripts, myst_pages
+from conftest import ANSI, HTML, IN_CI, gallery_scripts, myst_pages
 
 PYTHON = os.environ.get("STANDALONE_PYTHON")
 TIMEOUT = 900
@@ -52,7 +52,7 @@ def run_alone(name: str, folder: Path) -> str | None:
         )
     except subprocess.TimeoutExpired:
         return f"still running after {TIMEOUT + 60} s"
-    return None if done.returncode == 0 else (done.stdout + done.stderr)[-4000:]
+    return None if done.returncode == 0 else ANSI.sub("", done.stdout + done.stderr)[-3000:]
 
 
 @pytest.fixture(scope="module")
