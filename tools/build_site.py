@@ -96,7 +96,7 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
     log = out.with_name(out.name + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with (
-        log.open("wb") as kept,
+        log.open("wb", buffering=0) as kept,  # unbuffered: the log is whole even if killed
         subprocess.Popen(
             command, cwd=source, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         ) as sphinx,
