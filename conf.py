@@ -65,11 +65,8 @@ extensions = [
     "nb_expectations",
     "reproducible_output",
     "forget_failed_builds",
-    "fresh_navigation",
     "code_links",
     "html_quality",
-    "sitemap_complete",
-    "search_index_entries",
 ]
 
 root_doc = "index"
@@ -101,7 +98,9 @@ pygments_dark_style = "github-dark"
 myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
 myst_heading_anchors = 3
 nb_execution_mode = "cache"  # re-execute a page only when its code changes
-nb_execution_timeout = 120
+# Per cell. Cells take seconds, but a busy 2-core machine stretches them many times over (the
+# longest page took 67 s on a machine with a load of 12); this only catches a cell that hangs.
+nb_execution_timeout = 600
 # nb_execution_raise_on_error stays False: with it, tracebacks are not logged (MyST-NB #616); -W
 # fails the build instead, and nb_expectations names the cell.
 nb_execution_show_tb = True
@@ -143,7 +142,7 @@ sphinx_gallery_conf = {
     "backreferences_dir": "_build/backreferences",
 }
 
-# --- Intersphinx, offline: inventories are vendored (see tools/make_inventories.py) ---------------
+# --- Intersphinx, offline: the official inventories, vendored by `nox -s inventories` --------------
 intersphinx_mapping = {
     "torch": (TORCH_DOCS, str(ROOT / "docs" / "_inventories" / "torch.inv")),
     "python": (PYTHON_DOCS, str(ROOT / "docs" / "_inventories" / "python.inv")),
@@ -155,8 +154,8 @@ html_title = project
 html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
 # The site's search ranking (see its header): pasted errors and readers' words find the page that
-# explains them. It relies on each page's index entries, which docs/_ext/search_index_entries.py
-# keeps in searchindex.js on every kind of rebuild.
+# explains them. It relies on each page's index entries, which searchindex.js holds for every page
+# because every build writes every page (docs/_ext/reproducible_output.py).
 html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False

@@ -60,8 +60,20 @@ def tests(session: nox.Session) -> None:
         "pytest",
         "--color=no",
         *(session.posargs or ["tests"]),
-        env={"SITE_BUILT_OFFLINE": str(int(offline))},
+        env={"STANDALONE_PYTHON": standalone_python(session)},
     )
+
+
+def standalone_python(session: nox.Session) -> str:
+    """A virtualenv holding only requirements/examples.txt (torch, numpy, matplotlib and a kernel),
+    in which tests/test_downloads_run_alone.py runs every download as a reader would."""
+    folder = ROOT / ".nox" / "standalone"
+    python = folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    if not python.exists():
+        session.run("python", "-m", "venv", str(folder))
+    session.run(str(python), "-m", "pip", "install", "--quiet", "-r", "requirements/examples.txt",
+                *CONSTRAINTS, external=True)  # fmt: skip
+    return str(python)
 
 
 @nox.session
@@ -115,16 +127,28 @@ def linkcheck(session: nox.Session) -> None:
 
 @nox.session
 def inventories(session: nox.Session) -> None:
-    """Regenerate docs/_inventories from the installed (pinned) torch and Python."""
+    """Vendor the official intersphinx inventories of the pinned torch and of this Python into
+    docs/_inventories (the build then needs no network). Needs network; after a torch pin change."""
     install(session, "docs")
     session.install("sphobjinv", *CONSTRAINTS)
-    session.run("python", "tools/make_inventories.py")
+    torch_minor = session.run(
+        "python", "-c", "import torch; print(*torch.__version__.split('.')[:2], sep='.')",
+        silent=True,
+    ).strip()  # fmt: skip
+    python_minor = "{}.{}".format(*sys.version_info[:2])
+    for name, url in (
+        ("torch", f"https://docs.pytorch.org/docs/{torch_minor}/objects.inv"),
+        ("python", f"https://docs.python.org/{python_minor}/objects.inv"),
+    ):
+        session.run(
+            "sphobjinv", "convert", "zlib", "-q", "-u", url, f"docs/_inventories/{name}.inv"
+        )
 
 
 @nox.session(reuse_venv="never")
 def lock(session: nox.Session) -> None:
     """Regenerate constraints.txt: resolve requirements/*.txt afresh and pin everything."""
-    for name in ("tests", "dev"):
+    for name in ("tests", "dev", "nox"):
         session.install("-r", f"requirements/{name}.txt")
     frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     header = (ROOT / "constraints.txt").read_text().splitlines()[:2]
@@ -160,6 +184,7 @@ def audit(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Print build timings: cold, unchanged rebuild, one-example edit, per-example execution."""
+    """Print build timings: cold, unchanged rebuild, one-example edit, per-example execution.
+    `nox -s bench -- --stress N`: N cold builds in a row beside a CPU load, and how many passed."""
     install(session, "tests")
     session.run("python", "tests/bench_build.py", *session.posargs)

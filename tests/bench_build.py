@@ -13,7 +13,11 @@ it shows where the cold build's time goes, and the floor it is measured against:
 Targets on 2 cores: cold <= 60 s, cold / floor <= 3, unchanged rebuild / cold <= 0.10, each
 gallery script <= 5 s. Timings vary with the machine's load: read them on an idle machine.
 
-    python tests/bench_build.py
+``--stress N`` instead runs N cold builds in a row, each in a fresh copy with fresh matplotlib and
+torch caches (as on a new machine), while one busy process per core loads the machine, and reports
+how many succeeded; each failed build's full log is kept in ``_build/stress/``.
+
+    python tests/bench_build.py [--stress N]
 """
 
 from __future__ import annotations
@@ -161,7 +165,40 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "OVER TARGET"
 
 
+def stress(runs: int) -> int:
+    """N cold builds in a row beside a CPU load; the number that succeeded, failed logs kept."""
+    kept = ROOT / "_build" / "stress"
+    kept.mkdir(parents=True, exist_ok=True)
+    busy = [sys.executable, "-c", "while True: pass"]
+    load = [subprocess.Popen(busy) for _ in range(os.cpu_count() or 1)]
+    succeeded = 0
+    try:
+        for run in range(1, runs + 1):
+            with tempfile.TemporaryDirectory() as tmp:
+                # as on a fresh machine: no matplotlib font cache, no torch compile caches
+                for name in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR"):
+                    os.environ[name] = str(Path(tmp) / name.lower())
+                seconds, result = timed(run_build, copy_tree(Path(tmp) / "site"))
+            log = kept / f"cold-build-{run}.log"
+            if result.returncode == 0:
+                succeeded += 1
+                print(f"  cold build {run}/{runs}: ok, {seconds:.0f} s", flush=True)
+            else:
+                log.write_text(result.stdout + result.stderr)
+                print(f"  cold build {run}/{runs}: FAILED after {seconds:.0f} s, log: {log}")
+    finally:
+        for process in load:
+            process.kill()
+            process.wait()
+    print(
+        f"{succeeded} of {runs} cold builds succeeded beside a load of {len(load)} busy processes"
+    )
+    return 0 if succeeded == runs else 1
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--stress"]:
+        sys.exit(stress(int(sys.argv[2])))
     cores = os.cpu_count() or 1
     print(f"Build benchmark ({cores} cores; 2-core targets in brackets)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ BUILD_SITE = ROOT / "tools" / "build_site.py"
 IN_CI = os.environ.get("CI") == "true"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own extensions (nb_expectations, ...)
-sys.path.insert(0, str(ROOT / "tools"))  # the build tools (build_site, make_inventories)
+sys.path.insert(0, str(ROOT / "tools"))  # the build script (build_site)
 from build_site import can_isolate_network  # noqa: E402,F401  (one copy of the check)
 
 
@@ -127,3 +128,42 @@ def site() -> Path:
     if not (HTML / "index.html").exists():
         pytest.fail("No built site in _build/html: run `nox -s tests` (it builds the site first).")
     return HTML
+
+
+SECOND_BUILDS = ("cold build", "unchanged rebuild", "one-page edit rebuild")
+EDIT_WORD = "quokkaverification"  # on no page: after the edit, search must find the edited page
+
+
+@pytest.fixture(scope="session")
+def second_build(tmp_path_factory):
+    """One independent build, shared by the reproducibility and the search tests: a copy of the
+    repository built cold (with no network where the machine allows it; CI requires it), then
+    again unchanged, then after editing one page (its title, a word, a new cell) and one gallery
+    script. ``builds[kind]`` is a copy of the site after each build, with the build's log."""
+    offline = can_isolate_network()
+    if IN_CI and not offline:
+        pytest.fail(
+            "CI must prove that the build works offline, but no network namespace can be made"
+        )
+    tmp = tmp_path_factory.mktemp("second")
+    project = copy_tree(tmp / "site")
+    page, script = myst_pages()[-1].relative_to(ROOT), gallery_scripts()[0].relative_to(ROOT)
+    title = re.search(r"^# (.+)$", (project / page).read_text(), re.M).group(1)
+    builds = {}
+    for kind in SECOND_BUILDS:
+        if kind == "one-page edit rebuild":
+            text = (project / page).read_text().replace(f"# {title}", f"# {title} (edited)", 1)
+            heading = re.search(r"^## ", text, re.M)
+            at = heading.start() if heading else len(text)
+            text = text[:at] + f"{EDIT_WORD}\n\n" + text[at:]
+            (project / page).write_text(text + '\n```{code-cell} ipython3\nprint("an edit")\n```\n')
+            with open(project / script, "a") as f:
+                f.write('\n# %%\n# An edit.\n\nprint("an edit")\n')
+        result = run_build(project, offline=offline)
+        log = result.stdout + result.stderr
+        assert result.returncode == 0, f"the second build's {kind} failed:\n{log[-5000:]}"
+        html = shutil.copytree(project / "_build" / "html", tmp / kind.replace(" ", "-"))
+        builds[kind] = (html, log)
+    return types.SimpleNamespace(
+        project=project, page=page, script=script, title=title, builds=builds
+    )

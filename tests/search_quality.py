@@ -58,9 +58,9 @@ class Outcome:
         return f"{self.query.short()!r}: expected {expected} ({where}); got {shown}"
 
 
-def load_queries(path: Path = QUERIES) -> tuple[list[Query], set[str]]:
+def load_queries(path: Path = QUERIES) -> list[Query]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return [Query(q["q"], list(q["pages"])) for q in data["query"]], set(data.get("planned", []))
+    return [Query(q["q"], list(q["pages"])) for q in data["query"]]
 
 
 def site_docnames(site: Path) -> set[str]:
@@ -75,22 +75,19 @@ def site_docnames(site: Path) -> set[str]:
 
 
 def split_queries(
-    queries: list[Query], planned: set[str], existing: set[str]
-) -> tuple[list[tuple[Query, list[str]]], list[Query], list[str]]:
-    """(queries to run with their existing expected pages, queries skipped because all their pages
-    are planned and not built yet, problems: a query naming a page that is neither built nor
-    planned)."""
-    runnable, skipped, problems = [], [], []
+    queries: list[Query], existing: set[str]
+) -> tuple[list[tuple[Query, list[str]]], list[str]]:
+    """(queries to run with their existing expected pages, problems: a query naming a page that
+    is not built)."""
+    runnable, problems = [], []
     for query in queries:
-        unknown = [p for p in query.pages if p not in existing and p not in planned]
+        unknown = [p for p in query.pages if p not in existing]
         if unknown:
             problems.append(f"{query.short()!r} names pages that are not built: {unknown}")
         expected = [p for p in query.pages if p in existing]
         if expected:
             runnable.append((query, expected))
-        elif not unknown:
-            skipped.append(query)
-    return runnable, skipped, problems
+    return runnable, problems
 
 
 def docname_of(href: str, base: str) -> str:
@@ -174,15 +171,13 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
     }
 
 
-def report_lines(outcomes: list[Outcome], skipped: list[Query], verbose: bool = False) -> list[str]:
+def report_lines(outcomes: list[Outcome], verbose: bool = False) -> list[str]:
     figures = summary(outcomes)
     lines = [
         f"search: right page first for {figures['right_first']:.1%} of {figures['queries']} "
         f"queries (target >= {RIGHT_FIRST_TARGET:.0%}); mean reciprocal rank {figures['mrr']:.3f}; "
         f"within the first {TOP}: {figures['top3']:.1%} (target 100%)"
     ]
-    if skipped:
-        lines.append(f"  {len(skipped)} queries skipped: their pages are planned, not built yet")
     for outcome in outcomes:
         if verbose or outcome.rank != 1:
             lines.append(f"  {'ok  ' if outcome.rank == 1 else 'MISS'} {outcome.describe()}")
@@ -191,12 +186,11 @@ def report_lines(outcomes: list[Outcome], skipped: list[Query], verbose: bool = 
 
 def measure(site: Path, *, browser=None, from_disk: bool = False, queries_path: Path = QUERIES):
     """Run the query set on a built site, from a local server (or from disk: ``file://``), in the
-    given Playwright browser or a new headless Chromium; return (outcomes, skipped queries,
-    problems with the query file)."""
+    given Playwright browser or a new headless Chromium; return (outcomes, problems with the
+    query file)."""
     from site_audit import serve
 
-    queries, planned = load_queries(queries_path)
-    runnable, skipped, problems = split_queries(queries, planned, site_docnames(site))
+    runnable, problems = split_queries(load_queries(queries_path), site_docnames(site))
     with contextlib.ExitStack() as stack:
         if browser is None:
             browser = stack.enter_context(chromium())
@@ -207,7 +201,7 @@ def measure(site: Path, *, browser=None, from_disk: bool = False, queries_path: 
         else:
             base = stack.enter_context(serve(site))
             outcomes = run_queries(page, f"{base}/search.html", runnable)
-    return outcomes, skipped, problems
+    return outcomes, problems
 
 
 @contextlib.contextmanager
@@ -231,8 +225,8 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="list every query, not only misses")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
-    outcomes, skipped, problems = measure(args.site.resolve(), from_disk=args.file)
-    print("\n".join(report_lines(outcomes, skipped, verbose=args.verbose)))
+    outcomes, problems = measure(args.site.resolve(), from_disk=args.file)
+    print("\n".join(report_lines(outcomes, verbose=args.verbose)))
     for problem in problems:
         print(f"  problem: {problem}")
     return 0

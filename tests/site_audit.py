@@ -492,8 +492,8 @@ def main() -> int:
     # asserts the targets).
     from search_quality import measure, report_lines
 
-    outcomes, skipped, problems = measure(site)
-    print("\n" + "\n".join(report_lines(outcomes, skipped)))
+    outcomes, problems = measure(site)
+    print("\n" + "\n".join(report_lines(outcomes)))
     for problem in problems:
         print(f"  search: {problem}")
 

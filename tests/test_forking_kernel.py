@@ -135,6 +135,7 @@ def test_the_zygote_exits_with_the_process_that_started_it(tmp_path):
     with log.open("w") as out:
         subprocess.run([sys.executable, "-c", code], stdout=out, check=True)
     pid = int(log.read_text())
-    if not gone_within(pid, 10):
+    # it notices once its imports are done: seconds, but minutes on a busy machine
+    if not gone_within(pid, 180):
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the zygote outlived the process that started it")

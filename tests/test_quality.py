@@ -15,7 +15,6 @@ import statistics
 import pytest
 import site_audit as audit
 from conftest import HTML, IN_CI, built_pages
-from html_quality import fix_html
 
 PAGES = [p.relative_to(HTML).as_posix() for p in built_pages()] if HTML.exists() else []
 
@@ -88,7 +87,7 @@ def test_robots_txt_names_the_sitemap(site):
 
 
 def test_the_sitemap_lists_every_content_page(site):
-    """Even after an incremental build (see docs/_ext/sitemap_complete.py)."""
+    """Every content page, and nothing else (every build writes every page: reproducible_output)."""
     import site_context
 
     sitemap = (site / "sitemap.xml").read_text()
@@ -121,24 +120,3 @@ def test_every_link_says_where_it_goes(site):
             if text in GENERIC_LINK_TEXTS:
                 generic.append(f"{path}: link text {text!r} -> {link['href']}")
     assert not generic, "say where each link goes:\n" + "\n".join(generic)
-
-
-def test_html_fixes_match_the_markup_they_fix():
-    """The rewrites of docs/_ext/html_quality.py on the exact markup the pinned versions write."""
-    fixed = fix_html(
-        '<p class="caption" role="heading"><span class="caption-text">A</span></p>'
-        '<details class="admonition hide above-input">\n'
-        '<summary aria-label="Toggle hidden content">\n'
-        '<p class="collapsed admonition-title">Show code cell source</p>\n'
-        '<p class="expanded admonition-title">Hide code cell source</p>\n</summary>\n'
-        '<div class="sphx-glr-thumbcontainer" tooltip="Intro">'
-        '<svg role="img"><title>t</title>\n <metadata>\n  <rdf:RDF>x</rdf:RDF>\n </metadata>\n'
-        '<div class="highlight"><pre><span></span>x = 1</pre></div>'
-        '<aside class="sidebar-drawer"></aside><aside class="toc-drawer no-toc"></aside>'
-    )
-    assert 'role="heading" aria-level="2"' in fixed
-    assert "<summary><span" in fixed and "<p class" not in fixed.split("<summary>")[1]
-    assert 'data-tooltip="Intro"' in fixed and " tooltip=" not in fixed
-    assert "<metadata>" not in fixed and "rdf:RDF" not in fixed
-    assert '<pre tabindex="0">' in fixed
-    assert fixed.count("aria-label=") == 2

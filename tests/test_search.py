@@ -6,8 +6,9 @@ site's ranking, ``docs/_static/search_scorer.js``): the first result must be a r
 least 90 % of the queries, and a right page must be within the first three for every query. The
 same holds from a local server and from the site opened from disk, with no request to another
 origin, and after every kind of build: cold, an unchanged rebuild and a one-page edit (Sphinx drops
-index entries from ``searchindex.js`` on incremental builds, sphinx-doc/sphinx#12599;
-``docs/_ext/search_index_entries.py`` keeps them).
+index entries from ``searchindex.js`` of pages it does not write, sphinx-doc/sphinx#12599; every
+build writes every page, ``docs/_ext/reproducible_output.py``). The builds are the second build
+that the reproducibility tests use (``second_build`` in conftest.py).
 
 A page added later fails here until it has search terms: an ``{index}`` line right after its H1
 title (gallery scripts: an ``.. index::`` line in the docstring), and at least one query in
@@ -16,11 +17,10 @@ title (gallery scripts: an ``.. index::`` line in the docstring), and at least o
 
 from __future__ import annotations
 
-import re
 from urllib.parse import quote, urlsplit
 
 import pytest
-from conftest import IN_CI, ROOT, can_isolate_network, copy_tree, run_build
+from conftest import EDIT_WORD, IN_CI, ROOT, SECOND_BUILDS
 from search_quality import (
     QUERIES,
     RIGHT_FIRST_TARGET,
@@ -68,9 +68,9 @@ def pages_without_entries(site) -> list[str]:
     return sorted(name for name in site_docnames(site) if not entries.get(name))
 
 
-def assert_targets(outcomes, skipped, label: str) -> None:
+def assert_targets(outcomes, label: str) -> None:
     figures = summary(outcomes)
-    report = "\n".join(report_lines(outcomes, skipped))
+    report = "\n".join(report_lines(outcomes))
     not_in_top = [o for o in outcomes if o.rank is None or o.rank > TOP]
     assert not not_in_top, (
         f"{label}: {len(not_in_top)} queries have no right page within the first {TOP} results "
@@ -105,17 +105,17 @@ def watch_requests(page, allowed) -> list[str]:
 
 
 def test_the_query_set_is_large_and_names_real_pages(site):
-    queries, planned = load_queries()
+    queries = load_queries()
     assert len(queries) >= MIN_QUERIES, f"{QUERIES_FILE} has {len(queries)} queries"
-    _, _, problems = split_queries(queries, planned, site_docnames(site))
+    _, problems = split_queries(queries, site_docnames(site))
     assert not problems, (
-        f"{QUERIES_FILE}: queries name pages that are neither built nor planned "
+        f"{QUERIES_FILE}: queries name pages that are not built "
         "(a typo, or a page removed?):\n" + "\n".join(problems)
     )
 
 
 def test_every_page_answers_some_query(site):
-    queries, _ = load_queries()
+    queries = load_queries()
     expected = {page for query in queries for page in query.pages}
     orphans = sorted(site_docnames(site) - expected)
     assert not orphans, (
@@ -143,16 +143,15 @@ def browser():
 
 @pytest.fixture(scope="module")
 def served(site, browser):
-    outcomes, skipped, problems = measure(site, browser=browser)
+    outcomes, problems = measure(site, browser=browser)
     assert not problems, problems
-    return outcomes, skipped
+    return outcomes
 
 
 @needs_chromium
 def test_the_right_page_comes_first(served):
-    outcomes, skipped = served
-    print("\n".join(report_lines(outcomes, skipped)))
-    assert_targets(outcomes, skipped, "search on the local server")
+    print("\n".join(report_lines(served)))
+    assert_targets(served, "search on the local server")
 
 
 @needs_chromium
@@ -191,7 +190,7 @@ def test_searching_makes_no_request_to_another_origin(site, browser):
 def test_search_from_disk_gives_the_same_results(site, browser, served):
     """Opened as files (file://): the same pages in the same order as from the server, no error
     (summaries, which would fetch each page, are off there) and no request that is not a file."""
-    outcomes, _ = served
+    outcomes = served
     page = browser.new_page()
     problems = watch_requests(page, lambda url: url.startswith("file:"))
     from_disk = run_queries(
@@ -209,38 +208,17 @@ def test_search_from_disk_gives_the_same_results(site, browser, served):
 
 # --- Every kind of build: cold, unchanged rebuild, one-page edit --------------------------------
 
-KINDS = ["cold build", "unchanged rebuild", "one-page edit rebuild"]
-EDITED_PAGE = "docs/how-this-site-works.md"
-EDIT_WORD = "quokkaverification"  # a word on no page: after the edit it must find the edited page
-
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory, browser):
-    """One cold build of a copy of the repository, then an unchanged rebuild, then a rebuild after
-    editing one page's text (no title or code change); after each, the query set's outcomes, the
-    index entries in searchindex.js and the pages without any."""
-    offline = can_isolate_network()
-    project = copy_tree(tmp_path_factory.mktemp("search") / "site")
-    site = project / "_build" / "html"
+def builds(second_build, browser):
+    """After each build of the second build: the query set's outcomes, the index entries in
+    searchindex.js and the pages without any; and what the edited page's new word finds."""
     results = {}
-    for kind in KINDS:
-        if kind == "one-page edit rebuild":
-            page = project / EDITED_PAGE
-            text = page.read_text(encoding="utf-8")
-            heading = re.search(r"^## .+$", text, re.M).start()
-            added = f"{EDIT_WORD}\n\n"
-            page.write_text(text[:heading] + added + text[heading:], encoding="utf-8")
-        result = run_build(project, offline=offline)
-        log = result.stdout + result.stderr
-        assert result.returncode == 0, f"the {kind} failed:\n{log[-4000:]}"
-        outcomes, skipped, problems = measure(site, browser=browser)
+    for kind in SECOND_BUILDS:
+        site, _ = second_build.builds[kind]
+        outcomes, problems = measure(site, browser=browser)
         assert not problems, problems
-        results[kind] = (
-            outcomes,
-            skipped,
-            index_entries_by_page(site),
-            pages_without_entries(site),
-        )
+        results[kind] = (outcomes, index_entries_by_page(site), pages_without_entries(site))
     page = browser.new_page()
     with serve(site) as base:
         results["edited word"] = search(page, f"{base}/search.html", EDIT_WORD)
@@ -249,18 +227,18 @@ def builds(tmp_path_factory, browser):
 
 
 @needs_chromium
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", SECOND_BUILDS)
 def test_every_kind_of_build_keeps_the_ranking(builds, kind):
-    outcomes, skipped, entries, missing = builds[kind]
+    outcomes, entries, missing = builds[kind]
     assert not missing, f"{kind}: pages with no index entries in searchindex.js: {missing}"
-    cold_entries = builds["cold build"][2]
+    cold_entries = builds["cold build"][1]
     lost = {
         name: sorted(cold_entries[name] - entries.get(name, set()))
         for name in cold_entries
         if cold_entries[name] - entries.get(name, set())
     }
     assert not lost, f"{kind}: index entries lost since the cold build (sphinx#12599): {lost}"
-    assert_targets(outcomes, skipped, kind)
+    assert_targets(outcomes, kind)
     cold = {o.query.q: o for o in builds["cold build"][0]}
     if kind == "unchanged rebuild":  # the same index: the same lists
         changed = [o.query.short() for o in outcomes if o.results != cold[o.query.q].results]
@@ -270,51 +248,7 @@ def test_every_kind_of_build_keeps_the_ranking(builds, kind):
 
 
 @needs_chromium
-def test_the_edited_page_is_indexed_again(builds):
-    edited = EDITED_PAGE.removesuffix(".md")
+def test_the_edited_page_is_indexed_again(builds, second_build):
+    edited = second_build.page.with_suffix("").as_posix()
     found = builds["edited word"]
     assert found[:1] == [edited], f"{EDIT_WORD!r} should find {edited} first; found {found}"
-
-
-# --- Why docs/_ext/search_index_entries.py exists (a small Sphinx project, seconds) --------------
-
-
-def _tiny_project_entries(tmp_path, extensions: list[str]) -> list[set[str]]:
-    """Build a two-page project cold, again unchanged, then after editing one page; return the
-    index entries of searchindex.js after each build."""
-    import subprocess
-    import sys
-
-    from search_quality import search_index
-
-    src, out = tmp_path / "src", tmp_path / "out"
-    src.mkdir(parents=True)
-    (src / "conf.py").write_text(
-        f"import sys\nsys.path.insert(0, {str(ROOT / 'docs' / '_ext')!r})\n"
-        f"extensions = {extensions!r}\n"
-    )
-    (src / "index.rst").write_text(
-        "Home\n====\n\n.. index:: alpha entry, beta entry\n\n.. toctree::\n\n   other\n   third\n"
-    )
-    (src / "third.rst").write_text("Third\n=====\n\n.. index:: delta entry\n\nText.\n")
-    (src / "other.rst").write_text("Other\n=====\n\n.. index:: gamma entry\n\nText.\n")
-    found = []
-    for step in ("cold", "unchanged", "edit"):
-        if step == "edit":
-            (src / "other.rst").write_text("Other\n=====\n\n.. index:: gamma entry\n\nEdited.\n")
-        command = [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(src), str(out)]
-        subprocess.run(command, check=True, capture_output=True)
-        found.append(set(search_index(out)["indexentries"]))
-    return found
-
-
-def test_sphinx_drops_index_entries_on_rebuilds_and_the_extension_keeps_them(tmp_path):
-    """sphinx-doc/sphinx#12599 on the pinned Sphinx. When this starts failing because plain
-    Sphinx keeps the entries, the bug is fixed and the extension can go."""
-    everything = {"alpha entry", "beta entry", "gamma entry", "delta entry"}
-    plain = _tiny_project_entries(tmp_path / "plain", [])
-    assert plain[0] == everything
-    assert plain[1] == set(), plain  # unchanged rebuild: none left
-    assert "delta entry" not in plain[2], plain  # edit: only the pages written again keep theirs
-    kept = _tiny_project_entries(tmp_path / "kept", ["search_index_entries"])
-    assert kept == [everything] * 3, kept

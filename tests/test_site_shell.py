@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import HTML, ROOT, built_pages, gallery_scripts, html_for, myst_pages, soup
+from conftest import HTML, ROOT, gallery_scripts, html_for, myst_pages, soup
 
 CONTENT = [html_for(p) for p in [*myst_pages(), *gallery_scripts()]] + [HTML / "index.html"]
 
@@ -67,28 +67,7 @@ def test_page_source_links_point_at_the_markdown(site):
         assert href.endswith(f"/edit/main/{rel}"), href
 
 
-def test_no_page_loads_anything_from_another_origin(site):
-    """Static check (the browser test watches real requests too)."""
-    offenders = []
-    for page in built_pages():
-        for tag, attr in (("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src")):
-            for element in soup(page).find_all(tag, attrs={attr: True}):
-                if tag == "link" and not {"stylesheet", "icon", "preload", "shortcut"} & set(
-                    element.get("rel", [])
-                ):
-                    continue  # canonical and navigation links are not loaded
-                if re.match(r"^(https?:)?//", element[attr]):
-                    offenders.append(f"{page.relative_to(site)}: <{tag} {attr}={element[attr]}>")
-    assert not offenders, "\n".join(offenders)
-
-
-def test_sitemap_and_not_found_page(site):
-    sitemap = (site / "sitemap.xml").read_text()
-    for source in [*myst_pages(), *gallery_scripts()]:
-        assert html_for(source).relative_to(site).as_posix() in sitemap, (
-            f"{source.name} not in sitemap"
-        )
-    assert "404.html" not in sitemap
+def test_not_found_page(site):
     not_found = soup(site / "404.html")
     assert "not found" in not_found.get_text().lower()
 
@@ -122,20 +101,16 @@ def test_code_links_only_use_inventory_targets(site):
             assert link["href"] in known, f"{source.name}: {link['href']}"
 
 
-def test_vendored_inventories_match_the_installed_torch(tmp_path, monkeypatch):
-    """docs/_inventories must be regenerated (`nox -s inventories`) when the torch pin changes."""
-    import make_inventories
+def test_vendored_inventories_match_the_installed_torch():
+    """docs/_inventories must be vendored again (`nox -s inventories`) when the torch pin changes."""
     import sphobjinv as soi
 
-    monkeypatch.setattr(make_inventories, "OUT", tmp_path)
-    make_inventories.main()
-    for name in ("torch.inv", "python.inv"):
-        fresh = soi.Inventory(tmp_path / name)
-        vendored = soi.Inventory(ROOT / "docs" / "_inventories" / name)
-        assert (fresh.version, sorted(o.name for o in fresh.objects)) == (
-            vendored.version,
-            sorted(o.name for o in vendored.objects),
-        ), f"docs/_inventories/{name} is out of date: run `nox -s inventories`"
+    vendored = soi.Inventory(ROOT / "docs" / "_inventories" / "torch.inv").version
+    minor = ".".join(torch.__version__.split(".")[:2])
+    assert vendored.startswith(minor), (
+        f"docs/_inventories/torch.inv is for torch {vendored}, the pin is {torch.__version__}: "
+        "run `nox -s inventories`"
+    )
 
 
 def test_every_requirement_is_pinned_and_every_install_uses_the_pins():
@@ -155,3 +130,5 @@ def test_every_requirement_is_pinned_and_every_install_uses_the_pins():
     noxfile = (ROOT / "noxfile.py").read_text()
     for call in re.findall(r"session\.install\((.*?)\)", noxfile):
         assert "CONSTRAINTS" in call or "requirements/" in call, f"unpinned install: {call}"
+    for config in (".ci/run", ".github/workflows/pages.yml", ".readthedocs.yaml"):  # nox itself
+        assert "-r requirements/nox.txt -c constraints.txt" in (ROOT / config).read_text(), config

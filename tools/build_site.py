@@ -1,9 +1,10 @@
 """Run the site's one strict build; used by `nox -s docs`, the tests and the benchmark alike.
 
 Why a script: the same command must build the site for users, prove it offline in the tests, and
-be timed by the benchmark. On failure it leaves nothing that looks finished: the output directory
-is moved to ``<out>-failed`` (and the ``forget_failed_builds`` extension has already dropped
-Sphinx's saved environment, so the next build reads every page again).
+be timed by the benchmark. The whole log (Sphinx, kernels, gallery) is shown and kept in
+``<out>.log``. On failure it leaves nothing that looks finished: the output directory is moved to
+``<out>-failed`` and its log to ``<out>-failed.log`` (and the ``forget_failed_builds`` extension
+has already dropped Sphinx's saved environment, so the next build reads every page again).
 
     python tools/build_site.py [--offline] [--if-stale] [--source DIR] [--out DIR] [-- sphinx args]
 
@@ -25,13 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-# Pages are read (and their notebooks executed) by this many processes at once. Each page runs in
-# its own Jupyter kernel, and much of a page's time goes to starting the kernel and importing
-# torch, part of it spent waiting, so one reader more than there are cores pays: on two cores a
-# cold build took 84 s with one reader, 55 s with two and 50 s with three. Sphinx forks the readers
-# after sphinx-gallery has run torch in the main process; that is safe here because the forked
-# readers and writers never compute with torch (kernels are fresh processes). Capped, so that a
-# large machine does not start dozens of torch kernels at once.
+# Pages are read (and executed, each in its own kernel) by this many processes at once: one more
+# than there are cores pays, since a page's kernel also waits (on two cores a cold build took 84 s
+# with one reader, 55 s with two, 50 s with three). Readers fork after sphinx-gallery ran torch in
+# the main process; they never compute with torch. Capped, so a large machine starts few kernels.
 PARALLEL = str(min((os.cpu_count() or 1) + 1, 4))
 
 
@@ -95,7 +93,19 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
     if no_network:
         command = offline(command)
     stamp_for(out).unlink(missing_ok=True)
-    code = subprocess.call(command, cwd=source)
+    log = out.with_name(out.name + ".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        log.open("wb", buffering=0) as kept,  # unbuffered: the log is whole even if killed
+        subprocess.Popen(
+            command, cwd=source, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        ) as sphinx,
+    ):
+        for line in sphinx.stdout:
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+            kept.write(line)
+    code = sphinx.returncode
     if code == 0:
         digest = source_digest(source, extra, no_network)
         if digest is not None:
@@ -105,9 +115,11 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
         shutil.rmtree(failed, ignore_errors=True)
         if out.exists():
             out.rename(failed)
+        log.replace(failed.with_name(failed.name + ".log"))
         print(
             f"\nThe site did not build: the warnings above name each file and line. Fix them and "
-            f"build again. The incomplete output was moved to {failed}.",
+            f"build again. The incomplete output was moved to {failed}, the full log to "
+            f"{failed}.log.",
             file=sys.stderr,
         )
     return code

@@ -27,19 +27,9 @@ DOTTED = re.compile(NAME + f"(?:{DOT}{NAME})+")
 SPAN_NAMES = re.compile(NAME)
 METHOD = re.compile(f'({DOT})(<span class="n">(\\w+)</span>)')
 ALIASES = {"nn": "torch.nn", "F": "torch.nn.functional"}
-TENSOR_METHODS = {
-    "backward",
-    "grad",
-    "retain_grad",
-    "register_hook",
-    "detach",
-    "detach_",
-    "requires_grad_",
-    "retains_grad",
-    "is_leaf",
-    "zero_",
-    "register_post_accumulate_grad_hook",
-}
+TENSOR_METHODS = {"backward", "grad", "retain_grad", "register_hook", "detach", "detach_",
+                  "requires_grad_", "retains_grad", "is_leaf", "zero_",
+                  "register_post_accumulate_grad_hook"}  # fmt: skip
 
 
 def _torch_targets(app: Sphinx) -> dict[str, str]:

@@ -4,6 +4,8 @@ Why: Sphinx re-reads only pages whose files changed. After a build that failed o
 unexpected error, a wrong expected error), an unchanged second run would skip that page, emit no
 warning, and report success. Dropping the saved environment makes the next run read every page
 again; executed results stay cached (jupyter-cache, sphinx-gallery's MD5), so that costs little.
+Upstream: sphinx-doc/sphinx#725 (warnings of unchanged files are not shown again; open). Sphinx
+has no public count of warnings, so this reads the private ``app._warncount``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,20 @@
 """Start every page's Jupyter kernel by forking a process that has already imported torch.
 
-Why: MyST-NB starts one fresh ``python3`` kernel per page, and each one spends about 4 s of CPU
-importing torch, numpy, matplotlib and ipykernel before the page's first cell runs (and 2 s more
-at its first optimizer, which imports torch._dynamo); with twenty pages that was half the CPU time
-of a cold build on two cores. Here one *zygote* process imports them once, and each kernel is a
-``fork()`` of it: same interpreter, same packages, a fresh process with its own memory, started in
-milliseconds. Nothing the pages show changes: each page still runs in its own new process, from
-the same state, with the same IPython startup files (the seeds) and kernel configuration, which
-run in the forked child as in a kernel started normally.
+Why: MyST-NB starts a fresh ``python3`` kernel per page, and each spends 3.9 s of CPU importing
+torch, numpy, matplotlib and ipykernel (and torch._dynamo at its first optimizer) before its first
+cell: 74 s of the 130 s of CPU of a cold build with ``-D forking_kernel=0`` (19 pages). Here one
+*zygote* imports them once, and each kernel is a ``fork()`` of it: a fresh process with its own
+memory, started in milliseconds. Pages still run each in its own new process, from the same
+state, with the same IPython start-up files (seeds) and kernel configuration.
 
-How: when the build starts (before the gallery runs, so the zygote imports meanwhile; also on a
-rebuild that executes nothing, where it costs a few tenths of a second and is stopped at the end), a
-kernelspec named ``python3`` is written into a private ``JUPYTER_PATH`` folder in ``_build`` (it
-takes precedence over the installed one, so notebooks and their downloads keep the standard kernel
-name) whose command is this file's ``launch``. The launcher sends its working directory,
-environment and arguments to the zygote over a Unix socket, and stays alive as the process
-jupyter_client watches: it forwards interrupts to the forked kernel and exits when the kernel
-exits; the kernel exits when the launcher is killed.
-
-Falls back to an ordinary kernel (``python -m ipykernel_launcher``) when the zygote is not
-reachable, and does nothing on platforms without ``fork`` or when ``forking_kernel = False``.
-The zygote imports nothing the pages compute with and starts no threads, so forking it is safe;
-it never runs page code.
+How: when the build starts (before sphinx-gallery runs, so the zygote imports meanwhile), a
+``python3`` kernelspec whose command is this file's ``launch`` is written into a private
+``JUPYTER_PATH`` folder in ``_build`` (so notebooks keep the standard kernel name). The launcher
+sends its directory, environment and arguments to the zygote over a Unix socket, forwards
+interrupts to the forked kernel and exits with it; the kernel exits when the launcher is killed.
+Without a reachable zygote the launcher starts an ordinary kernel; without ``fork`` or with
+``-D forking_kernel=0`` nothing changes. The zygote never runs page code, and its only other thread
+is numpy's OpenBLAS pool, which OpenBLAS itself shuts down before a ``fork()`` (pthread_atfork).
 """
 
 from __future__ import annotations

@@ -1,53 +1,38 @@
-"""Fixes around myst-nb's execution cache: complete, reproducible downloads; no stale pages.
+"""Fixes around myst-nb's execution cache (myst-nb 1.4.0, jupyter-cache 1.0.1); private APIs.
 
-Why, 1: in ``nb_execution_mode = "cache"``, myst-nb 1.4.0 replaces its notebook with a merged copy
-from jupyter-cache on a cache hit, but then writes the *original* (output-less) notebook to
-``_build/jupyter_execute``: the "download executed notebook" file would have no outputs, and the
-cell metadata (``expect-error``) would come from the cached copy, not from the page as it is now.
-This copies the cached outputs and execution counts into the page's notebook instead. The tests
-check that every downloadable notebook has its outputs, so a myst-nb that changes this is noticed.
+1. Complete downloads: on a cache hit, myst-nb replaces its notebook with jupyter-cache's merged
+   copy but writes the *original*, output-less notebook to ``_build/jupyter_execute`` (the page's
+   download). The cached outputs are copied into the page's notebook instead.
+2. Reproducible downloads: nbformat gives every cell a random id, and the kernel splits printed
+   text into stream chunks as timing allows. Cells get ids from their position, and consecutive
+   chunks of one stream are joined exactly (myst-nb's ``nb_merge_streams`` adds a newline at each
+   chunk boundary).
+3. No stale pages: the cache key is the cells' code only. The digest of each helper module a page
+   imports (``docs/autograd_graph.py``) and of the kernel start-up (``docs/_ipython``,
+   ``docs/matplotlibrc``) goes into cell metadata, and they are noted as the page's dependencies.
+4. Parallel readers share jupyter-cache's database: two creating it at once fail ("table nbproject
+   already exists"), and ``truncate_caches`` deletes records another reader just created
+   ("Notebook file does not exist for cache record PK: 11", once in CI). The main process creates
+   and trims it once, before the readers fork; readers never trim. And a kernel may take as long
+   to start as a cell to run: nbclient's 60 s failed a cold build on a busy machine.
+5. Downloads run alone: each executed notebook gets, before its first code cell, one collapsed
+   cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
+   ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
 
-Why, 2: nbformat gives every cell a random id when myst-nb reads a Markdown page, and the kernel
-splits printed text into stream chunks as timing allows, so two builds would offer different
-notebook files. Cells get ids from their position, and consecutive chunks of the same stream are
-joined exactly. (myst-nb's own ``nb_merge_streams`` strips each chunk and adds a newline, which
-breaks a line wherever a chunk boundary happened to fall; after this join it has one chunk per
-stream, so the page is deterministic too.)
-
-Why, 3: jupyter-cache re-executes a page only when its code changes, and Sphinx re-reads it only
-when its file changes. A page that imports a helper module next to it (``docs/autograd_graph.py``)
-must run again when that module changes: the module's hash goes into the importing cells'
-metadata (part of the cache key), and the module is noted as a dependency of the page.
-
-Upstream reproductions (myst-nb 1.4.0, jupyter-cache 1.0.1), for 1 and 2: a project with one page
-``p.md`` (a code cell ``print("x" * 3)``), ``nb_execution_mode = "cache"``. Build, then ``touch
-p.md`` and build again: the second ``_build/jupyter_execute/p.ipynb`` has no outputs (the cache hit
-replaced the notebook after the outputs were copied from the original). Build the page twice from
-two clean copies: the two ``p.ipynb`` differ in every cell's ``id`` (``nbformat.v4.new_code_cell``
-draws a random id). For 3: myst-nb's cache key is the notebook's code only
-(``NbProjectRecord`` hashes the cells), so a page whose helper module changed is served from cache.
-For 4: ``-j 2`` on a cold build with two pages sometimes fails with sqlite's "table nbproject
-already exists" (both readers create the cache database).
-
-Why, 3b: likewise, a page must run again when the kernel's start-up or the figure style changes
-(``docs/_ipython``, ``docs/matplotlibrc``): their digest goes into the first code cell's metadata.
-
-Why, 4: parallel readers share jupyter-cache's database, which is unsafe in two places. Each reader
-created the database when it did not exist yet, and two at once failed with sqlite's "table
-nbproject already exists". And after caching a notebook, each reader trims the cache to its limit
-(``truncate_caches``): ``NbCacheRecord.records_to_delete`` lists the records to keep, then, in a
-second query, every record not in that list, so a record that another reader created in between
-is deleted, and the build failed with "Notebook file does not exist for cache record PK: 11" (seen
-once in CI, on a cold build). Both are done once, in the main process before the readers fork;
-readers never trim.
+Upstream: 1-4 are not reported to MyST-NB or jupyter-cache yet (searched 2026-11); minimal
+reproductions are in this docstring at commit 87399b8.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
 
+import jupyter_cache.executors.utils as execution
+import nbclient
+import nbformat
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
 from sphinx.application import Sphinx
@@ -57,18 +42,11 @@ IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
 
 def local_modules(code: str, folder: Path) -> list[Path]:
     """The modules in ``folder`` that ``code`` imports."""
-    return sorted(
-        {
-            folder / f"{name}.py"
-            for name in IMPORT.findall(code)
-            if (folder / f"{name}.py").is_file()
-        }
-    )
+    modules = {folder / f"{name}.py" for name in IMPORT.findall(code)}
+    return sorted(module for module in modules if module.is_file())
 
 
 _original_start_client = NotebookClientCache.start_client
-
-
 DOCS = Path(__file__).resolve().parents[1]
 
 
@@ -105,13 +83,10 @@ def join_stream_chunks(outputs: list) -> list:
     """Join consecutive outputs of the same stream (stdout/stderr) into one, text unchanged."""
     joined: list = []
     for output in outputs:
-        previous = joined[-1] if joined else None
-        if (
-            output.get("output_type") == "stream"
-            and previous is not None
-            and previous.get("output_type") == "stream"
-            and previous.get("name") == output.get("name")
-        ):
+        previous = joined[-1] if joined else {}
+        if output.get("output_type") == previous.get("output_type") == "stream" and previous.get(
+            "name"
+        ) == output.get("name"):
             previous["text"] += output["text"]
         else:
             joined.append(output)
@@ -153,6 +128,37 @@ def _prepare_cache(app: Sphinx) -> None:
         cache = get_cache(config.execution_cache_path)  # creates the database
         _truncate_caches(cache)
         cache.db.dispose()
+        # A kernel gets as long to start as a cell to run (nbclient's default, 60 s, failed a cold
+        # build on a busy machine: "Kernel didn't respond in 60 seconds"); myst-nb cannot pass it.
+        execution.executenb = functools.partial(
+            nbclient.execute, startup_timeout=config.execution_timeout
+        )
+
+
+HELPER_TAG = "helper-module"
+
+
+def carry_helper_modules(app: Sphinx, env) -> None:
+    """Put the helper modules each executed notebook imports into it, as ``%%writefile`` cells."""
+    for docname in sorted(env.found_docs):
+        path = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
+        if not path.is_file():
+            continue
+        notebook = nbformat.read(path, as_version=4)
+        cells = [c for c in notebook.cells if HELPER_TAG not in c.metadata.get("tags", [])]
+        code = "\n".join(c.source for c in cells if c.cell_type == "code")
+        helpers = [
+            nbformat.v4.new_code_cell(
+                f"%%writefile {module.name}\n{module.read_text()}",
+                id=f"{HELPER_TAG}-{module.stem}",
+                metadata={"tags": [HELPER_TAG], "jupyter": {"source_hidden": True}},
+            )
+            for module in local_modules(code, Path(env.doc2path(docname)).parent)
+        ]
+        first = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+        if cells[:first] + helpers + cells[first:] != notebook.cells:
+            notebook.cells = cells[:first] + helpers + cells[first:]
+            nbformat.write(notebook, path)
 
 
 def setup(app: Sphinx) -> dict:
@@ -160,4 +166,5 @@ def setup(app: Sphinx) -> dict:
     JupyterCacheBase.truncate_caches = lambda self: None  # done once, by _prepare_cache
     app.connect("builder-inited", _prepare_cache)
     app.connect("source-read", _note_local_modules)
+    app.connect("env-updated", carry_helper_modules)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

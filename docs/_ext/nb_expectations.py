@@ -40,51 +40,38 @@ def parse_expectation(value: object) -> tuple[str, str]:
     return ename, fragment.strip()
 
 
+def check_cell(cell: nbformat.NotebookNode) -> str | None:
+    """What is wrong with one executed code cell under the rules above, or None."""
+    tags, expected = cell.metadata.get("tags", []), cell.metadata.get(KEY)
+    errors = [out for out in cell.get("outputs", []) if out.output_type == "error"]
+    if "skip-execution" in tags:
+        return "cells must not skip execution on this site"
+    if cell.get("execution_count") is None:
+        return "cell was not executed (an earlier cell probably failed)"
+    if TAG not in tags:
+        if expected is not None:
+            return f"has `{KEY}` but lacks the `{TAG}` tag, so it cannot raise"
+        return f"raised {errors[0].ename}: {errors[0].evalue}" if errors else None
+    if expected is None:
+        return f"is tagged `{TAG}` but does not say which error: add `:{KEY}: Type: fragment`"
+    try:
+        ename, fragment = parse_expectation(expected)
+    except ValueError as exc:
+        return str(exc)
+    if not errors:
+        return f"was expected to raise {ename} ({fragment!r}) but raised nothing"
+    if errors[0].ename != ename or fragment not in errors[0].evalue:
+        got = f"{errors[0].ename}: {errors[0].evalue}"
+        return f"was expected to raise {ename} containing {fragment!r}, got {got}"
+    return None
+
+
 def check_notebook(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
     """Return ``(cell_index, problem)`` for every cell that breaks the rules above."""
-    problems: list[tuple[int, str]] = []
+    problems = []
     for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code" or not cell.source.strip():
-            continue
-        tags = cell.metadata.get("tags", [])
-        expected = cell.metadata.get(KEY)
-        errors = [out for out in cell.get("outputs", []) if out.output_type == "error"]
-        if "skip-execution" in tags:
-            problems.append((index, "cells must not skip execution on this site"))
-            continue
-        if cell.get("execution_count") is None:
-            problems.append((index, "cell was not executed (an earlier cell probably failed)"))
-            continue
-        if TAG not in tags:
-            if expected is not None:
-                problems.append(
-                    (index, f"has `{KEY}` but lacks the `{TAG}` tag, so it cannot raise")
-                )
-            for err in errors:
-                problems.append((index, f"raised {err.ename}: {err.evalue}"))
-            continue
-        if expected is None:
-            problems.append(
-                (
-                    index,
-                    f"is tagged `{TAG}` but does not say which error: add `:{KEY}: Type: fragment`",
-                )
-            )
-            continue
-        try:
-            ename, fragment = parse_expectation(expected)
-        except ValueError as exc:
-            problems.append((index, str(exc)))
-            continue
-        if not errors:
-            problems.append(
-                (index, f"was expected to raise {ename} ({fragment!r}) but raised nothing")
-            )
-        elif errors[0].ename != ename or fragment not in errors[0].evalue:
-            got = f"{errors[0].ename}: {errors[0].evalue}"
-            problems.append(
-                (index, f"was expected to raise {ename} containing {fragment!r}, got {got}")
-            )
+        if cell.cell_type == "code" and cell.source.strip() and (problem := check_cell(cell)):
+            problems.append((index, problem))
     return problems
 
 

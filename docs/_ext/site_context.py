@@ -47,20 +47,11 @@ def write_robots_txt(folder: Path) -> Path:
 
 def source_path(pagename: str, suffix: str | None) -> str | None:
     """The repository path of the file a page is built from (gallery pages map to gallery/*.py)."""
+    if pagename == "auto_examples/index":
+        return "gallery/README.rst"
     if pagename.startswith("auto_examples/"):
-        rest = pagename.removeprefix("auto_examples/")
-        if rest == "index":
-            return "gallery/README.rst"
-        return f"gallery/{rest}.py"
-    if suffix is None:
-        return None
-    return pagename + suffix
-
-
-def pinned_torch_version() -> str | None:
-    """The torch version pinned in constraints.txt (None when the file has no pin)."""
-    match = re.search(r"^torch==([^\s;#]+)", (ROOT / "constraints.txt").read_text(), re.M)
-    return match.group(1) if match else None
+        return f"gallery/{pagename.removeprefix('auto_examples/')}.py"
+    return None if suffix is None else pagename + suffix
 
 
 def torch_version() -> str:
@@ -70,14 +61,13 @@ def torch_version() -> str:
 
 
 def _check_torch(app: Sphinx) -> None:
-    pinned = pinned_torch_version()
-    running = torch_version().split("+")[0]
-    if pinned and running != pinned:
+    pinned = re.search(r"^torch==(\S+)", (ROOT / "constraints.txt").read_text(), re.M)
+    if pinned and torch_version().split("+")[0] != pinned.group(1):
         logger.warning(
             "conf.py: the site is being built with torch %s, but constraints.txt pins torch==%s; "
             "every output would describe the wrong version. Build with `nox -s docs`.",
             torch_version(),
-            pinned,
+            pinned.group(1),
             type="site",
         )
 
