@@ -1,10 +1,8 @@
 """Two meters for the memory an autograd graph keeps: saved-tensor bytes, and allocated bytes.
 
 ``SavedBytes`` counts the bytes of memory that tensors saved for backward keep alive, as seen by a
-:class:`torch.autograd.graph.saved_tensors_hooks` pack hook. The gallery scripts carry a verbatim
-copy of the block between the ``SavedBytes meter`` markers below (they must run with torch, numpy
-and matplotlib alone); ``tests/test_meter_copies.py`` checks that every copy is identical to this
-one, so a number measured by a page and by a script means the same thing.
+:class:`torch.autograd.graph.saved_tensors_hooks` pack hook. A page's downloaded notebook carries
+this file (the build writes it into the notebook), so the notebook runs alone.
 
 ``AllocatedBytes`` reads the allocations and frees that ``torch.profiler`` records with
 ``profile_memory=True``: the memory PyTorch's CPU allocator hands out for every tensor, saved or
@@ -20,9 +18,6 @@ import weakref
 
 from torch.autograd.graph import saved_tensors_hooks
 from torch.profiler import ProfilerActivity, profile, record_function
-
-# >>> SavedBytes meter: one block, identical in docs/saved_bytes.py and the gallery scripts
-# (tests/test_meter_copies.py compares them)
 
 
 class _Box:
@@ -75,7 +70,6 @@ class SavedBytes(saved_tensors_hooks):
             self.held -= self._blocks.pop(address)[1]
 
 
-# <<< SavedBytes meter
 
 
 @contextlib.contextmanager
