@@ -160,3 +160,20 @@ def test_gallery_offers_downloads(site):
     ]
     assert any(h.endswith("auto_examples_python.zip") for h in index_links)
     assert any(h.endswith("auto_examples_jupyter.zip") for h in index_links)
+
+
+def test_the_in_place_error_is_demonstrated_in_few_places(site):
+    """One fact, one place: "modified by an inplace operation" (an optimizer step or an in-place op
+    between two passes) is demonstrated in its canonical section (neighbouring-errors, label
+    errors-inplace) and in at most three other places that need it as a verdict; every other page
+    links there. Twelve pages once ran the same demonstration, and their copies drifted apart."""
+    showing = sorted(
+        str(page.relative_to(HTML))
+        for page in HTML.rglob("*.html")
+        if any(
+            "modified by an inplace operation" in output.get_text()
+            for output in soup(page).select("div.cell_output, .sphx-glr-script-out")
+        )
+    )
+    assert "docs/neighbouring-errors.html" in showing, "the canonical demonstration is missing"
+    assert len(showing) <= 4, f"the in-place error is executed on {len(showing)} pages: {showing}"
