@@ -70,8 +70,6 @@ class SavedBytes(saved_tensors_hooks):
             self.held -= self._blocks.pop(address)[1]
 
 
-
-
 @contextlib.contextmanager
 def _quiet_stderr():
     """Silence file descriptor 2 briefly: the profiler's C++ side logs a line there when a
