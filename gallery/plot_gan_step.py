@@ -99,7 +99,7 @@ opt_gen.zero_grad()
 try:
     loss_gen.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the generator's backward through its freed graph was expected to fail")
@@ -153,7 +153,7 @@ loss_disc.backward()
 try:
     loss_gen.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the generator's backward through a freed graph was expected to fail")
@@ -283,4 +283,4 @@ plt.show()
 # * One discriminator pass for both losses needs ``retain_graph=True``, both backward calls
 #   before the discriminator's step, ``inputs=`` on each, and trains differently.
 # * :doc:`../docs/several-losses` covers several losses on one forward pass, and
-#   :doc:`../docs/errors` the freed-graph error's other causes.
+#   :doc:`error reference <../docs/errors>` the freed-graph error's other causes.

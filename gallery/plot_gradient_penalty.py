@@ -65,7 +65,7 @@ assert not flat_penalty.requires_grad and flat_penalty.grad_fn is None
 try:
     flat_penalty.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "does not require grad and does not have a grad_fn" in str(error)
 else:
     raise AssertionError("backward() on a penalty without a graph was expected to fail")
@@ -113,7 +113,7 @@ broken_penalty = ((input_grad.norm(dim=1) - 1) ** 2).mean()
 try:
     broken_penalty.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the penalty's backward was expected to need the freed forward graph")
@@ -158,7 +158,7 @@ assert not reached
 try:
     wgan_gp_step(detach=False)
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the generator's backward through its freed graph was expected to fail")

@@ -74,7 +74,7 @@ loss, state = chunk_loss(model, 1, state)
 try:
     loss.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("chunk 2's backward into chunk 1's freed graph was expected to fail")
@@ -95,7 +95,7 @@ loss, (h, c) = chunk_loss(model, 1, (h.detach(), c))
 try:
     loss.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the cell state c was expected to lead back into the freed graph")
@@ -106,7 +106,7 @@ else:
 try:
     (h, c).detach()
 except AttributeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "'tuple' object has no attribute 'detach'" in str(error)
 else:
     raise AssertionError("a tuple was not expected to have .detach()")
@@ -115,7 +115,7 @@ else:
 # ``retain_graph=True``, the message's suggestion, is no fix. With an optimizer step after each
 # chunk it fails with the :ref:`in-place modification error <errors-inplace>` (the step changed
 # weights that chunk 1's kept graph saved); without steps, every backward walks back to the first
-# chunk and the graph grows chunk after chunk, as :doc:`plot_truncated_bptt` measures.
+# chunk and the graph grows chunk after chunk, as :doc:`the RNNCell example <plot_truncated_bptt>` measures.
 #
 # The fix in the training loop: detach ``(h, c)``, keep the values
 # ----------------------------------------------------------------
@@ -228,7 +228,7 @@ assert isinstance(state, torch.Tensor)
 # * ``nn.LSTM``'s state is two tensors, ``(h, c)``, and both carry the previous chunk's graph:
 #   detach both, or use a helper such as ``detach_state``.
 # * Carry the detached state across chunks of the same streams; reset it for new sequences.
-# * ``retain_graph=True`` is the wrong fix; :doc:`../docs/errors` lists this cause among the
+# * ``retain_graph=True`` is the wrong fix; :doc:`error reference <../docs/errors>` lists this cause among the
 #   others.
 #
 # Reported in: `yunjey/pytorch-tutorial#90 <https://github.com/yunjey/pytorch-tutorial/issues/90>`__,

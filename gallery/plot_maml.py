@@ -106,7 +106,7 @@ fast = {name: p - INNER_LR * g for (name, p), g in zip(meta_params.items(), grad
 try:
     torch.autograd.grad(query_loss(model, fast, query), list(meta_params.values()))
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the outer gradient through the freed support graph was expected to fail")
@@ -173,7 +173,7 @@ try:
     for p, g in zip(model_copy.parameters(), grads):
         p.sub_(INNER_LR * g)
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "leaf Variable that requires grad is being used in an in-place operation" in str(error)
 else:
     raise AssertionError("an in-place update of a leaf that requires grad was expected to fail")
@@ -336,7 +336,7 @@ plt.show()
 #   the meta-parameters.
 # * First-order MAML is a valid, cheaper choice, but its gradient is a different vector, not an
 #   approximation you can count on to be close.
-# * :doc:`../docs/training-patterns` covers MAML with the other training patterns.
+# * :doc:`training patterns <../docs/training-patterns>` covers MAML with the other training patterns.
 #
 # Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
 # (first-order by accident), `learnables/learn2learn#154
