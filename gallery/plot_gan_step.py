@@ -283,4 +283,4 @@ plt.show()
 # * One discriminator pass for both losses needs ``retain_graph=True``, both backward calls
 #   before the discriminator's step, ``inputs=`` on each, and trains differently.
 # * :doc:`../docs/several-losses` covers several losses on one forward pass, and
-#   :doc:`error reference <../docs/errors>` the freed-graph error's other causes.
+#   the :doc:`error reference <../docs/errors>` the freed-graph error's other causes.

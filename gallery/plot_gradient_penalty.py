@@ -167,10 +167,11 @@ else:
 # What ``create_graph=True`` costs
 # --------------------------------
 #
-# The bytes of the tensors handed to a :external:py:class:`~torch.autograd.graph.saved_tensors_hooks`
-# pack hook while the input gradient is computed (element count × element size; a tensor saved
-# twice counts twice): with ``create_graph=True`` the backward pass saves tensors for the
-# penalty's backward, without it nothing. :doc:`../docs/what-it-costs` measures kept graphs.
+# The bytes of the tensors handed to a
+# :external:py:class:`~torch.autograd.graph.saved_tensors_hooks` pack hook while the input
+# gradient is computed (element count × element size; a tensor saved twice counts twice): with
+# ``create_graph=True`` the backward pass saves tensors for the penalty's backward, without it
+# nothing. :doc:`../docs/what-it-costs` measures kept graphs.
 
 
 def bytes_saved_by(compute):
@@ -189,8 +190,7 @@ score = critic(between).sum()
 with_graph = bytes_saved_by(lambda: torch.autograd.grad(score, between, create_graph=True))
 score = critic(between).sum()
 without = bytes_saved_by(lambda: torch.autograd.grad(score, between))
-print(f"bytes saved while computing the input gradient: create_graph=True {with_graph}, "
-      f"without {without}")
+print(f"bytes saved computing the input gradient: create_graph {with_graph}, without {without}")
 assert with_graph > 0 and without == 0
 
 # %%

@@ -115,7 +115,8 @@ else:
 # ``retain_graph=True``, the message's suggestion, is no fix. With an optimizer step after each
 # chunk it fails with the :ref:`in-place modification error <errors-inplace>` (the step changed
 # weights that chunk 1's kept graph saved); without steps, every backward walks back to the first
-# chunk and the graph grows chunk after chunk, as :doc:`the RNNCell example <plot_truncated_bptt>` measures.
+# chunk and the graph grows chunk after chunk, as
+# :doc:`the RNNCell example <plot_truncated_bptt>` measures.
 #
 # The fix in the training loop: detach ``(h, c)``, keep the values
 # ----------------------------------------------------------------
@@ -196,8 +197,7 @@ ax_loss.legend()
 positions = range(1, CHUNK + 1)
 ax_pos.plot(positions, carried_err, color=CARRIED, marker="o", markersize=3, label="carried")
 ax_pos.plot(positions, reset_err, color=RESET, marker="o", markersize=3, label="reset")
-ax_pos.set(xlabel="position in the chunk", ylabel="evaluation MSE",
-           title="A reset state costs the first steps")  # fmt: skip
+ax_pos.set(xlabel="position in the chunk", ylabel="evaluation MSE", title="Reset: worse at first")
 ax_pos.legend()
 plt.show()
 
@@ -228,10 +228,11 @@ assert isinstance(state, torch.Tensor)
 # * ``nn.LSTM``'s state is two tensors, ``(h, c)``, and both carry the previous chunk's graph:
 #   detach both, or use a helper such as ``detach_state``.
 # * Carry the detached state across chunks of the same streams; reset it for new sequences.
-# * ``retain_graph=True`` is the wrong fix; :doc:`error reference <../docs/errors>` lists this cause among the
-#   others.
+# * ``retain_graph=True`` is the wrong fix; the :doc:`error reference <../docs/errors>` lists
+#   this cause among the others.
 #
-# Reported in: `yunjey/pytorch-tutorial#90 <https://github.com/yunjey/pytorch-tutorial/issues/90>`__,
+# Reported in:
+# `yunjey/pytorch-tutorial#90 <https://github.com/yunjey/pytorch-tutorial/issues/90>`__,
 # `IC3Net/IC3Net#7 <https://github.com/IC3Net/IC3Net/issues/7>`__ (only ``h`` detached),
 # `MorvanZhou/PyTorch-Tutorial#57 <https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57>`__
 # (``retain_graph=True`` tried).

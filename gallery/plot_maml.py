@@ -326,7 +326,7 @@ plt.show()
 #   the meta-parameters.
 # * First-order MAML is a valid, cheaper choice, but its gradient is a different vector, not an
 #   approximation you can count on to be close.
-# * :doc:`training patterns <../docs/training-patterns>` covers MAML with the other training patterns.
+# * :doc:`training patterns <../docs/training-patterns>` covers MAML with the other patterns.
 #
 # Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
 # (first-order by accident), `learnables/learn2learn#154

@@ -88,7 +88,8 @@ print(f"{CHUNKS} chunks × {STEPS} steps, batch {BATCH}, hidden size {HIDDEN}")
 # ----------------------------------------------------------
 #
 # The hidden state leaving chunk 0 is an output of chunk 0's graph, so chunk 1's backward
-# continues into that graph, which chunk 0's backward has freed (:doc:`../docs/what-backward-frees`).
+# continues into that graph, which chunk 0's backward has freed
+# (:doc:`../docs/what-backward-frees`).
 
 hidden = restart()
 hidden, loss = run_chunk(hidden, 0)
@@ -156,8 +157,10 @@ counts = {"retain": measure("retain")}
 retained_grads = [p.grad.clone() for p in params]  # what the 40 retained backward calls added up
 counts["detach"] = measure("detach")
 for mode, (nodes, held) in counts.items():
-    print(f"{mode}: nodes at chunks 1, 2, 40: {nodes[0]}, {nodes[1]}, {nodes[-1]}; "
-          f"saved bytes: {held[0]}, {held[1]}, {held[-1]}")
+    print(
+        f"{mode}: nodes at chunks 1, 2, 40: {nodes[0]}, {nodes[1]}, {nodes[-1]}; "
+        f"saved bytes: {held[0]}, {held[1]}, {held[-1]}"
+    )
 
 retain_nodes, retain_held = counts["retain"]
 detach_nodes, detach_held = counts["detach"]

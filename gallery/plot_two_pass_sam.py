@@ -21,8 +21,6 @@ mixture. A tiny regression model shows each case, then trains with SAM and with 
 # ``move`` applies or undoes that move in place, as SAM implementations usually do.
 
 import copy
-import statistics
-import time
 import warnings
 
 import matplotlib.pyplot as plt
@@ -261,38 +259,5 @@ ax.set(
     title="Both descend; SAM ends higher",
 )
 ax.legend()
-fig.tight_layout()
-plt.show()
-
-# %%
-# What the second pass costs
-# --------------------------
-#
-# The time of one step of each kind, median of 7 repeats, drawn as the machine that ran this
-# script measured it.
-
-
-def time_step(step, net, repeats=7, inner=20):
-    runs = []
-    for _ in range(repeats):
-        scratch = copy.deepcopy(net)
-        begin = time.perf_counter()
-        for _ in range(inner):
-            step(scratch, lr, [])
-        runs.append((time.perf_counter() - begin) / inner)
-    return statistics.median(runs)
-
-
-step_times = {
-    "plain gradient descent": time_step(sgd_step, start),
-    "SAM": time_step(sam_step, start),
-}
-fig, ax = plt.subplots(figsize=(4.2, 2.2))
-names = ["plain\ndescent" if name.startswith("plain") else name for name in step_times]
-ax.barh(names, [1e3 * t for t in step_times.values()], color=[NEUTRAL, INK])
-ax.set(
-    xlabel="milliseconds per step (median)",
-    title="A SAM step: two forward and\ntwo backward passes",
-)
 fig.tight_layout()
 plt.show()
