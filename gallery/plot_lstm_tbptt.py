@@ -1,6 +1,6 @@
 """
-An nn.LSTM language-model loop: detach both h and c between chunks
-==================================================================
+nn.LSTM read in chunks: detach both h and c
+===========================================
 
 The fix: ``h, c = h.detach(), c.detach()`` before each chunk (or a helper that detaches whatever
 state the model returns), with the state carried across the chunks of a stream and reset when a

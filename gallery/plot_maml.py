@@ -157,27 +157,13 @@ assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapt
 # Updating the parameters in place: the same first-order gradient, and lost meta-parameters
 # -----------------------------------------------------------------------------------------
 #
-# A first MAML attempt often adapts the module itself. In place, on a parameter that requires
-# grad, autograd refuses outright:
-
-model_copy = copy.deepcopy(model)
-x, y = support
-grads = torch.autograd.grad(mse(model_copy(x), y), list(model_copy.parameters()), create_graph=True)
-try:
-    for p, g in zip(model_copy.parameters(), grads):
-        p.sub_(INNER_LR * g)
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "leaf Variable that requires grad is being used in an in-place operation" in str(error)
-else:
-    raise AssertionError("an in-place update of a leaf that requires grad was expected to fail")
-
-# %%
-# The usual ways around that refusal (``p.data -= ...``, an update under ``torch.no_grad()``, an
-# inner ``torch.optim.SGD`` step) all run. Each writes the adapted values into the
-# meta-parameters with no graph linking the two: the outer gradient is the first-order one (up to
-# rounding), and the meta-parameters are overwritten (``model_copy`` is a copy, so ``model``
-# keeps them here).
+# A first MAML attempt often adapts the module itself. ``p.sub_(...)`` on a parameter raises "a
+# leaf Variable that requires grad is being used in an in-place operation"
+# (:ref:`patterns-maml`). The usual ways around it (``p.data -= ...``, an update under
+# ``torch.no_grad()``, an inner ``torch.optim.SGD`` step) all run. Each writes the adapted values
+# into the meta-parameters with no graph linking the two: the outer gradient is the first-order
+# one (up to rounding), and the meta-parameters are overwritten (``model_copy`` is a copy, so
+# ``model`` keeps them here).
 
 
 def in_place_outer_gradient(update):

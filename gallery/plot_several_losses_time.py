@@ -1,6 +1,6 @@
 """
-Two losses, six ways to backward them: the time per step at two model sizes
-===========================================================================
+Two losses, six ways to backward them: time per step
+====================================================
 
 A shared trunk feeds two heads, each with its loss. This script times one training step
 (forward and backward) for six ways of getting the gradients: two ``backward`` calls with
