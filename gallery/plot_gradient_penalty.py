@@ -57,7 +57,7 @@ def penalty(create_graph, points=between):
 #
 # By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so
 # nothing built from it depends on the critic's weights. Backpropagated on its own, the penalty
-# fails (:ref:`errors-no-grad-fn` lists this error's other causes):
+# fails (:ref:`neighbouring errors <errors-no-grad-fn>` lists this error's other causes):
 
 flat_penalty = penalty(create_graph=False)
 print(f"penalty = {flat_penalty.item():.6f}, requires_grad = {flat_penalty.requires_grad}")

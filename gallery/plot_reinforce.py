@@ -193,7 +193,7 @@ assert states.grad_fn is None and actions.grad_fn is None  # the stored batch ho
 # The actor's loss weighs the log-probabilities by the advantage ``G - V(s)`` from a critic
 # ``V``. Left attached, it also trains the critic; detached, one backward of the summed losses
 # gives the critic exactly its own loss's gradient, which is the check to run on your code.
-# :ref:`patterns-actor-critic` shows the attached case, ``inputs=`` per network, and a shared
+# :ref:`Training patterns <patterns-actor-critic>` shows the attached case, ``inputs=`` per network, and a shared
 # trunk.
 
 torch.manual_seed(0)

@@ -109,7 +109,7 @@ else:
 #
 # The message suggests ``retain_graph=True``. With an optimizer step after each chunk, that swaps
 # one error for another: chunk 0's graph saved the cell's weights, the step changed them in place,
-# and chunk 1's backward walks through chunk 0 again (:ref:`errors-inplace` explains the check).
+# and chunk 1's backward walks through chunk 0 again (:ref:`the in-place error <errors-inplace>`).
 
 hidden = restart()
 optimizer = torch.optim.SGD(params, lr=0.01)
