@@ -2,13 +2,12 @@
 A GAN training step: fake.detach(), and when retain_graph is needed
 ===================================================================
 
-The fix: train the discriminator on ``fake.detach()``, then run the discriminator again on
-``fake`` for the generator's loss. Every graph is then walked once, with no ``retain_graph``.
-Two ways of writing the step walk a graph twice and fail without it: a discriminator loss on the
-undetached ``fake`` (its backward runs through the generator, so the generator's backward finds
-that graph freed, even through a fresh discriminator pass), and one discriminator pass feeding
-both losses. The first is fixed by ``detach()``; the second needs ``retain_graph=True`` and is a
-different algorithm. A tiny GAN that learns a 1-D Gaussian shows each case.
+The fix: train the discriminator on ``fake.detach()``, then run it again on ``fake`` for the
+generator's loss: every graph is walked once, with no ``retain_graph``. Without ``detach()``, the
+discriminator's backward frees the generator's graph and the generator's backward fails, even
+through a fresh discriminator pass. One discriminator pass feeding both losses does need
+``retain_graph=True``, and trains differently. A tiny GAN that learns a 1-D Gaussian shows each
+case.
 
 .. index:: GAN, GAN training step, generator, discriminator, fake.detach(), netD, netG,
    errD.backward, errG.backward
@@ -106,10 +105,9 @@ else:
 
 # %%
 # ``loss_disc.backward(retain_graph=True)`` silences it. Then every discriminator step also
-# backpropagates through the generator for nothing, and the generator's ``.grad`` gets the
-# discriminator's loss: zeroed right before the generator's backward, the generator still gets the
-# usual step's gradient; zeroed only at the top of the loop, it gets the sum. ``detach()`` is the
-# fix.
+# backpropagates into the generator's ``.grad``: zeroed right before the generator's backward,
+# the generator still gets the usual step's gradient (up to rounding); zeroed only at the top of
+# the loop, it gets that plus the discriminator loss's gradient. ``detach()`` is the fix.
 
 
 def generator_grads(detach, zero_between=True):
@@ -119,23 +117,23 @@ def generator_grads(detach, zero_between=True):
     scored = fake.detach() if detach else fake
     loss_disc = bce(disc(real), is_real) + bce(disc(scored), is_fake)
     loss_disc.backward(retain_graph=not detach)
-    reached = all(p.grad is not None for p in gen.parameters())
+    from_disc = [None if p.grad is None else p.grad.clone() for p in gen.parameters()]
     opt_disc.step()
     if zero_between:
         opt_gen.zero_grad()
     bce(disc(fake), is_real).backward()
-    return reached, [p.grad for p in gen.parameters()]
+    return from_disc, [p.grad for p in gen.parameters()]
 
 
-reached, detached = generator_grads(detach=True)
-assert not reached  # with detach(), the generator's .grad stays None
-reached, retained = generator_grads(detach=False)
+from_disc, detached = generator_grads(detach=True)
+assert all(g is None for g in from_disc)  # with detach(), the generator's .grad stays None
+from_disc, retained = generator_grads(detach=False)
 _, summed = generator_grads(detach=False, zero_between=False)
 diff = max((a - b).abs().max().item() for a, b in zip(summed, detached))
-print(f"with retain_graph, the discriminator's backward reached the generator: {reached}")
 print(f"generator .grad zeroed only at the top vs the usual gradient: max diff {diff:.4f}")
-assert reached and diff > 1e-3
+assert all(g is not None for g in from_disc) and diff > 1e-3
 assert all(torch.allclose(a, b) for a, b in zip(retained, detached))
+assert all(torch.allclose(s, d + f) for s, d, f in zip(summed, detached, from_disc))
 
 # %%
 # One discriminator pass for both losses: ``retain_graph`` is needed
@@ -263,14 +261,5 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * Give the discriminator ``fake.detach()`` and run it again on ``fake`` for the generator: no
-#   graph is walked twice, no ``retain_graph``.
-# * Without ``detach()`` the discriminator's backward frees the generator's graph; adding
-#   ``retain_graph=True`` there hides the error and wastes a backward through the generator.
-# * One discriminator pass for both losses needs ``retain_graph=True``, both backward calls
-#   before the discriminator's step, ``inputs=`` on each, and trains differently.
-# * :doc:`../docs/several-losses` covers several losses on one forward pass, and
-#   the :doc:`error reference <../docs/errors>` the freed-graph error's other causes.
+# See also: :doc:`../docs/several-losses` for several losses on one forward pass, and the
+# :doc:`error reference <../docs/errors>` for the freed-graph error's other causes.

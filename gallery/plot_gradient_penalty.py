@@ -2,13 +2,11 @@
 Gradient penalty: why it needs ``create_graph=True``
 =====================================================
 
-The fix: compute the critic's gradient with respect to its input with
-``torch.autograd.grad(..., create_graph=True)``, add the penalty to the critic's loss, and call
-``backward()`` once. Without ``create_graph`` the penalty silently adds nothing to the weights'
-gradients. The standard WGAN-GP critic step, with the penalty on interpolates of *detached*
-fakes, needs no ``retain_graph`` anywhere; leave out ``detach()`` and the generator's step fails
-on a freed graph, which ``detach()`` fixes. A tiny critic and generator show each case, and the
-penalty's weight gradient is checked against finite differences.
+The fix: compute the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
+add the penalty to the critic's loss, and call ``backward()`` once. Without ``create_graph`` the
+penalty silently adds nothing to the weights' gradients. The WGAN-GP critic step, with the penalty
+on interpolates of *detached* fakes, needs no ``retain_graph``; without ``detach()`` the
+generator's step fails. The penalty's gradient is checked against finite differences.
 
 .. index:: gradient penalty, WGAN-GP, critic, create_graph=True, double backward
 """
@@ -242,12 +240,4 @@ fig.legend(loc="outside lower left")
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * Take the input gradient with ``create_graph=True`` and backpropagate loss plus penalty once;
-#   ``retain_graph`` follows ``create_graph`` and must not be turned off.
-# * Detach the fakes for the critic's step, interpolates included: then neither step needs
-#   ``retain_graph``. If the generator's step raises the freed-graph error, look for fakes the
-#   critic's step did not detach.
-# * :doc:`../docs/retain-and-create-graph` explains penalties and double backward in general.
+# See also: :doc:`../docs/retain-and-create-graph` for penalties and double backward in general.

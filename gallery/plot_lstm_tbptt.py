@@ -2,12 +2,11 @@
 nn.LSTM read in chunks: detach both h and c
 ===========================================
 
-The fix: ``h, c = h.detach(), c.detach()`` before each chunk (or a helper that detaches whatever
-state the model returns), with the state carried across the chunks of a stream and reset when a
-new stream starts. Without it, the second chunk's ``backward()`` fails with "Trying to backward
-through the graph a second time", and it still fails when only ``h`` is detached, because the
-cell state ``c`` carries the previous chunk's graph too. ``retain_graph=True`` is no fix: it
-backpropagates into every earlier chunk.
+The fix: ``h, c = h.detach(), c.detach()`` before each chunk (or a helper that detaches any
+state), carrying the state across the chunks of a stream and resetting it for new streams.
+Without it, the second chunk's ``backward()`` fails with "Trying to backward through the graph a
+second time", also when only ``h`` is detached: the cell state ``c`` carries the graph too.
+``retain_graph=True`` is no fix.
 
 .. index:: LSTM, nn.LSTM, hidden state, cell state, h and c, truncated BPTT, language model,
    nn.GRU, repackage_hidden, detach hidden state, stateful RNN
@@ -222,14 +221,7 @@ print(f"GRU state: one {type(state).__name__} of shape {tuple(state.shape)}; 3 c
 assert isinstance(state, torch.Tensor)
 
 # %%
-# What to take away
-# -----------------
-#
-# * ``nn.LSTM``'s state is two tensors, ``(h, c)``, and both carry the previous chunk's graph:
-#   detach both, or use a helper such as ``detach_state``.
-# * Carry the detached state across chunks of the same streams; reset it for new sequences.
-# * ``retain_graph=True`` is the wrong fix; the :doc:`error reference <../docs/errors>` lists
-#   this cause among the others.
+# See also: the :doc:`error reference <../docs/errors>` for this cause among the others.
 #
 # Reported in:
 # `yunjey/pytorch-tutorial#90 <https://github.com/yunjey/pytorch-tutorial/issues/90>`__,

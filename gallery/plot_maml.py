@@ -1,13 +1,12 @@
 """
-MAML's inner loop: create_graph=True, functional_call, and what .data silently drops
-====================================================================================
+MAML's inner loop: create_graph=True, not .data
+===============================================
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
 tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`.
-``retain_graph`` never has to be written: ``create_graph=True`` already keeps the graph that the
-outer backward walks a second time. Forgetting ``create_graph``, or updating the parameters in
-place (``.data``, ``torch.no_grad()``, an inner optimizer), raises no error: it silently gives
-first-order MAML, and the in-place ways also overwrite the meta-parameters.
+``retain_graph`` need not be written: ``create_graph=True`` keeps the graph the outer backward
+walks again. Forgetting ``create_graph``, or updating the parameters in place (``.data``,
+``torch.no_grad()``, an inner optimizer), raises nothing and silently gives first-order MAML.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
    second-order gradient, first-order MAML, FOMAML, functional_call, torch.func, fast weights,
@@ -270,18 +269,7 @@ fig.legend(loc="outside lower center", ncols=2)
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * Inner gradient with ``torch.autograd.grad(..., create_graph=True)``, adapted parameters as
-#   new tensors ``p - lr * g``, the model run on them with ``functional_call``. ``retain_graph``
-#   is implied; do not turn it off.
-# * ``create_graph=False``, ``p.data -= ...``, ``torch.no_grad()`` updates and inner optimizer
-#   steps all run without an error and give first-order MAML; the in-place ones also overwrite
-#   the meta-parameters.
-# * First-order MAML is a valid choice when made on purpose (it drops the second-order term), but
-#   its gradient is a different vector, not an approximation you can count on to be close.
-# * :doc:`training patterns <../docs/training-patterns>` covers MAML with the other patterns.
+# See also: :doc:`training patterns <../docs/training-patterns>` for MAML among other patterns.
 #
 # Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
 # (first-order by accident), `learnables/learn2learn#154

@@ -3,11 +3,10 @@ Two heads, one trunk: three ways to backward several losses
 ===========================================================
 
 The fix: add the losses and call ``backward()`` once, or pass them as a list to
-:func:`torch.autograd.backward`. Neither needs ``retain_graph``, and both free the whole graph.
-Calling ``backward(retain_graph=True)`` on the first loss and ``backward()`` on the second also
-works, gives the same gradients up to rounding, and leaves the first head's branch of the graph in
-memory until the losses are dropped. This script runs the three ways on one batch and compares
-their gradients, the bytes of saved tensors still held after backward, and the time per step.
+:func:`torch.autograd.backward`: no ``retain_graph``, and the whole graph is freed.
+``backward(retain_graph=True)`` on the first loss and ``backward()`` on the second also works,
+with the same gradients up to rounding, but keeps the first head's branch in memory until the
+losses are dropped. This script compares gradients, bytes still held and time per step.
 
 .. index:: multi-task, multi-task learning, two heads, shared trunk, several losses
 """
@@ -240,12 +239,5 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * Add the losses, or pass them to :func:`torch.autograd.backward` as a list: the same gradients
-#   as each other to the bit, no ``retain_graph``, the whole graph freed by one backward pass.
-# * Of these three ways, only the sequential one needs ``retain_graph=True``; its gradients agree
-#   up to rounding, and it keeps ``head_a``'s branch alive after both backward calls.
-# * :doc:`../docs/several-losses` compares the same ways on another network, and says when
-#   separate calls are right; :doc:`../docs/what-it-costs` measures what a kept graph holds.
+# See also: :doc:`../docs/several-losses` (the same ways on another network, and when separate
+# calls are right) and :doc:`../docs/what-it-costs` (what a kept graph holds).

@@ -3,12 +3,10 @@ Policy gradients and actor-critic: store actions, not log-probabilities
 =======================================================================
 
 The fix: store states and actions, and recompute the log-probabilities from the current policy at
-every update; in actor-critic, also detach the advantage. A REINFORCE agent that keeps the
-log-probabilities it computed while acting and updates on them more than once hits "Trying to
-backward through the graph a second time" at the second update. ``retain_graph=True`` does not
-repair that: after the optimizer step it raises an in-place modification error, or, when the graph
-saved no weight, runs and silently reuses the gradient of the *old* policy. A tiny corridor,
-written below in a few lines, is the environment.
+every update; in actor-critic, also detach the advantage. Log-probabilities kept from acting and
+used for a second update raise "Trying to backward through the graph a second time".
+``retain_graph=True`` does not repair that: after the optimizer step it raises an in-place error,
+or silently reuses the *old* policy's gradient. The environment is a tiny corridor.
 
 .. index:: reinforcement learning, REINFORCE, policy gradient, log_prob, saved_log_probs,
    actor-critic, A2C, PPO, advantage, detach advantage, Categorical, torch.distributions
@@ -193,8 +191,8 @@ assert states.grad_fn is None and actions.grad_fn is None  # the stored batch ho
 # The actor's loss weighs the log-probabilities by the advantage ``G - V(s)`` from a critic
 # ``V``. Left attached, it also trains the critic; detached, one backward of the summed losses
 # gives the critic exactly its own loss's gradient, which is the check to run on your code.
-# :ref:`Training patterns <patterns-actor-critic>` shows the attached case, ``inputs=`` per network, and a shared
-# trunk.
+# :ref:`Training patterns <patterns-actor-critic>` shows the attached case, ``inputs=`` per
+# network, and a shared trunk.
 
 torch.manual_seed(0)
 actor, critic = mlp(2), mlp(1)
@@ -274,16 +272,6 @@ fig.legend(loc="outside lower center")
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * A log-probability kept from acting carries the graph that made it, and one backward frees
-#   it. Keep states and actions, and recompute ``log_prob`` at every update.
-# * ``retain_graph=True`` is a wrong fix: after an optimizer step it raises the in-place error
-#   or silently reuses the acting policy's gradient.
-# * In actor-critic, detach the advantage, and check that the critic's gradient equals its own
-#   loss's gradient.
-#
 # Reported in: `pytorch/examples#151 <https://github.com/pytorch/examples/issues/151>`__,
 # `a PPO forum thread
 # <https://discuss.pytorch.org/t/pytorch-runtimeerror-trying-to-backward-through-the-graph-a-second-time/191396>`__,

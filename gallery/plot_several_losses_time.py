@@ -2,11 +2,11 @@
 Two losses, six ways to backward them: time per step
 ====================================================
 
-A shared trunk feeds two heads, each with its loss. This script times one training step
-(forward and backward) for six ways of getting the gradients: two ``backward`` calls with
-``retain_graph=True``, one ``backward`` on the sum, :func:`torch.autograd.backward` on the list,
-:func:`torch.autograd.grad` on the list or on the sum, and a graph cut at the shared features, on
-a trunk 48 wide and one 512 wide. The times are those of the machine that ran the script.
+A shared trunk feeds two heads, each with its loss. This script times one training step for six
+ways of getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on
+the sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or
+the sum, and a graph cut at the shared features), on a trunk 48 wide and one 512 wide, as the
+machine that ran it measured them.
 
 .. index:: slow backward, training speed, wide model, time per step, multi-task timing, two backward calls slower than one, summed loss speed
 """

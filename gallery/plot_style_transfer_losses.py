@@ -1,13 +1,12 @@
 """
-Style transfer without retain_graph: one backward for the summed losses
-=======================================================================
+Style transfer: one backward for the summed losses
+==================================================
 
 The fix: add the content and style losses and call ``backward()`` once, as the current
-neural-style tutorial does; no ``retain_graph``. Early versions of the tutorial gave each loss
-module a ``backward`` method that called ``loss.backward(retain_variables=True)``, so every loss
-was backpropagated separately through the shared feature network and the graph was kept alive.
-This script rebuilds both on a tiny image and fixed random convolutions: the gradients agree up
-to rounding, and the old pattern leaves the graph in memory after its last call.
+neural-style tutorial does. Its early versions called ``loss.backward(retain_variables=True)`` in
+each loss module, backpropagating every loss separately through the shared features. Rebuilt on
+a tiny image: the gradients agree up to rounding, and the old pattern keeps the graph alive after
+its last call.
 
 .. index:: style transfer, neural style transfer, content loss, style loss
 """
@@ -217,11 +216,4 @@ plt.show()
 # sphinx_gallery_thumbnail_number = 2
 
 # %%
-# What to take away
-# -----------------
-#
-# * Add the losses and call backward once: the same gradient up to rounding, the shared layers
-#   walked once, the graph freed.
-# * Separate backward calls need ``retain_graph=True`` on all but the last; passing it on every
-#   call, as the old tutorial's loss modules did, keeps the graph alive after the last one.
-# * :doc:`../docs/several-losses` makes the same comparison on a network with two heads.
+# See also: :doc:`../docs/several-losses`, the same comparison on a network with two heads.

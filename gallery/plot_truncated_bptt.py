@@ -2,11 +2,11 @@
 Truncated backpropagation through time: detach, don't retain
 ============================================================
 
-The fix: ``hidden = hidden.detach()`` at the start of each chunk. A recurrent network that reads
-a long sequence in chunks and carries its hidden state as it is fails at the second chunk's
-backward, on the freed graph of the first. ``retain_graph=True`` silences that error only without
-an optimizer step between chunks, and then every backward walks all earlier chunks again: nodes,
-saved bytes and time per chunk grow with every chunk. Detached, all three stay flat.
+The fix: ``hidden = hidden.detach()`` at the start of each chunk. Carried as it is, the hidden
+state makes the second chunk's backward fail on the first chunk's freed graph.
+``retain_graph=True`` silences that only without an optimizer step between chunks, and then
+every backward walks all earlier chunks: nodes, saved bytes and time per chunk grow every chunk.
+Detached, they stay flat.
 
 .. index:: truncated BPTT, truncated backpropagation through time, RNN, recurrent network, hidden state, detach hidden state
 """
@@ -246,12 +246,5 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * ``hidden = hidden.detach()`` at the start of each chunk is the truncation: the gradient
-#   stops at the chunk boundary, and every chunk's graph has the same size.
-# * ``retain_graph=True`` truncates nothing: each backward walks the whole history, the graph
-#   grows every chunk, and an optimizer step between chunks makes it fail.
-# * The :doc:`error reference <../docs/errors>` lists this cause of the freed-graph error with the
-#   others, and :doc:`../docs/what-it-costs` measures the same growth in another carried-state loop.
+# See also: the :doc:`error reference <../docs/errors>` for this cause among the others, and
+# :doc:`../docs/what-it-costs` for the same growth in another carried-state loop.

@@ -1,14 +1,12 @@
 """
-A two-pass optimiser (SAM) needs a second forward, not a retained graph
-=======================================================================
+SAM: a second forward pass, not a retained graph
+================================================
 
-The fix: run a second forward pass at the perturbed weights and take SAM's second gradient from
-it; each graph is then used once, with no ``retain_graph``. Sharpness-aware minimisation (SAM)
-takes a gradient at the current weights, moves the weights a small distance up that gradient, and
-updates with the gradient *at the perturbed weights*. A graph records one forward pass, so
-backpropagating the first loss again with ``retain_graph=True`` gives the old gradient unchanged,
-or an in-place error, or, if the weights were changed through ``.data``, a silently wrong
-mixture. A tiny regression model shows each case, then trains with SAM and with plain descent.
+The fix: take SAM's second gradient from a second forward pass at the perturbed weights; each
+graph is then used once, with no ``retain_graph``. Backpropagating the first loss again with
+``retain_graph=True`` instead gives the old gradient unchanged, or an in-place error, or, after
+changes through ``.data``, a silently wrong mixture. A tiny regression shows each case, then
+trains with SAM and with plain descent.
 
 .. index:: SAM, sharpness-aware minimization, two-pass optimizer, optimizer step between backward passes
 """
