@@ -163,9 +163,10 @@ def compare(first, second):
     for name in parts:
         pairs = list(zip(grads[first][name], grads[second][name]))
         same = all(torch.equal(g, h) for g, h in pairs)
-        diff = max((g - h).abs().max().item() for g, h in pairs)
-        report[name] = (same, diff)
-        print(f"{first} vs {second}, {name:>7}: bitwise equal {same}, max abs diff {diff:.1e}")
+        report[name] = (same, max((g - h).abs().max().item() for g, h in pairs))
+    bits = [name for name, (same, _) in report.items() if same]
+    largest = max(diff for _, diff in report.values())
+    print(f"{first} vs {second}: bitwise equal in {bits}; max abs diff {largest:.1e}")
     return report
 
 

@@ -137,19 +137,6 @@ print(f"max abs difference {difference:.2e}, largest gradient entry {grad_summed
 assert torch.allclose(grad_separate, grad_summed, rtol=1e-5, atol=1e-7)
 
 # %%
-# After the summed backward the graph is freed: a second one fails.
-
-total = sum(losses(image))
-total.backward()
-try:
-    total.backward()
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("the summed loss's graph was expected to be freed")
-
-# %%
 # Optimising the image with the summed loss
 # -----------------------------------------
 #
