@@ -201,10 +201,6 @@ ax_pos.legend()
 plt.show()
 
 # %%
-# Carry the detached state when the next batch continues the same streams, as in a language
-# model reading a corpus in order; reset it when a batch holds new sequences. A reset state
-# needs no detach: it has no history.
-#
 # ``nn.GRU``: one tensor, same rule
 # ---------------------------------
 #
