@@ -1,6 +1,6 @@
 """
-MAML's inner loop: create_graph=True, not .data
-===============================================
+MAML's inner loop: second order, not .data
+==========================================
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
 tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`.
