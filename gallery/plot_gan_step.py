@@ -158,9 +158,9 @@ else:
 # %%
 # Here ``retain_graph=True`` is the fix, with two conditions. Both backward calls must come
 # before ``opt_disc.step()``: the kept pass saved the discriminator's weights, and the step
-# changes them in place, which raises the :ref:`in-place modification error <errors-inplace>`.
-# And each backward should be limited to its own network with ``inputs=``; otherwise each loss
-# also writes into the other network's ``.grad`` (checked below).
+# changes them in place, which raises the :ref:`in-place modification error <errors-inplace>`
+# (checked below). And each backward should be limited to its own network with ``inputs=``;
+# otherwise each loss also writes into the other network's ``.grad`` (checked below).
 
 
 def reused_step(gen, disc, opt_gen, opt_disc):
@@ -181,10 +181,24 @@ scores_fake = disc(gen(noise))
 loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
 own = torch.autograd.grad(loss_disc, list(disc.parameters()), retain_graph=True)
 loss_disc.backward(retain_graph=True)  # no inputs=
+assert all(p.grad is not None for p in gen.parameters())  # the discriminator's loss reached gen
 bce(scores_fake, is_real).backward()
 mixed = max((g - p.grad).abs().max().item() for g, p in zip(own, disc.parameters()))
 print(f"without inputs=, discriminator .grad vs its own loss's gradient: max diff {mixed:.4f}")
 assert mixed > 1e-3
+
+gen, disc, opt_gen, opt_disc = fresh_pair()
+scores_fake = disc(gen(noise))
+loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
+loss_disc.backward(retain_graph=True, inputs=list(disc.parameters()))
+opt_disc.step()  # too early: the generator's backward still walks the kept discriminator pass
+try:
+    bce(scores_fake, is_real).backward(inputs=list(gen.parameters()))
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {str(error).partition(': [')[0]}")
+    assert "modified by an inplace operation" in str(error)
+else:
+    raise AssertionError("the generator's backward after opt_disc.step() was expected to fail")
 
 # %%
 # The reused step is a different algorithm
