@@ -35,6 +35,9 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timing
 torch.manual_seed(0)
 
 
+SAVED_NAMES = {}  # node type -> its _saved_* attribute names
+
+
 def graph_size(loss, exclude):
     skip = {t.untyped_storage().data_ptr() for t in exclude}
     nodes, stack, storages = set(), [loss.grad_fn], {}
@@ -44,8 +47,10 @@ def graph_size(loss, exclude):
             continue
         nodes.add(node)
         stack.extend(parent for parent, _ in node.next_functions)
-        for name in dir(node):
-            saved = getattr(node, name) if name.startswith("_saved_") else None
+        if type(node) not in SAVED_NAMES:
+            SAVED_NAMES[type(node)] = [n for n in dir(node) if n.startswith("_saved_")]
+        for name in SAVED_NAMES[type(node)]:
+            saved = getattr(node, name)
             if isinstance(saved, torch.Tensor):
                 storage = saved.untyped_storage()
                 if storage.data_ptr() not in skip:
