@@ -6,7 +6,8 @@ The fix: take the inner gradient with ``create_graph=True``, build the adapted p
 tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`.
 ``retain_graph`` need not be written: ``create_graph=True`` keeps the graph the outer backward
 walks again. Forgetting ``create_graph``, or updating the parameters in place (``.data``,
-``torch.no_grad()``, an inner optimizer), raises nothing and silently gives first-order MAML.
+``torch.no_grad()``, an inner optimizer), raises nothing and silently gives first-order MAML's
+gradient; in place, it also overwrites the meta-parameters with the adapted ones.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
    second-order gradient, first-order MAML, FOMAML, functional_call, torch.func, fast weights,
@@ -246,6 +247,7 @@ print(f"new tasks, query MSE after one step: meta-learned init {trained:.3f}, ",
 print(f"start {untrained:.3f}; predicting 0: {zero:.3f}")
 assert last_10 < 0.6 * first_10
 assert trained < 0.5 * untrained and trained < 0.5 * zero
+assert trained > 0.2  # not a fit
 
 # %%
 # One step from the meta-learned initialisation gives less than half the error of one step from
