@@ -2,25 +2,23 @@
 Gradient penalty: why it needs ``create_graph=True``
 =====================================================
 
-A WGAN-GP critic is trained with a penalty on the norm of its gradient with respect to its input.
-That penalty is itself a function of a gradient, so to train the critic on it autograd has to
-differentiate through a backward pass. This example builds a tiny critic and shows that without
-``create_graph=True`` the penalty silently adds nothing to the critic's weight gradients (or fails
-outright if it is backpropagated on its own), that ``create_graph=True`` keeps the graph as well,
-what that kept graph holds, and that the resulting weight gradient matches a finite-difference
-estimate.
+The fix: compute the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
+add the penalty to the critic's loss, and call ``backward()`` once. Without ``create_graph`` the
+penalty silently adds nothing to the weights' gradients. The WGAN-GP critic step, with the penalty
+on interpolates of *detached* fakes, needs no ``retain_graph``; without ``detach()`` the
+generator's step fails. The penalty's gradient is checked against finite differences.
 
 .. index:: gradient penalty, WGAN-GP, critic, create_graph=True, double backward
 """
 
 # %%
-# A tiny critic and the interpolated points
-# -----------------------------------------
+# A tiny critic, a generator and the interpolated points
+# ------------------------------------------------------
 #
-# The critic maps 2-D points to a score. The penalty is evaluated at random points on the segments
-# between real and generated samples; those points need ``requires_grad`` so that autograd can
-# differentiate the score with respect to them. Everything is in float64 so the finite differences
-# at the end are accurate.
+# The critic maps 2-D points to a score. The penalty is evaluated at random points between real
+# and generated samples; those points need ``requires_grad`` so that autograd can differentiate
+# the score with respect to them. Everything is in float64 so the finite differences at the end
+# are accurate.
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,13 +30,12 @@ torch.manual_seed(0)
 f64 = torch.float64
 
 critic = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1)).to(f64)
+gen = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2)).to(f64)
 real = torch.randn(8, 2, dtype=f64) + torch.tensor([2.0, -1.0], dtype=f64)
-fake = torch.randn(8, 2, dtype=f64)
+noise = torch.randn(8, 3, dtype=f64)
+fake = gen(noise).detach()
 mix = torch.rand(8, 1, dtype=f64)
 between = (mix * real + (1 - mix) * fake).requires_grad_()
-weight_count = sum(p.numel() for p in critic.parameters())
-print(f"critic parameters: {weight_count}, interpolated points: {tuple(between.shape)}")
-assert between.requires_grad and between.is_leaf
 
 
 def wasserstein_term():
@@ -46,9 +43,9 @@ def wasserstein_term():
     return critic(fake).mean() - critic(real).mean()
 
 
-def penalty(create_graph):
+def penalty(create_graph, points=between):
     """Mean of (‖∂score/∂x‖ - 1)² over the interpolated points."""
-    (input_grad,) = torch.autograd.grad(critic(between).sum(), between, create_graph=create_graph)
+    (input_grad,) = torch.autograd.grad(critic(points).sum(), points, create_graph=create_graph)
     return ((input_grad.norm(dim=1) - 1) ** 2).mean()
 
 
@@ -56,41 +53,31 @@ def penalty(create_graph):
 # Without ``create_graph``: the penalty is a constant
 # ---------------------------------------------------
 #
-# By default, :external:py:func:`torch.autograd.grad` returns tensors without autograd history:
-# the input gradient has no ``grad_fn`` and does not require grad, so nothing built from it
-# remembers how it depends on the critic's weights.
+# By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so
+# nothing built from it depends on the critic's weights. Backpropagated on its own, the penalty
+# fails (:ref:`neighbouring errors <errors-no-grad-fn>` lists this error's other causes):
 
 flat_penalty = penalty(create_graph=False)
-print(f"penalty = {flat_penalty.item():.6f}")
-print(f"requires_grad = {flat_penalty.requires_grad}, grad_fn = {flat_penalty.grad_fn}")
+print(f"penalty = {flat_penalty.item():.6f}, requires_grad = {flat_penalty.requires_grad}")
 assert not flat_penalty.requires_grad and flat_penalty.grad_fn is None
-
-# %%
-# Backpropagating that penalty on its own fails, because there is no graph to go through (the
-# page on :ref:`neighbouring errors <errors-no-grad-fn>` lists this error's other causes):
-
 try:
     flat_penalty.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "does not require grad and does not have a grad_fn" in str(error)
 else:
     raise AssertionError("backward() on a penalty without a graph was expected to fail")
 
 # %%
-# The usual way to use it, added to the critic's loss, fails silently instead: the sum
-# backpropagates without complaint, and the weight gradients are *exactly* those of the Wasserstein
-# term alone. The penalty contributed nothing.
+# Added to the critic's loss, as usual, it fails silently instead: the weight gradients are
+# *exactly* those of the Wasserstein term alone.
 
 critic.zero_grad(set_to_none=True)
 wasserstein_term().backward()
 without_penalty = [p.grad.clone() for p in critic.parameters()]
-
 critic.zero_grad(set_to_none=True)
 (wasserstein_term() + 10 * penalty(create_graph=False)).backward()
-with_flat_penalty = [p.grad.clone() for p in critic.parameters()]
-
-same = all(torch.equal(a, b) for a, b in zip(without_penalty, with_flat_penalty))
+same = all(torch.equal(a, p.grad) for a, p in zip(without_penalty, critic.parameters()))
 print(f"weight gradients identical with and without the penalty: {same}")
 assert same
 
@@ -98,57 +85,25 @@ assert same
 # With ``create_graph=True``: the penalty reaches the weights
 # -----------------------------------------------------------
 #
-# Now the input gradient is itself a node in a graph, and the penalty's gradient with respect to
-# the critic's weights is not zero.
+# Now the input gradient is a node in a graph, and the penalty has a gradient with respect to
+# the weights. The last bias is the one parameter it cannot reach (shifting every score by a
+# constant leaves the input gradient unchanged), so it gets no ``.grad`` at all.
 
 critic.zero_grad(set_to_none=True)
 live_penalty = penalty(create_graph=True)
-print(f"penalty = {live_penalty.item():.6f}, grad_fn = {type(live_penalty.grad_fn).__name__}")
 live_penalty.backward()
 for name, p in critic.named_parameters():
     grad_norm = "None" if p.grad is None else f"{p.grad.norm().item():.6f}"
     print(f"{name:>8}: norm of the penalty's gradient = {grad_norm}")
 assert torch.isclose(live_penalty, flat_penalty)
 assert all(p.grad.norm() > 0 for p in (critic[0].weight, critic[0].bias, critic[2].weight))
-
-# %%
-# The last bias is the one parameter the penalty cannot reach: shifting every score by a constant
-# leaves the score's gradient with respect to the input unchanged, so autograd gives it no
-# ``.grad`` at all.
-
-print(f"critic[2].bias.grad = {critic[2].bias.grad}")
 assert critic[2].bias.grad is None
 
 # %%
-# ``create_graph=True`` also keeps the graph
-# ------------------------------------------
-#
-# ``retain_graph`` defaults to the value of ``create_graph`` (:doc:`../docs/retain-and-create-graph`
-# shows that default on its own). After a gradient computed with
-# ``create_graph=True``, the same score can be differentiated again; after the default call, a
-# second pass hits freed saved tensors.
-
-score = critic(between).sum()
-(first,) = torch.autograd.grad(score, between, create_graph=True)
-(second,) = torch.autograd.grad(score, between)
-print(f"second pass after create_graph=True gives the same gradient: {torch.equal(first, second)}")
-assert torch.equal(first, second)
-
-score = critic(between).sum()
-torch.autograd.grad(score, between)
-try:
-    torch.autograd.grad(score, between)
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("a second pass after a default autograd.grad was expected to fail")
-
-# %%
-# The default is not just a convenience. The penalty's own backward pass runs through the gradient
-# graph *and* through the critic's forward graph underneath it (the input gradient depends on the
-# weights through the forward activations). Asking for ``create_graph=True`` but
-# ``retain_graph=False`` frees the forward part, and the penalty can no longer be backpropagated:
+# ``create_graph=True`` also keeps the graph, because ``retain_graph`` defaults to its value
+# (:doc:`../docs/retain-and-create-graph`). The penalty needs that: its backward runs through the
+# gradient's graph *and* the critic's forward graph under it. Forcing ``retain_graph=False``
+# frees the forward part:
 
 score = critic(between).sum()
 (input_grad,) = torch.autograd.grad(score, between, create_graph=True, retain_graph=False)
@@ -156,30 +111,68 @@ broken_penalty = ((input_grad.norm(dim=1) - 1) ** 2).mean()
 try:
     broken_penalty.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the penalty's backward was expected to need the freed forward graph")
 
 # %%
-# What the kept graph holds
-# -------------------------
+# A WGAN-GP step: no ``retain_graph``, as long as the fakes are detached
+# ----------------------------------------------------------------------
 #
-# A :external:py:class:`torch.autograd.graph.saved_tensors_hooks` pack hook is handed the
-# tensors that built-in operations save for their backward pass, with two exceptions: a Python
-# number that an operation saves (as in ``v * 3.0``) is wrapped in a zero-dimensional tensor that
-# bypasses the hook, and a custom :external:py:class:`torch.autograd.Function` that keeps a tensor
-# as an attribute of ``ctx`` hides it from the hook (:ref:`what-the-meter-misses` shows both).
-# This critic has neither, which the check after the table confirms. Counting the hooked bytes
-# shows what one critic step keeps alive until its final ``backward()``. The critic's loss alone
-# saves its forward activations. The penalty adds a second forward (on the interpolated points),
-# the tensors saved *while computing the gradient*, and the penalty arithmetic. A tensor saved by
-# two operations is counted twice. (:doc:`../docs/what-it-costs` counts saved tensors the same way
-# for ``retain_graph=True``.)
+# The critic's step scores ``fake.detach()`` and builds the interpolates from it; one
+# ``backward()`` trains the critic on its loss and the penalty. The generator's step scores
+# ``fake`` again with a fresh critic pass. Neither call has ``retain_graph``, and the critic's
+# backward never reaches the generator.
 
 
-def saved_bytes(step):
-    """Bytes handed to the pack hook while ``step()`` runs, and the value ``step()`` returns."""
+def wgan_gp_step(detach):
+    critic_opt = torch.optim.SGD(critic.parameters(), lr=1e-3)
+    gen.zero_grad(set_to_none=True)
+    fake = gen(noise)
+    scored = fake.detach() if detach else fake
+    points = mix * real + (1 - mix) * scored
+    if detach:
+        points.requires_grad_()  # a leaf; undetached, it already requires grad through gen
+    critic_loss = critic(scored).mean() - critic(real).mean()
+    critic_opt.zero_grad()
+    (critic_loss + 10 * penalty(create_graph=True, points=points)).backward()
+    reached = any(p.grad is not None for p in gen.parameters())
+    critic_opt.step()
+    gen.zero_grad(set_to_none=True)
+    (-critic(fake).mean()).backward()  # the generator's step: a fresh critic pass
+    return reached
+
+
+reached = wgan_gp_step(detach=True)
+print(f"detached fakes: both steps ran; the critic's backward reached the generator: {reached}")
+assert not reached
+
+# %%
+# Without ``detach()``, the critic's backward (loss and penalty) runs on into the generator and
+# frees its graph, so the generator's step fails. ``retain_graph=True`` on the critic's backward
+# would hide this and backpropagate through the generator for nothing; ``detach()`` is the fix.
+
+try:
+    wgan_gp_step(detach=False)
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
+    assert "backward through the graph a second time" in str(error)
+else:
+    raise AssertionError("the generator's backward through its freed graph was expected to fail")
+
+# %%
+# What ``create_graph=True`` costs
+# --------------------------------
+#
+# The bytes of the tensors handed to a
+# :external:py:class:`~torch.autograd.graph.saved_tensors_hooks` pack hook while the input
+# gradient is computed (element count × element size; a tensor saved twice counts twice): with
+# ``create_graph=True`` the backward pass saves tensors for the penalty's backward, without it
+# nothing. :doc:`../docs/what-it-costs` measures kept graphs.
+
+
+def bytes_saved_by(compute):
     sizes = []
 
     def pack(tensor):
@@ -187,76 +180,24 @@ def saved_bytes(step):
         return tensor
 
     with saved_tensors_hooks(pack, lambda tensor: tensor):
-        result = step()
-    return sum(sizes), result
+        compute()
+    return sum(sizes)
 
-
-loss_bytes, _ = saved_bytes(wasserstein_term)
-score_bytes, score = saved_bytes(lambda: critic(between).sum())
-grad_bytes, (input_grad,) = saved_bytes(
-    lambda: torch.autograd.grad(score, between, create_graph=True)
-)
-norm_bytes, kept_penalty = saved_bytes(lambda: ((input_grad.norm(dim=1) - 1) ** 2).mean())
-
-parts = {
-    "loss forward": loss_bytes,
-    "penalty forward": score_bytes,
-    "gradient graph": grad_bytes,
-    "penalty arithmetic": norm_bytes,
-}
-for name, size in parts.items():
-    print(f"{name:>18}: {size:5d} bytes")
-total = sum(parts.values())
-print(f"{'loss + penalty':>18}: {total:5d} bytes ({total / loss_bytes:.1f}× the loss alone)")
-assert grad_bytes > 0 and total > 2 * loss_bytes
-
-# %%
-# The hook missed nothing here: reading every saved tensor back from the graph's nodes (their
-# ``_saved_*`` attributes) gives the same bytes for the penalty's three parts, and none of them is
-# a zero-dimensional wrapped Python number.
-
-
-def saved_in_graph(*roots):
-    """Bytes of the tensors stored in the ``_saved_*`` attributes of the nodes behind ``roots``."""
-    seen, todo, sizes, scalars = set(), [root.grad_fn for root in roots], [], 0
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        for name in dir(node):
-            value = getattr(node, name) if name.startswith("_saved_") else None
-            for item in value if isinstance(value, (tuple, list)) else [value]:
-                if isinstance(item, torch.Tensor):
-                    sizes.append(item.numel() * item.element_size())
-                    scalars += item.dim() == 0
-        todo.extend(next_node for next_node, _ in node.next_functions)
-    return sum(sizes), scalars
-
-
-in_graph, zero_dim = saved_in_graph(score, kept_penalty)
-hooked = score_bytes + grad_bytes + norm_bytes
-print(f"seen by the pack hook: {hooked} bytes; stored in the graph: {in_graph} bytes")
-print(f"zero-dimensional saved tensors: {zero_dim}")
-assert in_graph == hooked and zero_dim == 0
-kept_penalty.backward()  # frees everything counted above
-
-# %%
-# The "gradient graph" share exists only because of ``create_graph=True``: the same gradient
-# computed without it saves nothing.
 
 score = critic(between).sum()
-plain_grad_bytes, _ = saved_bytes(lambda: torch.autograd.grad(score, between))
-print(f"bytes saved while computing the gradient without create_graph: {plain_grad_bytes}")
-assert plain_grad_bytes == 0
+with_graph = bytes_saved_by(lambda: torch.autograd.grad(score, between, create_graph=True))
+score = critic(between).sum()
+without = bytes_saved_by(lambda: torch.autograd.grad(score, between))
+print(f"bytes saved computing the input gradient: create_graph {with_graph}, without {without}")
+assert with_graph > 0 and without == 0
 
 # %%
 # Checked against finite differences
 # ----------------------------------
 #
-# The penalty's gradient with respect to one weight, from autograd's double backward, should match
-# a central difference of the penalty itself. The penalty value needs no graph, so the finite
-# difference uses ``create_graph=False``.
+# The penalty's gradient with respect to one weight, from autograd's double backward, against a
+# central difference of the penalty itself, over a range of values of that weight. Without
+# ``create_graph`` the penalty gives the weight no gradient at all.
 
 weight = critic[0].weight
 row, col = 3, 1
@@ -270,21 +211,6 @@ def penalty_at(value):
 
 
 original = weight[row, col].item()
-critic.zero_grad(set_to_none=True)
-penalty(create_graph=True).backward()
-autograd_slope = weight.grad[row, col].item()
-finite_slope = (penalty_at(original + step) - penalty_at(original - step)) / (2 * step)
-penalty_at(original)  # put the weight back
-print(f"autograd:           {autograd_slope:.8f}")
-print(f"finite difference:  {finite_slope:.8f}")
-assert abs(autograd_slope - finite_slope) <= 1e-6 * max(1.0, abs(finite_slope))
-assert abs(finite_slope) > 1e-3  # the slope is really there; without create_graph it was lost
-
-# %%
-# The same comparison over a range of values for that weight: autograd's slope (with
-# ``create_graph=True``) follows the finite differences everywhere, while without
-# ``create_graph`` the penalty gives the weight no gradient at all.
-
 values = np.linspace(original - 2.0, original + 2.0, 41)
 autograd_slopes, finite_slopes = [], []
 for value in values:
@@ -295,6 +221,8 @@ for value in values:
     finite_slopes.append((penalty_at(value + step) - penalty_at(value - step)) / (2 * step))
 penalty_at(original)
 assert np.allclose(autograd_slopes, finite_slopes, rtol=1e-5, atol=1e-6)
+assert max(abs(s) for s in finite_slopes) > 1e-3  # a real slope, lost without create_graph
+print(f"autograd and central differences agree at {len(values)} values of weight [{row}, {col}]")
 
 # The site's colours: the fix (create_graph=True) and what the penalty loses without it.
 FIX, FREED, NEUTRAL, INK = "#1a9c6b", "#e0542c", "#808080", "#24292f"
@@ -304,7 +232,7 @@ ax.plot(values[::4], finite_slopes[::4], "o", color=INK, label="central differen
 ax.axhline(0.0, color=FREED, linestyle="--", label="without create_graph")
 ax.axvline(original, color=NEUTRAL, linewidth=1, linestyle=":")
 ax.set(
-    xlabel=f"weight [{row}, {col}] of the first layer\n(dotted: its value after seeding)",
+    xlabel=f"weight [{row}, {col}] of the first layer\n(dotted: its current value)",
     ylabel="∂ penalty / ∂ weight",
     title="The penalty's gradient reaches\nthe weight only with create_graph",
 )
@@ -312,20 +240,4 @@ fig.legend(loc="outside lower left")
 plt.show()
 
 # %%
-# And the bytes each part of a critic step saves for its backward pass:
-
-fig, ax = plt.subplots(figsize=(4.2, 3.6), layout="constrained")
-left = 0
-# The parts stacked in shades of the "saved" colour, dark to light.
-shades = ["#1c4f94", "#2f80ed", "#7fb0f4", "#c5dbf9"]
-for (name, size), colour in zip(parts.items(), shades):
-    ax.barh(["loss +\npenalty"], [size], left=left, color=colour, label=name)
-    left += size
-ax.barh(["loss\nonly"], [loss_bytes], color=shades[0])
-times = total / loss_bytes
-ax.set(
-    xlabel="bytes saved for backward (float64)",
-    title=f"With the penalty, a critic step saves\n{times:.1f}× the bytes of the loss alone",
-)
-fig.legend(loc="outside lower left", title="loss + penalty saves in")
-plt.show()
+# See also: :doc:`../docs/retain-and-create-graph` for penalties and double backward in general.

@@ -2,15 +2,11 @@
 Policy gradients and actor-critic: store actions, not log-probabilities
 =======================================================================
 
-A REINFORCE agent that keeps the log-probabilities it computed while acting, and then uses
-them for more than one update, hits "Trying to backward through the graph a second time" at
-the second update: the first backward freed the graph those log-probabilities hang on.
-``retain_graph=True`` does not repair that. With a multi-layer policy the optimizer step makes
-the next backward fail with an in-place modification error; with a policy whose graph did not
-save its weights, it runs and silently returns the gradient of the *old* policy. The fix is to
-store states and actions and recompute the log-probabilities at every update. For actor-critic,
-the advantage is detached, so the actor's loss does not train the critic. The environment is
-a tiny corridor written below in a few lines, so no RL library is needed.
+The fix: store states and actions, and recompute the log-probabilities from the current policy at
+every update; in actor-critic, also detach the advantage. Log-probabilities kept from acting and
+used for a second update raise "Trying to backward through the graph a second time".
+``retain_graph=True`` does not repair that: after the optimizer step it raises an in-place error,
+or silently reuses the *old* policy's gradient. The environment is a tiny corridor.
 
 .. index:: reinforcement learning, REINFORCE, policy gradient, log_prob, saved_log_probs,
    actor-critic, A2C, PPO, advantage, detach advantage, Categorical, torch.distributions
@@ -20,13 +16,12 @@ a tiny corridor written below in a few lines, so no RL library is needed.
 # A corridor, a policy, and an episode
 # ------------------------------------
 #
-# The agent starts in cell 3 of a corridor of 7 cells and steps left or right. Each episode, one
-# end of the corridor is the goal: reaching it pays 1, reaching the other end costs 1, and the
-# tenth step ends the episode with nothing. The state is the one-hot code of the cell and a
-# number, +1 or -1, that says which end is the goal. ``run_episode`` plays one episode and
-# returns the states, actions and rewards; with ``keep_log_probs=True`` it also keeps each
-# step's ``log_prob`` *with its graph*, as the ``saved_log_probs`` list of the REINFORCE example
-# in ``pytorch/examples`` does.
+# The agent starts in cell 3 of a corridor of 7 cells and steps left or right. One end, chosen
+# per episode, is the goal: reaching it pays 1, the other end costs 1, and the tenth step ends
+# the episode with nothing. The state is the one-hot cell and +1 or -1 for the goal's side.
+# ``run_episode`` returns states, actions and rewards; with ``keep_log_probs=True`` it also keeps
+# each step's ``log_prob`` *with its graph*, like the ``saved_log_probs`` list of the REINFORCE
+# example in ``pytorch/examples``.
 
 import copy
 
@@ -72,17 +67,21 @@ def mlp(n_out):
     return nn.Sequential(nn.Linear(N_INPUTS, 16), nn.Tanh(), nn.Linear(16, n_out))
 
 
+def output_layer_node(log_prob):
+    """The graph node of the policy's last ``nn.Linear`` (an ``AddmmBackward0``)."""
+    node = log_prob.grad_fn
+    while type(node).__name__ != "AddmmBackward0":
+        node = node.next_functions[0][0]
+    return node
+
+
 # %%
 # Stored log-probabilities, replayed: the second update fails
 # -----------------------------------------------------------
 #
-# Several updates on one batch of experience are common (PPO makes several passes over it; in
-# `pytorch/examples#151 <https://github.com/pytorch/examples/issues/151>`__ the reader called
-# ``finish_episode()`` more than once to reuse experience, and a
-# `PPO question on the PyTorch forums
-# <https://discuss.pytorch.org/t/pytorch-runtimeerror-trying-to-backward-through-the-graph-a-second-time/191396>`__
-# has the same shape). The loss is rebuilt from the stored log-probabilities each time, but the
-# graph under them is the one the episode built, and the first backward freed it.
+# Several updates on one batch of experience are common (PPO makes several passes over it). The
+# loss is rebuilt from the stored log-probabilities each time, but the graph under them is the
+# one the episode built, and the first backward freed it.
 
 torch.manual_seed(2)
 policy = mlp(2)
@@ -90,13 +89,14 @@ optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
 states, actions, rewards, log_probs = run_episode(policy, keep_log_probs=True)
 returns = returns_to_go(rewards)
 print(f"one episode of {len(actions)} steps, return {returns[0]:.0f}")
+assert output_layer_node(log_probs[0])._saved_mat2 is not None  # its weight is saved
 for update in range(2):
     loss = -(torch.stack(log_probs) * returns).sum()
     optimizer.zero_grad()
     try:
         loss.backward()
     except RuntimeError as error:
-        print(f"update {update + 1}: {type(error).__name__}: {error}")
+        print(f"update {update + 1}: {type(error).__name__}: {str(error).partition('. ')[0]}")
         assert update == 1 and "backward through the graph a second time" in str(error)
         break
     optimizer.step()
@@ -105,38 +105,36 @@ else:
     raise AssertionError("the second update through the freed graph was expected to fail")
 
 # %%
-# ``retain_graph=True`` here: an in-place error after the step
-# ------------------------------------------------------------
+# ``retain_graph=True``: an in-place error, or a stale gradient
+# -------------------------------------------------------------
 #
-# Keeping the graph lets the second backward reach it, but the optimizer step in between has
-# changed the second layer's weight in place, and the kept graph saved that weight (the
-# gradient for the hidden layer needs it). Autograd notices through the version counter:
+# With this two-layer policy, the kept graph saved the output layer's weight (asserted above)
+# and the optimizer step changes it in place, so the second backward raises the
+# :ref:`in-place modification error <errors-inplace>`. That error is luck. A linear policy on
+# these states saves no weight (its gradient needs only the states), so the replay runs, and
+# every update after the first gets the gradient of the policy *as it was during the episode*.
+# First the two-layer policy:
 
+torch.manual_seed(2)
 policy = mlp(2)
 optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
 states, actions, rewards, log_probs = run_episode(policy, keep_log_probs=True)
 returns = returns_to_go(rewards)
-loss = -(torch.stack(log_probs) * returns).sum()
-loss.backward(retain_graph=True)
-optimizer.step()
-optimizer.zero_grad()
-loss = -(torch.stack(log_probs) * returns).sum()
-try:
-    loss.backward(retain_graph=True)
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
-    assert "modified by an inplace operation" in str(error)
+for update in range(2):
+    loss = -(torch.stack(log_probs) * returns).sum()
+    optimizer.zero_grad()
+    try:
+        loss.backward(retain_graph=True)
+    except RuntimeError as error:
+        print(f"update {update + 1}: {type(error).__name__}: {str(error).partition(': [')[0]}")
+        assert update == 1 and "modified by an inplace operation" in str(error)
+        break
+    optimizer.step()
 else:
-    raise AssertionError("backward through weights changed in place was expected to fail")
+    raise AssertionError("the retained replay after a step was expected to fail in place")
 
 # %%
-# ... or no error at all, and a stale gradient
-# --------------------------------------------
-#
-# That error is luck. A linear policy on these states gives autograd no reason to save its
-# weight: the weight's own gradient needs only the states, and nothing upstream needs a
-# gradient. The graph then holds nothing the step changes, the replay runs, and every update
-# after the first uses the gradient of the policy *as it was during the episode*.
+# Then a linear policy, whose replay runs:
 
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
@@ -147,10 +145,7 @@ returns = returns_to_go(rewards)
 print(f"one episode of {len(actions)} steps, return {returns[0]:.0f}")
 assert returns[0] != 0  # a non-zero return, so the gradients below are not all zero
 
-addmm = log_probs[0].grad_fn  # find the linear layer's node in the graph
-while type(addmm).__name__ != "AddmmBackward0":
-    addmm = addmm.next_functions[0][0]
-assert addmm._saved_mat2 is None  # the weight was not saved for backward
+assert output_layer_node(log_probs[0])._saved_mat2 is None  # the weight was not saved
 
 
 def replay_loss():
@@ -183,18 +178,16 @@ assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(replayed, stale))
 assert max_diff(replayed, fresh) > 0.1
 
 # %%
-# Update 2 received the first update's gradient again (equal up to rounding), not the gradient
-# of the policy it was updating. Nothing fails; learning is just wrong.
+# Update 2 got the first update's gradient again (equal up to rounding), not that of the policy
+# it was updating. Nothing fails; learning is just wrong.
 #
 # The fix: store states and actions, recompute ``log_prob`` at each update
 # ------------------------------------------------------------------------
 #
-# Acting needs no graph at all: ``run_episode`` without ``keep_log_probs`` samples with
-# gradients disabled and keeps plain tensors. Each update runs the policy again on the stored
-# states and builds a fresh graph, which its backward may free. This is what libraries such as
-# Tianshou do (`thu-ml/tianshou#397 <https://github.com/thu-ml/tianshou/issues/397>`__ asks why
-# they recompute instead of reusing). PPO also needs the log-probabilities of the acting
-# policy, for its ratio: store those *detached*, as plain numbers.
+# Acting needs no graph: ``run_episode`` without ``keep_log_probs`` samples with gradients
+# disabled and keeps plain tensors. Each update runs the policy again on the stored states and
+# builds a fresh graph, which its backward may free. PPO's ratio also needs the acting policy's
+# log-probabilities: store those *detached*.
 
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
@@ -214,116 +207,41 @@ assert states.grad_fn is None and actions.grad_fn is None  # the stored batch ho
 # %%
 # Each update's gradient is exactly that of the policy being updated.
 #
-# Actor-critic: "add the losses" trains the critic with the actor's loss
-# ----------------------------------------------------------------------
+# Actor-critic: detach the advantage
+# ----------------------------------
 #
-# An actor-critic adds a critic ``V(s)`` and uses the advantage ``G - V(s)`` in the actor's
-# loss. Written as one sum of two losses with the advantage left attached, the actor's loss
-# also sends gradient into the critic, so the critic is no longer trained only to predict the
-# returns (reported in
-# `astariul/encode-attend-navigate-pytorch#2
-# <https://github.com/astariul/encode-attend-navigate-pytorch/issues/2>`__ and, for a Keras
-# example, `keras-team/keras-io#194 <https://github.com/keras-team/keras-io/issues/194>`__).
-# The check: the critic's gradient should equal the gradient of the critic's own loss.
+# The actor's loss weighs the log-probabilities by the advantage ``G - V(s)`` from a critic
+# ``V``. Left attached, it also trains the critic; detached, one backward of the summed losses
+# gives the critic exactly its own loss's gradient, which is the check to run on your code.
+# :ref:`Training patterns <patterns-actor-critic>` shows the attached case, ``inputs=`` per
+# network, and a shared trunk.
 
 torch.manual_seed(0)
 actor, critic = mlp(2), mlp(1)
 states, actions, rewards, _ = run_episode(actor)
 returns = returns_to_go(rewards)
-print(f"one episode of {len(actions)} steps, return {returns[0]:.0f}")
 
 
-def losses(detach_advantage):
+def losses():
     values = critic(states).squeeze(-1)
     log_probs = Categorical(logits=actor(states)).log_prob(actions)
-    advantage = returns - values
-    if detach_advantage:
-        advantage = advantage.detach()
-    actor_loss = -(log_probs * advantage).sum()
-    critic_loss = (returns - values).pow(2).mean()
-    return actor_loss, critic_loss
-
-
-own = torch.autograd.grad(losses(True)[1], list(critic.parameters()))
-for detach_advantage in (False, True):
-    critic.zero_grad()
-    sum(losses(detach_advantage)).backward()
-    diff = max_diff([p.grad for p in critic.parameters()], own)
-    print(f"detach advantage={detach_advantage}: critic gradient vs its own loss's: {diff:.2e}")
-    if detach_advantage:
-        assert all(torch.equal(p.grad, g) for p, g in zip(critic.parameters(), own))
-    else:
-        assert diff > 1e-2
-
-# %%
-# With ``advantage.detach()`` the critic's gradient is exactly its own loss's gradient, and one
-# backward of the sum serves both networks.
-#
-# ``backward(inputs=...)`` instead of ``detach()``: fine for separate networks
-# ----------------------------------------------------------------------------
-#
-# Another way to keep the losses apart is two backward calls, each limited to one network's
-# parameters with ``inputs=``. It needs no ``retain_graph`` here: the actor's backward, limited
-# to the actor, never runs (and so never frees) the critic's part of the graph, which is all the
-# critic's backward needs.
-
-critic.zero_grad()
-actor_loss, critic_loss = losses(detach_advantage=False)
-actor_loss.backward(inputs=list(actor.parameters()))
-critic_loss.backward(inputs=list(critic.parameters()))
-assert all(torch.equal(p.grad, g) for p, g in zip(critic.parameters(), own))
-print("inputs=: critic gradient == its own loss's gradient, no retain_graph needed")
-
-# %%
-# With a shared trunk (one network with a policy head and a value head, as in many A2C
-# implementations) the two backward calls both pass through the trunk, and the second one finds
-# it freed: the first one, limited to the trunk and the policy head, had to run the trunk's
-# nodes to reach the trunk's parameters.
-
-trunk = nn.Sequential(nn.Linear(N_INPUTS, 16), nn.Tanh())
-policy_head, value_head = nn.Linear(16, 2), nn.Linear(16, 1)
-features = trunk(states)
-values = value_head(features).squeeze(-1)
-advantage = returns - values
-log_probs = Categorical(logits=policy_head(features)).log_prob(actions)
-(-(log_probs * advantage).sum()).backward(inputs=[*trunk.parameters(), *policy_head.parameters()])
-try:
-    (advantage**2).mean().backward(inputs=[*trunk.parameters(), *value_head.parameters()])
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("the value loss's backward through the freed trunk was expected to fail")
-
-# %%
-# With a shared trunk, detach the advantage and call backward once on the sum. The value head
-# then gets exactly its own loss's gradient; the trunk gets both losses' gradients, which is
-# what sharing it means.
-
-
-def shared_losses():
-    features = trunk(states)
-    values = value_head(features).squeeze(-1)
-    log_probs = Categorical(logits=policy_head(features)).log_prob(actions)
     actor_loss = -(log_probs * (returns - values).detach()).sum()
     return actor_loss, (returns - values).pow(2).mean()
 
 
-own_value_head = torch.autograd.grad(shared_losses()[1], list(value_head.parameters()))
-for module in (trunk, policy_head, value_head):
-    module.zero_grad()
-sum(shared_losses()).backward()
-assert all(torch.equal(p.grad, g) for p, g in zip(value_head.parameters(), own_value_head))
-print("shared trunk, advantage detached: value head gradient == its own loss's gradient")
+own = torch.autograd.grad(losses()[1], list(critic.parameters()))
+sum(losses()).backward()
+assert all(torch.equal(p.grad, g) for p, g in zip(critic.parameters(), own))
+print("advantage detached: the critic's gradient == its own loss's gradient")
 
 # %%
 # Training the fixed loop
 # -----------------------
 #
-# Actor-critic with separate networks, the fixed way: 8 episodes per iteration, played without
-# a graph; then 2 update passes over them, each recomputing the log-probabilities and values,
-# with the advantage detached and one backward of the summed losses. The baseline is the mean
-# return of a policy that picks left or right at random, over 150 episodes.
+# Actor-critic with separate networks, fixed: 8 episodes per iteration, played without a graph,
+# then 2 update passes that recompute log-probabilities and values, with the advantage detached
+# and one backward of the summed losses. The baseline: a random policy's mean return over 150
+# episodes.
 
 torch.manual_seed(0)
 random_policy = lambda state: torch.zeros(2)  # noqa: E731  equal logits: left or right at random
@@ -341,7 +259,7 @@ for iteration in range(30):
     actions = torch.cat([a for _, a, _, _ in batch])
     returns = torch.cat([returns_to_go(r) for _, _, r, _ in batch])
     for _ in range(2):
-        actor_loss, critic_loss = losses(detach_advantage=True)
+        actor_loss, critic_loss = losses()
         optimizer.zero_grad()
         (actor_loss / len(batch) + critic_loss).backward()
         optimizer.step()
@@ -376,18 +294,9 @@ fig.legend(loc="outside lower center")
 plt.show()
 
 # %%
-# What to take away
-# -----------------
-#
-# * A log-probability kept from acting carries the graph of the forward pass that made it; one
-#   backward frees that graph. Keep states and actions instead, and recompute
-#   ``log_prob`` from the current policy at every update.
-# * ``retain_graph=True`` is a wrong fix here: after an optimizer step it either fails with an
-#   in-place modification error or, when the graph saved no weight, silently reuses the gradient
-#   of the policy that acted.
-# * In actor-critic, detach the advantage (or limit each backward to its own network with
-#   ``inputs=`` when the networks share nothing); check that the critic's gradient equals its
-#   own loss's gradient.
-# * :doc:`../docs/errors` lists the freed-graph error's causes, :doc:`../docs/several-losses`
-#   covers several losses on one forward pass, and :ref:`the in-place error
-#   <errors-inplace>` has its own entry.
+# Reported in: `pytorch/examples#151 <https://github.com/pytorch/examples/issues/151>`__,
+# `a PPO forum thread
+# <https://discuss.pytorch.org/t/pytorch-runtimeerror-trying-to-backward-through-the-graph-a-second-time/191396>`__,
+# `thu-ml/tianshou#397 <https://github.com/thu-ml/tianshou/issues/397>`__ (why recompute),
+# `astariul/encode-attend-navigate-pytorch#2
+# <https://github.com/astariul/encode-attend-navigate-pytorch/issues/2>`__ (advantage attached).

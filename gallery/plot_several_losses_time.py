@@ -1,13 +1,12 @@
 """
-Two losses, six ways to backward them: the time per step at two model sizes
-===========================================================================
+Two losses, six ways to backward them: time per step
+====================================================
 
-A shared trunk feeds two heads, each with its loss. This script times one training step
-(forward and backward) for six ways of getting the gradients: two ``backward`` calls with
-``retain_graph=True``, one ``backward`` on the sum, :func:`torch.autograd.backward` on the list,
-:func:`torch.autograd.grad` on the list or on the sum, and a graph cut at the shared features. It
-times them on a trunk 48 wide and on one 512 wide, and draws what it measured: the times are
-those of the machine that ran the script, so only the shape of the bars carries over.
+A shared trunk feeds two heads, each with its loss. This script times one training step for six
+ways of getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on
+the sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or
+the sum, and a graph cut at the shared features), on a trunk 48 wide and one 512 wide, as the
+machine that ran it measured them.
 
 .. index:: slow backward, training speed, wide model, time per step, multi-task timing, two backward calls slower than one, summed loss speed
 """
@@ -17,8 +16,9 @@ those of the machine that ran the script, so only the shape of the bars carries 
 # ----------------------------
 #
 # ``make_ways(width)`` builds a fresh network whose trunk is ``width`` wide and returns its
-# parameters and the six ways, each a function that runs one step. The wide trunk has about
-# eighty times as many parameters as the narrow one; the heads barely grow.
+# parameters and the six ways, each a function that runs one step. From width 48 to 512 the
+# trunk grows about eightyfold and the two heads, whose first layers read the trunk, about
+# tenfold (counted below).
 
 import time
 
@@ -78,13 +78,17 @@ def make_ways(width):
         "grad of sum": grad_of_sum,
         "cut at features": cut_at_features,
     }
-    return params, sum(p.numel() for p in trunk.parameters()), ways
+    sizes = [sum(p.numel() for p in m.parameters()) for m in (trunk, head_a, head_b)]
+    return params, (sizes[0], sizes[1] + sizes[2]), ways
 
 
 nets = {width: make_ways(width) for width in (48, 512)}
-for width, (_, trunk_size, _) in nets.items():
-    print(f"trunk width {width}: {trunk_size} trunk parameters")
-assert 75 * nets[48][1] < nets[512][1] < 85 * nets[48][1]
+for width, (_, (trunk_size, heads_size), _) in nets.items():
+    print(f"trunk width {width}: {trunk_size} trunk parameters, {heads_size} in the two heads")
+(trunk_48, heads_48), (trunk_512, heads_512) = nets[48][1], nets[512][1]
+print(f"growth: trunk {trunk_512 / trunk_48:.1f}x, heads {heads_512 / heads_48:.1f}x")
+assert 75 < trunk_512 / trunk_48 < 85 and 9.5 < heads_512 / heads_48 < 10.5
+assert trunk_512 > heads_512
 
 # %%
 # Timing
@@ -126,10 +130,7 @@ plt.show()
 # Reading the bars
 # ----------------
 #
-# On the narrow trunk a step is a few dozen small operations, and what each call costs on its own
-# (Python, starting a backward pass) is of the same order as the arithmetic, so the bars are
-# close. On the wide trunk most of the arithmetic is in the trunk, and ``sequential``, whose two
-# backward calls walk the trunk twice, does most of the work twice. That the work doubles is
-# certain, because it can be counted (:doc:`../docs/several-losses` counts, with a hook, how often
-# a gradient passes through the shared features); how much time it costs depends on the model and
-# the machine: run this script on yours.
+# The bars are one machine's measurement, not a rule. What is certain is counted: ``sequential``'s
+# two backward calls walk the trunk's backward twice (:doc:`../docs/several-losses` counts it with
+# a hook), and at width 512 the trunk holds most of the parameters (printed above), so that second
+# walk is a large share of the step's arithmetic. Run the script to see what it costs on yours.

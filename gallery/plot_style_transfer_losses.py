@@ -1,13 +1,12 @@
 """
-Style transfer without retain_graph: one backward for the summed losses
-=======================================================================
+Style transfer: one backward for the summed losses
+==================================================
 
-Early versions of PyTorch's neural-style tutorial gave each loss module its own ``backward``
-method that called ``loss.backward(retain_variables=True)``, so every content and style loss
-was backpropagated separately through the shared feature network, with the graph kept alive.
-This script rebuilds that pattern on a tiny image and fixed random convolutional features,
-compares its gradient with one backward of the summed loss (equal up to rounding), shows what
-the old pattern leaves in memory, and then optimises the image with the summed loss.
+The fix: add the content and style losses and call ``backward()`` once, as the current
+neural-style tutorial does. Its early versions called ``loss.backward(retain_variables=True)`` in
+each loss module, backpropagating every loss separately through the shared features. Rebuilt on
+a tiny image: the gradients agree up to rounding, and the old pattern keeps the graph alive after
+its last call.
 
 .. index:: style transfer, neural style transfer, content loss, style loss
 """
@@ -16,9 +15,8 @@ the old pattern leaves in memory, and then optimises the image with the summed l
 # A tiny image and fixed random features
 # --------------------------------------
 #
-# Two frozen random convolutions stand in for a pretrained network. The content image is a disc
-# on a split background; the style image is a pattern of stripes. ``gram`` gives the channel
-# correlations of a feature map, the usual style statistic.
+# Two frozen random convolutions stand in for a pretrained network; the content image is a disc,
+# the style image stripes. ``gram`` gives a feature map's channel correlations.
 
 import matplotlib.pyplot as plt
 import torch
@@ -62,8 +60,8 @@ print(
 # Three losses, each scaled to 1 at the start
 # -------------------------------------------
 #
-# One content loss on the deeper feature map and one style loss per feature map. Each is divided
-# by its value on the starting image, so all three begin at 1 and none dominates.
+# One content loss on the deeper feature map and one style loss per feature map, each divided
+# by its value on the starting image.
 
 
 def raw_losses(image):
@@ -88,9 +86,8 @@ print({name: round(loss.item(), 6) for name, loss in zip(names, losses(start_ima
 # The old pattern: one backward per loss, graph retained
 # ------------------------------------------------------
 #
-# The three losses share the forward pass through ``features``, so each backward except the last
-# needs :meth:`~torch.Tensor.backward` with ``retain_graph=True``. Dropping it fails as soon as
-# the second loss walks back through what the first one freed:
+# The three losses share the forward pass through ``features``, so without ``retain_graph=True``
+# the second backward fails:
 
 image = start_image.clone().requires_grad_(True)
 content, style_1, style_2 = losses(image)
@@ -98,16 +95,15 @@ content.backward()
 try:
     style_1.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
+    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("a second backward through the shared features was expected to fail")
 
 # %%
-# This is the answer to a question asked on a Q&A page about the tutorial: what was the point
-# of keeping the graph? Only that the losses were backpropagated one by one. The tutorial's loss
-# modules passed ``retain_graph=True`` on *every* call, the last one included, so the whole graph stayed in memory until the losses were dropped. With
-# ``retain_graph=True`` everywhere, the three calls run:
+# That answers a Q&A question about the tutorial (why keep the graph?): only because the losses
+# were backpropagated one by one. Its loss modules passed the flag on *every* call, the last one
+# included, as here:
 
 image = start_image.clone().requires_grad_(True)
 separate_losses = losses(image)
@@ -117,8 +113,7 @@ grad_separate = image.grad.clone()
 print(f"gradient from three backward calls: norm {grad_separate.norm():.6f}")
 
 # %%
-# and the graph is still there: a fourth backward through the first loss runs without error
-# (adding its gradient once more), which would be impossible had the graph been freed.
+# and the graph stays alive after the last call: a fourth backward through the first loss runs.
 
 separate_losses[0].backward()
 assert not torch.equal(image.grad, grad_separate)
@@ -128,8 +123,10 @@ print("a further backward through the retained graph ran")
 # The current pattern: add the losses, call backward once
 # -------------------------------------------------------
 #
-# Later versions of the tutorial (from the PyTorch 0.4 update in 2018; :doc:`../docs/history`
-# traces its versions) keep each loss as a value and call backward once on the weighted sum. No ``retain_graph``; the backward frees the graph.
+# Later versions of the tutorial (from the PyTorch 0.4 update in 2018; :doc:`../docs/history`)
+# call backward once on the sum. The gradients agree up to rounding: the separate calls add three
+# full gradients in ``image.grad``, the sum adds the upstream gradients inside the graph, another
+# order of additions.
 
 image = start_image.clone().requires_grad_(True)
 sum(losses(image)).backward()
@@ -137,31 +134,14 @@ grad_summed = image.grad.clone()
 difference = (grad_separate - grad_summed).abs().max().item()
 print(f"bitwise equal: {torch.equal(grad_separate, grad_summed)}")
 print(f"max abs difference {difference:.2e}, largest gradient entry {grad_summed.abs().max():.2e}")
-assert not torch.equal(grad_separate, grad_summed)
 assert torch.allclose(grad_separate, grad_summed, rtol=1e-5, atol=1e-7)
-
-# %%
-# The gradients agree up to floating-point rounding: the separate calls add three full
-# gradients in ``image.grad``, the summed loss adds the three upstream gradients inside the
-# graph, a different order of additions. After the summed backward, a second one fails: the
-# graph was freed.
-
-total = sum(losses(image))
-total.backward()
-try:
-    total.backward()
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("the summed loss's graph was expected to be freed")
 
 # %%
 # Optimising the image with the summed loss
 # -----------------------------------------
 #
-# 30 steps of :class:`torch.optim.Adam` on the pixels, one summed backward per step, the
-# pixels kept in [0, 1] after each step.
+# 30 :class:`torch.optim.Adam` steps on the pixels, one summed backward each, pixels clamped to
+# [0, 1].
 
 image = start_image.clone().requires_grad_(True)
 optimizer = torch.optim.Adam([image], lr=0.03)
@@ -183,8 +163,7 @@ assert sum(history[-1]) < 0.6 * sum(history[0])
 assert max(values[0] for values in history[:10]) > history[0][0]  # content rises at first
 
 # %%
-# The summed loss falls from 3 to less than 60 % of that; the three parts move differently
-# (the content loss even rises at first, traded against the style losses):
+# The summed loss falls below 60 % of its start; the content loss rises at first:
 
 INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
 styles = [(INK, "-"), (NEUTRAL, "-"), (NEUTRAL, ":")]
@@ -205,9 +184,8 @@ plt.show()
 # The image before and after
 # --------------------------
 #
-# Left to right: the content image, the style image, the image the optimisation starts from and
-# the image after 30 steps, each 24 × 24 pixels. The strip has no text, so that the site can show
-# the pictures in their own colours in the dark theme too.
+# Left to right: content, style, start, and after 30 steps (24 × 24 pixels each; no text, so
+# the dark theme can show the pictures in their own colours).
 
 pictures = {
     "content": content_image,
@@ -225,13 +203,4 @@ plt.show()
 # sphinx_gallery_thumbnail_number = 2
 
 # %%
-# What to take away
-# -----------------
-#
-# * Several losses on one forward pass need ``retain_graph=True`` only if each gets its own
-#   backward call (``backward()`` or ``torch.autograd.grad``), on every such call but the last.
-#   Adding them and calling backward once gives the same gradient up to rounding,
-#   walks the shared layers once and frees the graph.
-# * Passing ``retain_graph=True`` on every call, as the old tutorial's loss modules did, keeps
-#   the whole graph alive after the last backward.
-# * :doc:`../docs/several-losses` makes the same comparison on a network with two heads.
+# See also: :doc:`../docs/several-losses`, the same comparison on a network with two heads.
