@@ -127,8 +127,10 @@ weights = [p for p in model.parameters() if p.untyped_storage().data_ptr() in st
 versions = [p._version for p in weights]
 loss.backward(retain_graph=True)
 optimizer.step()
-print(f"chunk 1's graph saved {len(weights)} weight tensors; the step changed them in place:",
-      all(p._version > v for p, v in zip(weights, versions)))
+print(
+    f"chunk 1's graph saved {len(weights)} weight tensors; the step changed them in place:",
+    all(p._version > v for p, v in zip(weights, versions)),
+)
 assert weights and all(p._version > v for p, v in zip(weights, versions))
 
 # %%
