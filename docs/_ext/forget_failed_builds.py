@@ -1,9 +1,8 @@
 """After a build with warnings or an error, forget Sphinx's saved environment.
 
-Why: Sphinx re-reads only pages whose files changed. After a build that failed on a page (an
-unexpected error, a wrong expected error), an unchanged second run would skip that page, emit no
-warning, and report success. Dropping the saved environment makes the next run read every page
-again; executed results stay cached (jupyter-cache, sphinx-gallery's MD5), so that costs little.
+Why: Sphinx re-reads only changed pages, so an unchanged run after a failed one would skip the
+failing page and report success. Without the saved environment the next run reads every page
+(executed results stay cached, so that costs little).
 Upstream: sphinx-doc/sphinx#725 (warnings of unchanged files are not shown again; open). Sphinx
 has no public count of warnings, so this reads the private ``app._warncount``.
 """

@@ -10,11 +10,10 @@
 3. No stale pages: the cache key is the cells' code only. The digest of each helper module a page
    imports (``docs/autograd_graph.py``) and of the kernel start-up (``docs/_ipython``,
    ``docs/matplotlibrc``) goes into cell metadata, and they are noted as the page's dependencies.
-4. Parallel readers share jupyter-cache's database: two creating it at once fail ("table nbproject
-   already exists"), and ``truncate_caches`` deletes records another reader just created
-   ("Notebook file does not exist for cache record PK: 11", once in CI). The main process creates
-   and trims it once, before the readers fork; readers never trim. And a kernel may take as long
-   to start as a cell to run: nbclient's 60 s failed a cold build on a busy machine.
+4. Parallel readers: two creating jupyter-cache's database at once fail, and ``truncate_caches``
+   deletes records another reader just created; the main process creates and trims it once, before
+   the readers fork. Kernels get as long to start as a cell to run (nbclient's 60 s failed a busy
+   cold build) and use IPC files, not TCP ports, which parallel readers could pick twice.
 5. Downloads run alone: each executed notebook gets, before its first code cell, one collapsed
    cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
    ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
@@ -36,6 +35,7 @@ import nbformat
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
 from sphinx.application import Sphinx
+from traitlets.config import Config
 
 IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
 
@@ -130,8 +130,11 @@ def _prepare_cache(app: Sphinx) -> None:
         cache.db.dispose()
         # A kernel gets as long to start as a cell to run (nbclient's default, 60 s, failed a cold
         # build on a busy machine: "Kernel didn't respond in 60 seconds"); myst-nb cannot pass it.
+        # IPC files, not TCP ports: another reader's kernel could bind a port picked as free first.
         execution.executenb = functools.partial(
-            nbclient.execute, startup_timeout=config.execution_timeout
+            nbclient.execute,
+            startup_timeout=config.execution_timeout,
+            config=Config({"KernelManager": {"transport": "ipc"}}),
         )
 
 
