@@ -1,6 +1,6 @@
 """
-A GAN training step: fake.detach(), and when retain_graph is needed
-===================================================================
+A GAN step: fake.detach() or retain_graph
+=========================================
 
 The fix: train the discriminator on ``fake.detach()``, then run it again on ``fake`` for the
 generator's loss: every graph is walked once, with no ``retain_graph``. Without ``detach()``, the

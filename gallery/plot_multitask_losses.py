@@ -1,6 +1,6 @@
 """
-Two heads, one trunk: three ways to backward several losses
-===========================================================
+Two heads, one trunk: several losses
+====================================
 
 The fix: add the losses and call ``backward()`` once, or pass them as a list to
 :func:`torch.autograd.backward`: no ``retain_graph``, and the whole graph is freed.

@@ -1,6 +1,6 @@
 """
-Two losses, six ways to backward them: time per step
-====================================================
+Two losses, six ways: time per step
+===================================
 
 A shared trunk feeds two heads, each with its loss. This script times one training step for six
 ways of getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on

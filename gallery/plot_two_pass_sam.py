@@ -1,6 +1,6 @@
 """
-SAM: a second forward pass, not a retained graph
-================================================
+SAM: a second forward pass
+==========================
 
 The fix: take SAM's second gradient from a second forward pass at the perturbed weights; each
 graph is then used once, with no ``retain_graph``. Backpropagating the first loss again with
