@@ -22,11 +22,9 @@ from conftest import ANSI, HTML, IN_CI, gallery_scripts, myst_pages
 
 PYTHON = os.environ.get("STANDALONE_PYTHON")
 TIMEOUT = 900
-RUN_NOTEBOOK = (  # kernels over IPC files: two notebooks at once cannot race for a TCP port
-    "import sys, nbformat, nbclient; from traitlets.config import Config; "
-    "nb = nbformat.read(sys.argv[1], as_version=4); "
-    f"nbclient.NotebookClient(nb, timeout={TIMEOUT}, kernel_name='python3', "
-    "config=Config(KernelManager={'transport': 'ipc'})).execute()"
+RUN_NOTEBOOK = (
+    "import sys, nbformat, nbclient; nb = nbformat.read(sys.argv[1], as_version=4); "
+    f"nbclient.NotebookClient(nb, timeout={TIMEOUT}, kernel_name='python3').execute()"
 )
 DOWNLOADS = sorted(
     [f"{page.stem}.ipynb" for page in myst_pages() if page.parent.name == "docs"]

@@ -13,7 +13,7 @@
 4. Parallel readers: two creating jupyter-cache's database at once fail, and ``truncate_caches``
    deletes records another reader just created; the main process creates and trims it once, before
    the readers fork. Kernels get as long to start as a cell to run (nbclient's 60 s failed a busy
-   cold build) and use IPC files, not TCP ports, which parallel readers could pick twice.
+   cold build); one that died at start is started again (see ``_execute``).
 5. Downloads run alone: each executed notebook gets, before its first code cell, one collapsed
    cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
    ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
@@ -35,7 +35,6 @@ import nbformat
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
 from sphinx.application import Sphinx
-from traitlets.config import Config
 
 IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
 
@@ -128,14 +127,18 @@ def _prepare_cache(app: Sphinx) -> None:
         cache = get_cache(config.execution_cache_path)  # creates the database
         _truncate_caches(cache)
         cache.db.dispose()
-        # A kernel gets as long to start as a cell to run (nbclient's default, 60 s, failed a cold
-        # build on a busy machine: "Kernel didn't respond in 60 seconds"); myst-nb cannot pass it.
-        # IPC files, not TCP ports: another reader's kernel could bind a port picked as free first.
-        execution.executenb = functools.partial(
-            nbclient.execute,
-            startup_timeout=config.execution_timeout,
-            config=Config({"KernelManager": {"transport": "ipc"}}),
-        )
+        execution.executenb = functools.partial(_execute, startup_timeout=config.execution_timeout)
+
+
+def _execute(nb, **kwargs):
+    """nbclient.execute, once more if the kernel died at start: another reader's kernel can bind
+    a port picked as free first ("ZMQError: Address already in use"). No cell had run."""
+    try:
+        return nbclient.execute(nb, **kwargs)
+    except RuntimeError as error:
+        if "Kernel died before replying to kernel_info" not in str(error):
+            raise
+        return nbclient.execute(nb, **kwargs)
 
 
 HELPER_TAG = "helper-module"
