@@ -1,10 +1,9 @@
 """Reset global state around every gallery example (sphinx-gallery ``reset_modules``), and save
 the examples' figures as SVG (``SVGFigures``).
 
-Why: examples run one after another in the build's own process. Without a reset, one example's
-random state, open figures or warning filters would change the next one's output, and two builds
-would not agree (an example may also change torch's thread count; it is restored). Before each example: fixed seeds, and warnings become errors, so a warning that an
-example does not catch and show on purpose fails the build instead of slipping into the page.
+Why: examples run one after another in the build's process; one's random state, figures, warning
+filters or torch thread count would change the next one's output. Before each: fixed seeds, and
+warnings become errors, so a warning an example does not show on purpose fails the build.
 """
 
 from __future__ import annotations

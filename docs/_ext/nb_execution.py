@@ -3,23 +3,21 @@
 1. Complete downloads: on a cache hit, myst-nb replaces its notebook with jupyter-cache's merged
    copy but writes the *original*, output-less notebook to ``_build/jupyter_execute`` (the page's
    download). The cached outputs are copied into the page's notebook instead.
-2. Reproducible downloads: nbformat gives every cell a random id, and the kernel splits printed
-   text into stream chunks as timing allows. Cells get ids from their position, and consecutive
-   chunks of one stream are joined exactly (myst-nb's ``nb_merge_streams`` adds a newline at each
-   chunk boundary).
+2. Reproducible downloads: cells get ids from their position (nbformat's are random), and the
+   stream chunks the kernel splits printed text into are joined exactly (``nb_merge_streams`` adds
+   a newline at each chunk boundary).
 3. No stale pages: the cache key is the cells' code only. The digest of each helper module a page
    imports (``docs/autograd_graph.py``) and of the kernel start-up (``docs/_ipython``,
    ``docs/matplotlibrc``) goes into cell metadata, and they are noted as the page's dependencies.
-4. Parallel readers: two creating jupyter-cache's database at once fail, and ``truncate_caches``
-   deletes records another reader just created; the main process creates and trims it once, before
-   the readers fork. Kernels get as long to start as a cell to run (nbclient's 60 s failed a busy
-   cold build); one that died at start is started again (see ``_execute``).
+4. Parallel readers: the main process creates and trims jupyter-cache's database before they fork
+   (two creating it fail; a trim deletes another's records). Kernels get as long to start as a
+   cell to run (nbclient's 60 s failed a busy cold build), and one more start (``_execute``).
 5. Downloads run alone: each executed notebook gets, before its first code cell, one collapsed
    cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
    ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
 
-Upstream: 1-4 are not reported to MyST-NB or jupyter-cache yet (searched 2026-11); minimal
-reproductions are in this docstring at commit 87399b8.
+Upstream: 1-4 are not reported to MyST-NB or jupyter-cache yet (searched 2026-11); reproductions
+are in this docstring at commit 87399b8.
 """
 
 from __future__ import annotations
