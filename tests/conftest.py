@@ -153,7 +153,7 @@ def second_build(tmp_path_factory):
     for kind in SECOND_BUILDS:
         if kind == "one-page edit rebuild":
             text = (project / page).read_text().replace(f"# {title}", f"# {title} (edited)", 1)
-            heading = re.search(r"^## ", text, re.M)
+            heading = re.search(r"^(?:\([\w-]+\)=\n)?## ", text, re.M)  # a label stays with it
             at = heading.start() if heading else len(text)
             text = text[:at] + f"{EDIT_WORD}\n\n" + text[at:]
             (project / page).write_text(text + '\n```{code-cell} ipython3\nprint("an edit")\n```\n')
