@@ -1,8 +1,7 @@
 """After a build with warnings or an error, forget Sphinx's saved environment.
 
-Why: Sphinx re-reads only changed pages, so an unchanged run after a failed one would skip the
-failing page and report success. Without the saved environment the next run reads every page
-(executed results stay cached, so that costs little).
+Why: Sphinx re-reads only changed pages, so an unchanged run after a failed one would report
+success; without the saved environment the next run reads every page (results stay cached).
 Upstream: sphinx-doc/sphinx#725 (warnings of unchanged files are not shown again; open). Sphinx
 has no public count of warnings, so this reads the private ``app._warncount``.
 """

@@ -107,8 +107,9 @@ def kernel_setup_files() -> list[Path]:
 
 def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:
     folder = Path(app.env.doc2path(docname)).parent
-    for module in local_modules(source[0], folder):
-        app.env.note_dependency(str(module))
+    scripts = re.findall(r"^\s*(gallery/plot_\w+\.py)\s*$", source[0], re.M)  # its minigallery
+    for path in [*local_modules(source[0], folder), *(Path(app.srcdir, s) for s in scripts)]:
+        app.env.note_dependency(str(path))  # its thumbnails show the scripts' titles
     if "kernelspec:" in source[0].split("\n---", 1)[0]:  # a notebook page: it runs in a kernel
         for path in kernel_setup_files():
             app.env.note_dependency(str(path))
