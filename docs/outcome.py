@@ -55,10 +55,12 @@ def watch(optimizer, reference, *, model=None, train=None, steps=3, rtol=1e-4, a
 
     def check(opt, args, kwargs):
         step = len(done)
+        grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(step), params, allow_unused=True)
-        for p, want in zip(params, wanted):
-            got = p.grad
+        for p, got in zip(params, grads):
+            p.grad = got  # autograd.grad adds into a retained non-leaf's .grad: undo that
+        for p, got, want in zip(params, grads, wanted):
             want = torch.zeros_like(p) if want is None else want
             if id(p) in meant and (got is None or not got.any()):
                 raise AssertionError(f"step {step}: {names[id(p)]} got no gradient")
