@@ -11,8 +11,8 @@ weights the optimizer is about to change. A page's downloaded notebook carries t
             ...              # the loop being checked, unchanged
             opt.step()
 
-At each step (``Optimizer.register_step_pre_hook``, public since torch 2.0), every parameter the
-optimizer holds must carry the gradient of ``reference(step)``; each parameter meant to train
+At each step (``Optimizer.register_step_pre_hook``, public since torch 2.0; with a closure, each
+time the closure has run), every parameter the optimizer holds must carry the gradient of ``reference(step)``; each parameter meant to train
 (``train``: all the optimizer's by default) must get a non-zero gradient. When the block ends,
 at least ``steps`` steps ran and each parameter meant to train moved. The first failure raises
 ``AssertionError`` naming the step and the parameter. ``reference`` must not change anything
@@ -53,8 +53,7 @@ def watch(optimizer, reference, *, model=None, train=None, steps=3, rtol=1e-4, a
     start = [p.detach().clone() for p in train]
     done = []
 
-    def check(opt, args, kwargs):
-        step = len(done)
+    def compare(step):
         grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(step), params, allow_unused=True)
@@ -71,7 +70,23 @@ def watch(optimizer, reference, *, model=None, train=None, steps=3, rtol=1e-4, a
                     f"step {step}: the gradient of {names[id(p)]} is not the reference's "
                     f"(its norm is {ratio:.3g} times the reference's)"
                 )
+
+    def check(opt, args, kwargs):
+        step = len(done)
         done.append(step)
+        at = [i for i, a in enumerate(args) if callable(a)]  # step(closure), positional
+        closure = kwargs.get("closure") or (args[at[0]] if at else None)
+        if closure is None:
+            return compare(step)
+
+        def checked_closure():  # step(closure) computes the gradients inside the step
+            loss = closure()  # (LBFGS, Lightning): check them each time the closure has run
+            compare(step)
+            return loss
+
+        if kwargs.get("closure"):
+            return args, {**kwargs, "closure": checked_closure}
+        return (*args[: at[0]], checked_closure, *args[at[0] + 1 :]), kwargs
 
     handle = optimizer.register_step_pre_hook(check)
     try:
@@ -85,7 +100,5 @@ def watch(optimizer, reference, *, model=None, train=None, steps=3, rtol=1e-4, a
             raise AssertionError(
                 f"{names.get(id(p), 'a parameter')} never moved in {len(done)} steps"
             )
-    print(
-        f"{len(done)} steps: every gradient equals the reference's; "
-        f"all {len(train)} parameters meant to train moved"
-    )
+    moved = f"all {len(train)} parameters" if len(train) > 1 else "the parameter"
+    print(f"{len(done)} steps: every gradient equals the reference's; {moved} meant to train moved")
