@@ -26,6 +26,11 @@ _NOT_EXTENSIONS = {
     "matplotlib": "matplotlib",
     "ipykernel": "ipykernel",
     "jupyter_cache": "jupyter-cache",
+    # docs/frameworks.md runs these libraries (requirements/frameworks.txt):
+    "lightning": "lightning",
+    "accelerate": "accelerate",
+    "transformers": "transformers",
+    "vector_quantize_pytorch": "vector-quantize-pytorch",
 }
 _missing = [pkg for mod, pkg in _NOT_EXTENSIONS.items() if importlib.util.find_spec(mod) is None]
 if _missing:

@@ -7,18 +7,25 @@ They run with ATEN_CPU_CAPABILITY=default (the build runs the default kernels), 
 assertion that holds only with one CPU's vector kernels fails here. Notebooks run with nbclient,
 which lets a cell tagged ``raises-exception`` raise; scripts run with ``python -W error``, as the
 build runs them. Two run at a time.
+
+A page that runs more libraries lists them in ``requirements/<page>.txt`` (frameworks: Lightning,
+Accelerate, Transformers, vector-quantize-pytorch). Its notebook must name them, at their
+``constraints.txt`` pins, in its first cell; they are installed for that notebook alone (pip
+``--prefix`` into its folder, on its PYTHONPATH), never into $STANDALONE_PYTHON's environment.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import ANSI, HTML, IN_CI, gallery_scripts, myst_pages
+from conftest import ANSI, HTML, IN_CI, ROOT, gallery_scripts, myst_pages
 
 PYTHON = os.environ.get("STANDALONE_PYTHON")
 TIMEOUT = 900
@@ -32,14 +39,55 @@ DOWNLOADS = sorted(
 )
 
 
+PAGES = {page.stem for page in myst_pages() if page.parent.name == "docs"}
+
+
+def extra_packages(name: str) -> list[str]:
+    """The pins (``name==version``, from constraints.txt) of requirements/<page>.txt, if any."""
+    listed = ROOT / "requirements" / f"{Path(name).stem}.txt"
+    if not name.endswith(".ipynb") or Path(name).stem not in PAGES or not listed.exists():
+        return []
+    canonical = lambda text: re.sub(r"[-_.]+", "-", text.strip()).lower()  # noqa: E731
+    constraints = (ROOT / "constraints.txt").read_text().splitlines()
+    pins = {canonical(line.split("==")[0]): line.strip() for line in constraints if "==" in line}
+    wanted = [line.split("#")[0] for line in listed.read_text().splitlines()]
+    return [pins[canonical(package)] for package in wanted if package.strip()]
+
+
+def install_extras(name: str, folder: Path) -> tuple[str | None, str]:
+    """Install the notebook's extra packages into ``folder``; (error text or None, PYTHONPATH)."""
+    pins = extra_packages(name)
+    if not pins:
+        return None, ""
+    first_cell = "".join(json.loads((folder / name).read_text())["cells"][0]["source"])
+    unnamed = [pin for pin in pins if pin not in first_cell]
+    if unnamed:
+        return f"{name}'s first cell does not name {unnamed} (constraints.txt)", ""
+    prefix = folder / ".extra"
+    install = [PYTHON, "-m", "pip", "install", "--quiet", "--prefix", str(prefix), *pins]
+    done = subprocess.run([*install, "-c", str(ROOT / "constraints.txt")], capture_output=True,
+                          text=True)  # fmt: skip
+    if done.returncode:
+        return f"installing {pins} failed:\n{done.stdout}{done.stderr}"[-3000:], ""
+    where = "import sys, sysconfig; v = {'base': sys.argv[1], 'platbase': sys.argv[1]}; "
+    where += "print(sysconfig.get_path('purelib', vars=v), sysconfig.get_path('platlib', vars=v))"
+    paths = subprocess.run([PYTHON, "-c", where, str(prefix)], capture_output=True, text=True)
+    return None, os.pathsep.join(dict.fromkeys(paths.stdout.split()))
+
+
 def run_alone(name: str, folder: Path) -> str | None:
     """Run the download called ``name`` alone in ``folder``; the error text, or None if it ran."""
     found = sorted((HTML / "_downloads").rglob(name))
     if not found:
         return f"the site offers no download named {name}"
     shutil.copy(found[0], folder / name)
+    error, extra_path = install_extras(name, folder)
+    if error:
+        return error
     keep = ("HOME", "LANG", "TMPDIR", "PATH")
     env = {key: os.environ[key] for key in keep if key in os.environ}
+    if extra_path:
+        env["PYTHONPATH"] = extra_path
     env |= {"ATEN_CPU_CAPABILITY": "default", "IPYTHONDIR": str(folder / ".ipython")}
     env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env.get("PATH", "")])
     if name.endswith(".py"):
