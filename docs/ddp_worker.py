@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 from outcome import watch
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -201,7 +202,7 @@ def train_fsdp(kind: str, name: str, rank: int, world_size: int) -> str:
     if kind == "FullyShardedDataParallel":  # FSDP1: on a machine without a GPU, name the device
         model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=True)
     else:
-        fully_shard(model)  # FSDP2
+        fully_shard(model, mesh=init_device_mesh("cpu", (world_size,)))  # FSDP2, on the CPU
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     start, _ = _full(model, kind)
     try:
