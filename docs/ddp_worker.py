@@ -1,20 +1,25 @@
-"""DistributedDataParallel ranks on one machine, for ``wrappers.md``: ``run()`` starts this file
-as rank 0 in a child process, and each further rank is a process started with the ``spawn``
-method.
+"""Data-parallel ranks on one machine, for ``wrappers.md``: ``run()`` starts this file as rank 0
+in a child process, and each further rank is a process started with the ``spawn`` method.
 
 Why a module: a spawned process is a fresh Python interpreter, which can only run a function it
 can import; a function defined in a notebook cell cannot be imported by it. Every rank joins a
-gloo process group on the loopback interface (127.0.0.1), runs the same small training steps on
-its own batch, and reports, for every scenario, how many all-reduces DDP started and the gradient
-it ended with. The page compares the ranks with each other and with gradients computed without
-DDP.
+gloo process group on the loopback interface (127.0.0.1) and trains each scenario for three SGD
+steps on its own batches, wrapped in DistributedDataParallel (DDP), in FSDP's
+``FullyShardedDataParallel`` (FSDP1) or in ``fully_shard`` (FSDP2). It reports how many
+all-reduces DDP started in the first step, the gradient it ended that step with, and the outcome
+check of the three steps: ``outcome.watch`` for DDP; for FSDP the same checks by hand, on the
+gathered full weights and gradients, because watch cannot take sharded parameters (autograd
+refuses FSDP1's flat shard as an input of ``autograd.grad``, and ``torch.allclose`` has no rule
+for FSDP2's DTensor).
 
 Run it yourself:  python ddp_worker.py   (two ranks; prints their results)
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import io
 import json
 import os
 import signal
@@ -25,7 +30,10 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from outcome import watch
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -35,9 +43,9 @@ def make_model() -> nn.Module:
     return nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
 
 
-def rank_batch(rank: int) -> torch.Tensor:
-    """Each rank gets its own batch of four samples, as a DistributedSampler would give it."""
-    generator = torch.Generator().manual_seed(100 + rank)
+def rank_batch(rank: int, step: int = 0) -> torch.Tensor:
+    """Each rank gets its own batch of four samples per step, as a DistributedSampler gives it."""
+    generator = torch.Generator().manual_seed(100 + rank + 10 * step)
     return torch.randn(4, 3, generator=generator)
 
 
@@ -56,63 +64,55 @@ def wrap(model: nn.Module, **options) -> tuple[DDP, list[int]]:
     return ddp, calls
 
 
-def one_backward_of_the_sum(x):
-    ddp, calls = wrap(make_model())
-    out = ddp(x)
+# One training step of each scenario (forward and backward calls; the optimizer is outside).
+def one_backward_of_the_sum(model, x):
+    out = model(x)
     (out.pow(2).mean() + out.abs().mean()).backward()
-    return ddp, calls
 
 
-def two_backward_calls(x, **options):
-    ddp, calls = wrap(make_model(), **options)
-    out = ddp(x)
+def two_backward_calls(model, x):
+    out = model(x)
     out.pow(2).mean().backward(retain_graph=True)
     out.abs().mean().backward()
-    return ddp, calls
 
 
-def two_forwards_then_two_backwards(x):
+def two_forwards_then_two_backwards(model, x):
     """Two forward passes on two halves of the batch, then one backward per output, as in
-    pytorch/pytorch#47260 (which used three of each)."""
-    ddp, calls = wrap(make_model())
-    outputs = [ddp(half) for half in x.split(2)]
+    pytorch/pytorch#47260 (which used three of each) and #136861 (FSDP)."""
+    outputs = [model(half) for half in x.split(2)]
     for out in outputs:
         out.pow(2).mean().backward()
-    return ddp, calls
 
 
-def two_backward_calls_static_graph(x):
-    return two_backward_calls(x, static_graph=True)
-
-
-def accumulate_two_micro_batches(x):
-    ddp, calls = wrap(make_model())
+def accumulate_two_micro_batches(model, x):
     for micro_batch in x.split(2):
-        ddp(micro_batch).pow(2).mean().backward()
-    return ddp, calls
+        model(micro_batch).pow(2).mean().backward()
 
 
-def accumulate_with_no_sync(x):
-    ddp, calls = wrap(make_model())
+def accumulate_with_no_sync(model, x):
     first, last = x.split(2)
-    with ddp.no_sync():
-        ddp(first).pow(2).mean().backward()
-    ddp(last).pow(2).mean().backward()
-    return ddp, calls
+    with model.no_sync():
+        model(first).pow(2).mean().backward()
+    model(last).pow(2).mean().backward()
 
 
-SCENARIOS = {
-    "one backward of the sum": one_backward_of_the_sum,
-    "two backward calls": two_backward_calls,
-    "two backward calls, static_graph": two_backward_calls_static_graph,
-    "two forwards, then two backwards": two_forwards_then_two_backwards,
-    "accumulate, no no_sync": accumulate_two_micro_batches,
-    "accumulate with no_sync": accumulate_with_no_sync,
+SCENARIOS = {  # name: (one step, DDP's options)
+    "one backward of the sum": (one_backward_of_the_sum, {}),
+    "two backward calls": (two_backward_calls, {}),
+    "two backward calls, static_graph": (two_backward_calls, {"static_graph": True}),
+    "two forwards, then two backwards": (two_forwards_then_two_backwards, {}),
+    "accumulate, no no_sync": (accumulate_two_micro_batches, {}),
+    "accumulate with no_sync": (accumulate_with_no_sync, {}),
 }
+FSDP_SCENARIOS = (
+    "one backward of the sum",
+    "two backward calls",
+    "two forwards, then two backwards",
+)
 
 
-# What each scenario backpropagates, in order, as functions of (model, batch): the page computes
-# from them, without DDP, the gradient DDP should give (the average over ranks of their sum).
+# What each scenario backpropagates, in order, as functions of (model, batch): the gradient a
+# data-parallel step should give is that of the mean over ranks of their sum.
 def squared(model, x):
     return model(x).pow(2).mean()
 
@@ -139,11 +139,92 @@ LOSSES = {
 }
 
 
-def local_grad(losses, rank: int) -> torch.Tensor:
+def local_grad(losses, rank: int, step: int = 0) -> torch.Tensor:
     """The first layer's weight gradient of the sum of ``losses`` on ``rank``'s batch, without DDP."""
     model = make_model()
-    sum(loss(model, rank_batch(rank)) for loss in losses).backward()
+    sum(loss(model, rank_batch(rank, step)) for loss in losses).backward()
     return model[0].weight.grad
+
+
+def reference_loss(model: nn.Module, name: str, step: int, world_size: int) -> torch.Tensor:
+    """The loss a data-parallel step should differentiate: every rank's losses of the scenario,
+    averaged over the ranks, on ``model`` itself (no DDP, no FSDP) at its current weights."""
+    losses = LOSSES[name]
+    return (
+        sum(f(model, rank_batch(r, step)) for r in range(world_size) for f in losses) / world_size
+    )
+
+
+def train_ddp(name: str, rank: int, world_size: int) -> dict:
+    """Three SGD steps of a DDP scenario, checked by ``outcome.watch`` on every rank."""
+    step_fn, options = SCENARIOS[name]
+    ddp, calls = wrap(make_model(), **options)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    result = {}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            with watch(
+                opt,
+                lambda step: reference_loss(ddp.module, name, step, world_size),
+                model=ddp.module,
+            ):
+                for step in range(3):
+                    opt.zero_grad()
+                    step_fn(ddp, rank_batch(rank, step))
+                    if step == 0:
+                        result["allreduce_calls"] = len(calls)
+                        result["grad"] = ddp.module[0].weight.grad.tolist()
+                    opt.step()
+        result["check"] = printed.getvalue().strip()
+    except AssertionError as error:
+        result["check"] = f"AssertionError: {error}"
+    return result
+
+
+def _full(model: nn.Module, kind: str) -> tuple[dict, dict]:
+    """The full (unsharded) weights and gradients, by name, gathered from every rank."""
+    if kind == "fully_shard":
+        named = list(model.named_parameters())
+        weights = {n: p.full_tensor() for n, p in named}
+        return weights, {n: p.grad.full_tensor() if p.grad is not None else None for n, p in named}
+    with FullyShardedDataParallel.summon_full_params(model, with_grads=True):
+        named = list(model.module.named_parameters())
+        return (
+            {n: p.detach().clone() for n, p in named},
+            {n: None if p.grad is None else p.grad.clone() for n, p in named},
+        )
+
+
+def train_fsdp(kind: str, name: str, rank: int, world_size: int) -> str:
+    """Three SGD steps of a scenario under FSDP1 or FSDP2, with the checks of ``outcome.watch``
+    made by hand on the gathered full weights and gradients (see the module's docstring)."""
+    model = make_model()
+    if kind == "FullyShardedDataParallel":  # FSDP1: on a machine without a GPU, name the device
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=True)
+    else:
+        fully_shard(model, mesh=init_device_mesh("cpu", (world_size,)))  # FSDP2, on the CPU
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    start, _ = _full(model, kind)
+    try:
+        for step in range(3):
+            opt.zero_grad()
+            step_fn, _ = SCENARIOS[name]
+            step_fn(model, rank_batch(rank, step))
+            weights, grads = _full(model, kind)
+            plain = make_model()
+            plain.load_state_dict(weights)
+            reference_loss(plain, name, step, world_size).backward()
+            for n, p in plain.named_parameters():
+                if grads[n] is None or not torch.allclose(grads[n], p.grad, rtol=1e-4, atol=1e-6):
+                    return f"step {step}: the gradient of {n} is not the reference's"
+            opt.step()
+    except RuntimeError as error:
+        return f"RuntimeError: {str(error).splitlines()[0]}"
+    weights, _ = _full(model, kind)
+    for n in weights:
+        if torch.equal(weights[n], start[n]):
+            return f"{n} never moved in 3 steps"
+    return f"3 steps: every gradient equals the reference's; all {len(weights)} parameters moved"
 
 
 def use_loopback() -> None:
@@ -182,14 +263,10 @@ def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float) -
         timeout=timedelta(seconds=timeout),
     )
     try:
-        x = rank_batch(rank)
-        results = {}
-        for name, scenario in SCENARIOS.items():
-            ddp, calls = scenario(x)
-            results[name] = {
-                "allreduce_calls": len(calls),
-                "grad": ddp.module[0].weight.grad.tolist(),
-            }
+        results = {name: train_ddp(name, rank, world_size) for name in SCENARIOS}
+        for kind in ("FullyShardedDataParallel", "fully_shard"):
+            for name in FSDP_SCENARIOS:
+                results[f"{kind}: {name}"] = train_fsdp(kind, name, rank, world_size)
         queue.put((rank, results))
     finally:
         dist.destroy_process_group()
@@ -263,4 +340,4 @@ if __name__ == "__main__":
     else:
         for rank, outcome in sorted(_run_once(2, 50.0).items()):
             for name, result in outcome.items():
-                print(rank, name, result["allreduce_calls"], result["grad"][0])
+                print(rank, name, result if isinstance(result, str) else result["check"])
