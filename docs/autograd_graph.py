@@ -2,15 +2,16 @@
 
 Why this exists: pictures of "the graph" in tutorials are drawn by hand, so they cannot show what
 PyTorch really keeps. This module walks ``tensor.grad_fn`` and ``next_functions`` of a real graph,
-reads every ``_saved_*`` attribute of every node (a freed saved tensor raises ``RuntimeError`` when
-read, and is marked "freed"), and draws the result with matplotlib as inline SVG. The same walk
+reads every ``_saved_*`` attribute of every node (a saved tensor raises ``RuntimeError`` when read
+after backward freed it, marked "freed", or after an in-place operation changed it, marked "changed
+in place"), and draws the result with matplotlib as inline SVG. The same walk
 also writes the figure's text alternative, so the picture and its description cannot disagree.
 
 Legible on a phone: each snapshot is its own SVG, shown at its natural size (9 pt text is 12 CSS
 px), side by side where the page is wide enough and one under the other where it is not. Box text
 comes in short lines (a node's label and a leaf's shape on lines of their own), so that a small
 graph fits a phone's 328 px column; a wider one scrolls sideways instead of shrinking its text.
-Colours as everywhere on the site: saved blue, freed orange (dashed), leaf green.
+Colours as everywhere on the site: saved blue, freed or changed in place orange (dashed), leaf green.
 
 Usage (pages execute with ``docs/`` as the working directory)::
 
@@ -44,12 +45,17 @@ class Saved:
     """One ``_saved_*`` attribute of a node, as it could be read when the snapshot was taken."""
 
     name: str  # without the "_saved_" prefix, e.g. "self", "other", "result"
-    kind: str  # "tensor", "freed", "none" (slot not used) or "value" (a number, sizes, ...)
-    text: str  # e.g. "(3,) float32, 12 bytes", "freed", "none", "(3,)"
+    kind: str  # "tensor", "freed", "changed" (in place), "none" (slot not used) or "value"
+    text: str  # e.g. "(3,) float32, 12 bytes", "freed", "changed in place", "none", "(3,)"
 
     @property
     def freed(self) -> bool:
         return self.kind == "freed"
+
+    @property
+    def unusable(self) -> bool:
+        """Backward through this node would fail: the tensor was freed or changed in place."""
+        return self.kind in ("freed", "changed")
 
     def __str__(self) -> str:
         return f"{self.name} = {self.text}" if self.kind == "value" else f"{self.name}: {self.text}"
@@ -105,8 +111,13 @@ def _read_saved(fn: object) -> tuple[Saved, ...]:
         name = attr.removeprefix(PREFIX)
         try:
             value = getattr(fn, attr)
-        except RuntimeError:  # the saved tensor was released by backward()
-            saved.append(Saved(name, "freed", "freed"))
+        except RuntimeError as error:
+            if "has been modified by an inplace operation" in str(error):
+                saved.append(Saved(name, "changed", "changed in place"))
+            elif str(error).startswith("Trying to backward through the graph a second time"):
+                saved.append(Saved(name, "freed", "freed"))  # released by backward()
+            else:
+                raise
         else:
             saved.append(Saved(name, *_kind_and_text(value)))
     return tuple(saved)
@@ -167,7 +178,9 @@ class Graph:
             body = svg[svg.index("<svg") :]
             opening_end = body.index(">") + 1
             opening = body[:opening_end].replace("<svg", f'<svg role="img" aria-label="{label}"', 1)
-            alt = f"<title>Autograd graph</title><desc>{html.escape(description)}</desc>"
+            alt = (
+                "<title>Autograd graph</title>"  # aria-label is the text; a <desc> would repeat it
+            )
             figures.append(f"{opening}{alt}{body[opening_end:]}")
         # site.css: side by side when they fit, stacked when not; each at its natural size.
         return f'<div class="autograd-graphs">{"".join(figures)}</div>'
@@ -219,7 +232,7 @@ def _layout(snap: Snapshot) -> tuple[dict[int, tuple[float, float]], float]:
 def _draw_panel(ax: plt.Axes, snap: Snapshot, where: dict, width: float) -> None:
     boxes = {}
     for i, node in enumerate(snap.nodes):
-        freed = any(s.freed for s in node.saved)
+        freed = any(s.unusable for s in node.saved)
         edge = FREED if freed else LEAF if node.leaf else SAVED if node.saved else "#808080"
         boxes[i] = ax.text(
             *where[i],
