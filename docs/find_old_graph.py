@@ -28,10 +28,13 @@ freed node on each path from the loss); ``report.freed`` lists every freed node.
 ``filename``, ``lineno`` and ``line``: your innermost frame on the stack that created it; a
 culprit also has ``via``, the other lines of your code on the way from the loss to it.
 
-Limits: a node that saved nothing cannot be told apart from a new one (and never causes this
-error); a graph kept with ``retain_graph=True`` has nothing freed, so nothing is reported.
-Custom ``autograd.Function`` nodes are checked through ``ctx.saved_tensors``; tensors a Function
-keeps on ``ctx`` directly are invisible to autograd and to this module.
+Limits: a built-in node that saved nothing cannot be told apart from a new one (and never causes
+this error); a graph kept with ``retain_graph=True`` has nothing freed, so nothing is reported.
+A custom ``autograd.Function``'s node that a backward ran refuses ``ctx.saved_tensors`` whether or
+not it saved anything; it is reported with ``saved=("ctx.saved_tensors",)`` and fails a second
+pass only if its ``backward`` reads ``ctx.saved_tensors`` (the finder cannot see which). Tensors a
+Function keeps on ``ctx`` directly are invisible to autograd and to this module. Saved tensors
+are never unpacked: their unpack hooks (checkpointing, offloading) do not run.
 """
 
 from __future__ import annotations
@@ -64,11 +67,14 @@ class FreedNode:
     via: tuple[str, ...] = ()  # other lines on the way from the loss to this node, loss first
 
     def __str__(self) -> str:
+        what = f"freed: {', '.join(self.saved)}"
+        if self.saved == ("ctx.saved_tensors",):
+            what = (
+                "a custom Function run by an earlier backward; fails if it reads ctx.saved_tensors"
+            )
         if not self.lineno:
-            return f"{self.node} (freed: {', '.join(self.saved)}); no anomaly-mode record"
-        text = (
-            f"{self.node} (freed: {', '.join(self.saved)}), made by line {self.lineno}: {self.line}"
-        )
+            return f"{self.node} ({what}); no anomaly-mode record"
+        text = f"{self.node} ({what}), made by line {self.lineno}: {self.line}"
         return text + "".join(f"\n      reached via {step}" for step in self.via)
 
 
@@ -95,17 +101,29 @@ class Report:
 
 
 def _freed_names(fn: object) -> tuple[str, ...]:
-    """Names of the saved tensors of ``fn`` that can no longer be read."""
+    """Names of the saved tensors of ``fn`` that can no longer be read, found without unpacking.
+
+    Unpacking runs a saved tensor's unpack hook: under non-reentrant checkpointing that re-runs
+    the checkpointed forward (and updates BatchNorm's running statistics). So each saved tensor is
+    looked at through ``_raw_saved_*``: a hook or packed data means it is alive; only when both are
+    gone is the ordinary attribute read, which then runs no hook and raises if it was freed.
+    """
     if isinstance(fn, torch.autograd.function.BackwardCFunction):  # a custom autograd.Function
-        names = ["saved_tensors"]
-        attrs = names
-    else:
-        attrs = sorted(a for a in dir(fn) if a.startswith("_saved_"))
-        names = [a.removeprefix("_saved_") for a in attrs]
-    freed = []
-    for attr, name in zip(attrs, names, strict=True):
         try:
-            getattr(fn, attr)
+            _ = fn._raw_saved_tensors  # refused after release, saved or not
+        except RuntimeError as error:
+            if _FREED in str(error):
+                return ("ctx.saved_tensors",)
+        return ()
+    freed = []
+    for attr in sorted(a for a in dir(fn) if a.startswith("_raw_saved_")):
+        raw = getattr(fn, attr)
+        items = raw if isinstance(raw, (list, tuple)) else [raw]
+        if any(item.unpack_hook is not None or item.data is not None for item in items):
+            continue  # alive (a hooked tensor is not unpacked here)
+        name = attr.removeprefix("_raw_saved_")
+        try:
+            getattr(fn, f"_saved_{name}")  # no hook left to run: this only raises or returns None
         except RuntimeError as error:  # the error backward() would raise, raised early
             if _FREED in str(error):
                 freed.append(name)
@@ -132,8 +150,9 @@ def _where(fn: object) -> tuple[str | None, int | None, str | None]:
 def find_old_graph(loss: torch.Tensor) -> Report:
     """Walk ``loss.grad_fn``'s graph and report the nodes an earlier backward pass freed.
 
-    Call it before ``loss.backward()``: reading saved tensors changes nothing, so the backward
-    pass afterwards behaves exactly as it would have.
+    Call it before ``loss.backward()``. It unpacks no saved tensor (no unpack hook runs, so a
+    checkpointed block is not re-run), so the backward pass afterwards behaves exactly as it would
+    have.
     """
     if loss.grad_fn is None:
         raise ValueError("loss has no grad_fn: it does not require grad (no graph to search)")
