@@ -4,9 +4,9 @@ Gradient penalty: why it needs ``create_graph=True``
 
 The fix: compute the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
 add the penalty to the critic's loss, and call ``backward()`` once. Without ``create_graph`` the
-penalty silently adds nothing to the weights' gradients. The WGAN-GP critic step, with the penalty
-on interpolates of *detached* fakes, needs no ``retain_graph``; without ``detach()`` the
-generator's step fails. The penalty's gradient is checked against finite differences.
+penalty silently adds nothing to the weights' gradients. The critic scores *detached* fakes, so no
+``retain_graph`` is needed; where the generator reuses the critic step's fakes, it is what keeps
+the generator's step from failing. The penalty's gradient is checked against finite differences.
 
 .. index:: gradient penalty, WGAN-GP, critic, create_graph=True, double backward
 """
@@ -17,8 +17,11 @@ generator's step fails. The penalty's gradient is checked against finite differe
 #
 # The critic maps 2-D points to a score. The penalty is evaluated at random points between real
 # and generated samples; those points need ``requires_grad`` so that autograd can differentiate
-# the score with respect to them. Everything is in float64 so the finite differences at the end
-# are accurate.
+# the score with respect to them. Everything is in float64, for the finite differences at the
+# end. ``checked`` is the outcome check of :doc:`plot_how_examples_are_checked`.
+
+import contextlib
+import copy
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -28,6 +31,37 @@ from torch.autograd.graph import saved_tensors_hooks
 
 torch.manual_seed(0)
 f64 = torch.float64
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, steps=3, **modules):
+    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got = torch.zeros_like(p) if p.grad is None else p.grad
+            want = torch.zeros_like(p) if want is None else want
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
+                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
+                f"(norm ratio {got.norm() / want.norm():.3g})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran"
+    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
+    assert not still, f"never moved: {still}"
+    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+
 
 critic = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1)).to(f64)
 gen = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2)).to(f64)
@@ -117,49 +151,88 @@ else:
     raise AssertionError("the penalty's backward was expected to need the freed forward graph")
 
 # %%
-# A WGAN-GP step: no ``retain_graph``, as long as the fakes are detached
-# ----------------------------------------------------------------------
+# WGAN-GP steps, checked by their outcome
+# ---------------------------------------
 #
-# The critic's step scores ``fake.detach()`` and builds the interpolates from it; one
-# ``backward()`` trains the critic on its loss and the penalty. The generator's step scores
-# ``fake`` again with a fresh critic pass. Neither call has ``retain_graph``, and the critic's
-# backward never reaches the generator.
+# ``wgan_gp`` trains copies of both networks with a critic step, then a generator step, and checks
+# every step. The critic's reference is its loss at the current weights, with the penalty's input
+# gradient from :func:`torch.func.grad` instead of ``create_graph``; the generator's is its loss.
+# The fakes depend on the generator, which still trains, but not through the critic's loss: for
+# the critic's step they are data, so it scores ``fake.detach()``.
 
 
-def wgan_gp_step(detach):
-    critic_opt = torch.optim.SGD(critic.parameters(), lr=1e-3)
-    gen.zero_grad(set_to_none=True)
-    fake = gen(noise)
-    scored = fake.detach() if detach else fake
-    points = mix * real + (1 - mix) * scored
-    if detach:
-        points.requires_grad_()  # a leaf; undetached, it already requires grad through gen
-    critic_loss = critic(scored).mean() - critic(real).mean()
-    critic_opt.zero_grad()
-    (critic_loss + 10 * penalty(create_graph=True, points=points)).backward()
-    reached = any(p.grad is not None for p in gen.parameters())
-    critic_opt.step()
-    gen.zero_grad(set_to_none=True)
-    (-critic(fake).mean()).backward()  # the generator's step: a fresh critic pass
-    return reached
+def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_steps=1):
+    c, g = copy.deepcopy(critic), copy.deepcopy(gen)
+    trained = [p for p in c.parameters() if p is not c[2].bias]  # its gradient is always 0
+    c_opt, g_opt = torch.optim.SGD(trained, 1e-2), torch.optim.SGD(g.parameters(), 1e-2)
+    passes, wasted = [], []
+    g[0].weight.register_hook(lambda grad: passes.append(grad))
+
+    def critic_loss(fake, slopes):
+        return c(fake).mean() - c(real).mean() + 10 * ((slopes.norm(dim=1) - 1) ** 2).mean()
+
+    def critic_reference(step):
+        points = mix * real + (1 - mix) * g(noise)
+        return critic_loss(g(noise), torch.func.vmap(torch.func.grad(lambda x: c(x).sum()))(points))
+
+    with checked(c_opt, critic_reference, critic=c):
+        with checked(g_opt, lambda step: -c(g(noise)).mean(), gen=g):
+            for _ in range(3):
+                for _ in range(critic_steps):
+                    fake = g(noise)
+                    scored = fake.detach() if detach else fake
+                    points = mix * real + (1 - mix) * scored
+                    points.requires_grad_(True) if detach else None  # undetached: through gen
+                    (slopes,) = torch.autograd.grad(
+                        c(points).sum(), points, create_graph=create_graph
+                    )
+                    c_opt.zero_grad()
+                    before = len(passes)
+                    critic_loss(scored, slopes).backward(retain_graph=retain)
+                    wasted.append(len(passes) > before)
+                    c_opt.step()
+                fake = g(noise) if fresh else fake
+                g_opt.zero_grad()
+                (-c(fake).mean()).backward()
+                g_opt.step()
+    print(
+        f"critic backward passes that ran on through the generator: {sum(wasted)} of {len(wasted)}"
+    )
 
 
-reached = wgan_gp_step(detach=True)
-print(f"detached fakes: both steps ran; the critic's backward reached the generator: {reached}")
-assert not reached
+wgan_gp()
+
+# %%
+# Without ``create_graph``, the same loop runs and the check catches the missing penalty term:
+
+try:
+    wgan_gp(create_graph=False)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: the gradient of critic.0.weight is not the reference's" in str(error)
+else:
+    raise AssertionError("the check was expected to catch the penalty's missing gradient")
 
 # %%
 # Without ``detach()``, the critic's backward (loss and penalty) runs on into the generator and
-# frees its graph, so the generator's step fails. ``retain_graph=True`` on the critic's backward
-# would hide this and backpropagate through the generator for nothing; ``detach()`` is the fix.
+# frees its graph. Here the generator reuses the critic step's fakes, so its step fails:
 
 try:
-    wgan_gp_step(detach=False)
+    wgan_gp(detach=False)
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("the generator's backward through its freed graph was expected to fail")
+
+# %%
+# The reference WGAN-GP loop runs several critic steps, each on a new generator pass, and gives
+# the generator a new pass too; without ``detach()`` it runs, trains right and only wastes a
+# backward through the generator at every critic step. ``retain_graph=True`` on the critic's
+# backward would also silence the error above, with the same waste. ``detach()`` is the fix.
+
+wgan_gp(detach=False, fresh=True, critic_steps=3)
+wgan_gp(detach=False, retain=True)
 
 # %%
 # What ``create_graph=True`` costs

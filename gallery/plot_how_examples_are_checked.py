@@ -5,9 +5,9 @@ How the worked examples are checked
 Every script in this gallery ran when the site was built, and every output under a code block is
 what that block printed. A script states facts with ``assert``; when a step is *meant* to fail, the
 script catches that one exception, prints it, and checks its type and message, so any other
-exception stops the build.
+exception stops the build. Every fix is checked by its outcome over three optimizer steps.
 
-.. index:: how the examples are checked, worked examples, expected errors
+.. index:: how the examples are checked, worked examples, expected errors, outcome check
 """
 
 # %%
@@ -16,8 +16,11 @@ exception stops the build.
 #
 # The gradient of ``sum(x ** 2)`` is ``2 * x``; the script prints it and asserts it.
 
+import contextlib
+
 import matplotlib.pyplot as plt
 import torch
+from torch import nn
 
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
 y = (x**2).sum()
@@ -81,3 +84,71 @@ ax.plot(sizes, [1e3 * fastest_backward(n) for n in sizes], marker="o", color="#8
 ax.set(xlabel="n", ylabel="ms (fastest of 20)", title="One backward pass, timed at build")
 fig.tight_layout()
 plt.show()
+
+# %%
+# A fix is checked by its outcome
+# -------------------------------
+#
+# A fix that silences an error can still train wrong. ``checked`` hooks
+# :meth:`~torch.optim.Optimizer.step`: at each step, every parameter's ``.grad`` must equal the
+# gradient of ``reference(step)``, a loss recomputed from scratch at the current weights; by the
+# end, three steps ran and every parameter moved. Each script carries its own copy.
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, steps=3, **modules):
+    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got = torch.zeros_like(p) if p.grad is None else p.grad
+            want = torch.zeros_like(p) if want is None else want
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
+                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
+                f"(norm ratio {got.norm() / want.norm():.3g})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran"
+    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
+    assert not still, f"never moved: {still}"
+    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+
+
+# %%
+# A plain loop passes. The same loop without ``zero_grad()`` trains on the sum of the step's
+# gradient and the ones before it; nothing raises, but the check stops it at step 1.
+
+torch.manual_seed(0)
+x, y = torch.randn(16, 3), torch.randn(16, 1)
+
+
+def train(zero_grad):
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with checked(optimizer, lambda step: ((model(x) - y) ** 2).mean(), model=model):
+        for _ in range(3):
+            if zero_grad:
+                optimizer.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            optimizer.step()
+
+
+train(zero_grad=True)
+try:
+    train(zero_grad=False)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 1: the gradient of model.weight is not the reference's" in str(error)
+else:
+    raise AssertionError("the check was expected to catch the leftover gradients")

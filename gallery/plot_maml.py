@@ -5,9 +5,9 @@ MAML's inner loop: second order, not .data
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
 tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`.
 ``retain_graph`` need not be written: ``create_graph=True`` keeps the graph the outer backward
-walks again. Forgetting ``create_graph``, or updating the parameters in place (``.data``,
-``torch.no_grad()``, an inner optimizer), raises nothing and silently gives first-order MAML's
-gradient; in place, it also overwrites the meta-parameters with the adapted ones.
+walks again. Forgetting ``create_graph``, or updating the parameters in place in the inner loop
+(``.data``, ``torch.no_grad()``, an inner optimizer), raises nothing and silently gives
+first-order MAML's gradient; in place, it also overwrites the meta-parameters.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
    second-order gradient, first-order MAML, FOMAML, functional_call, torch.func, fast weights,
@@ -23,6 +23,7 @@ gradient; in place, it also overwrites the meta-parameters with the adapted ones
 # set). ``adapt`` takes the parameters as a dict and returns new tensors ``p - lr * g``, without
 # touching the module; :func:`torch.func.functional_call` runs the module with such a dict.
 
+import contextlib
 import copy
 
 import matplotlib.pyplot as plt
@@ -33,6 +34,39 @@ from torch.func import functional_call
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, steps=3, **modules):
+    """Check the first `steps` optimizer.step() calls in the block against reference(step)'s."""
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        if len(done) == steps:
+            return
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got = torch.zeros_like(p) if p.grad is None else p.grad
+            want = torch.zeros_like(p) if want is None else want
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
+                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
+                f"(norm ratio {got.norm() / want.norm():.3g})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran"
+    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
+    assert not still, f"never moved: {still}"
+    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+
 
 INNER_LR, HIDDEN = 0.1, 24
 mse = nn.functional.mse_loss
@@ -77,7 +111,7 @@ print(f"query loss after one inner step: {loss.item():.4f}")
 # three (each step's ``autograd.grad`` keeps its own graph, and the outer backward walks them all):
 
 
-def adapted_query_loss(params, steps):
+def adapted_query_loss(params, steps, support, query):
     inner = torch.func.grad(lambda p: mse(functional_call(model, p, (support[0],)), support[1]))
     for _ in range(steps):
         grads = inner(params)
@@ -91,7 +125,7 @@ for steps in (1, 3):
     for _ in range(steps):
         params = adapt(model, params, support)
     outer = torch.autograd.grad(query_loss(model, params, query), list(meta_params.values()))
-    reference = torch.func.grad(adapted_query_loss)(detached, steps)
+    reference = torch.func.grad(adapted_query_loss)(detached, steps, support, query)
     assert all(torch.allclose(g, reference[n], atol=1e-6) for g, n in zip(outer, reference))
 print("1 and 3 inner steps: outer gradient = torch.func.grad of the adaptation, up to rounding")
 
@@ -157,13 +191,21 @@ assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapt
 # Updating the parameters in place: the same first-order gradient, and lost meta-parameters
 # -----------------------------------------------------------------------------------------
 #
-# A first MAML attempt often adapts the module itself. ``p.sub_(...)`` on a parameter raises "a
-# leaf Variable that requires grad is being used in an in-place operation"
-# (:ref:`training patterns <patterns-maml>`). The usual ways around it (``p.data -= ...``, an
-# update under ``torch.no_grad()``, an inner ``torch.optim.SGD`` step) all run. Each writes the
-# adapted values into the meta-parameters with no graph linking the two: the outer gradient is the
-# first-order one (up to rounding), and the meta-parameters are overwritten (``model_copy`` is a
-# copy, so ``model`` keeps them here).
+# A first MAML attempt often adapts the module itself, and ``p.sub_(...)`` on a parameter raises
+# "a leaf Variable that requires grad is being used in an in-place operation" (asserted below).
+# For a plain SGD step on leaves, such as MAML's outer update, writing it under
+# ``torch.no_grad()`` is the right fix (:doc:`../docs/lost-leaf`). In the inner loop it is
+# harmful: the adapted parameters must stay a function of the meta-parameters, and an update
+# outside the graph cuts it out of the meta-gradient. The three ways around the error
+# (``p.data -= ...``, ``torch.no_grad()``, an inner ``torch.optim.SGD`` step) all run, give the
+# first-order gradient (up to rounding) and overwrite the meta-parameters (of a copy, here).
+
+try:
+    copy.deepcopy(model)[0].weight.sub_(1.0)
+except RuntimeError as error:
+    assert "a leaf Variable that requires grad is being used in an in-place operation" in str(error)
+else:
+    raise AssertionError("an in-place update of a parameter was expected to fail")
 
 
 def in_place_outer_gradient(update):
@@ -207,25 +249,44 @@ for name, update in [("p.data -=", with_data), ("no_grad p -=", with_no_grad),
 # Meta-training
 # -------------
 #
-# 120 second-order meta-updates (Adam), each on 4 tasks, one inner step. Then 50 new tasks: the
-# query error after one inner step from the meta-learned initialisation, from the initialisation
-# the model started with, and of predicting 0 everywhere.
+# 120 second-order meta-updates (Adam), each on 4 tasks, one inner step; the first three are
+# checked against the meta-gradient of :func:`torch.func.grad`'s adaptation at the current weights.
+# Then 50 new tasks: the query error after one inner step from the meta-learned initialisation,
+# from the initialisation the model started with, and of predicting 0 everywhere.
+
+
+def meta_train(updates, create_graph=True):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    batches = [[sample_task() for _ in range(4)] for _ in range(updates)]
+    meta_params = dict(model.named_parameters())
+    reference = lambda k: sum(adapted_query_loss(meta_params, 1, *t) / 4 for t in batches[k])  # noqa: E731
+    history = []
+    with checked(optimizer, reference, model=model):
+        for tasks in batches:
+            optimizer.zero_grad()
+            total = 0.0
+            for support, query in tasks:
+                adapted = adapt(model, dict(model.named_parameters()), support, create_graph)
+                loss = query_loss(model, adapted, query) / 4
+                loss.backward()
+                total += loss.item()
+            optimizer.step()
+            history.append(total)
+    return history
+
 
 torch.manual_seed(1)
 model = make_model()
 start = copy.deepcopy(model)
-meta_optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-history = []
-for _ in range(120):
-    meta_optimizer.zero_grad()
-    total = 0.0
-    for _ in range(4):
-        support, query = sample_task()
-        loss = query_loss(model, adapt(model, dict(model.named_parameters()), support), query) / 4
-        loss.backward()
-        total += loss.item()
-    meta_optimizer.step()
-    history.append(total)
+try:  # first-order by accident: the check catches it at the first update
+    meta_train(3, create_graph=False)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: the gradient of model.0.weight is not the reference's" in str(error)
+else:
+    raise AssertionError("the check was expected to catch the first-order meta-gradient")
+model = copy.deepcopy(start)
+history = meta_train(120)
 
 torch.manual_seed(2)
 tests = [sample_task(n_query=50, with_wave=True) for _ in range(50)]

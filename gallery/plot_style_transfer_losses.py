@@ -18,6 +18,8 @@ its last call.
 # Two frozen random convolutions stand in for a pretrained network; the content image is a disc,
 # the style image stripes. ``gram`` gives a feature map's channel correlations.
 
+import contextlib
+
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
@@ -25,6 +27,37 @@ from torch import nn
 
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest
 torch.manual_seed(0)
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, steps=3, **tensors):
+    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+    names = {p: name for name, p in tensors.items()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got = torch.zeros_like(p) if p.grad is None else p.grad
+            want = torch.zeros_like(p) if want is None else want
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
+                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
+                f"(norm ratio {got.norm() / want.norm():.3g})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran"
+    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
+    assert not still, f"never moved: {still}"
+    print(f"{len(done)} steps of {'/'.join(tensors)}: every gradient is the reference's; all moved")
+
 
 features = nn.ModuleList([nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1, stride=2)])
 features.requires_grad_(False)
@@ -114,10 +147,21 @@ print(f"gradient from three backward calls: norm {grad_separate.norm():.6f}")
 
 # %%
 # and the graph stays alive after the last call: a fourth backward through the first loss runs.
+# In a loop of steps, checked by its outcome (:doc:`plot_how_examples_are_checked`) against the
+# summed loss recomputed at the current pixels, the old pattern trains right:
 
 separate_losses[0].backward()
 assert not torch.equal(image.grad, grad_separate)
 print("a further backward through the retained graph ran")
+
+image = start_image.clone().requires_grad_(True)
+optimizer = torch.optim.Adam([image], lr=0.03)
+with checked(optimizer, lambda step: sum(losses(image)), image=image):
+    for _ in range(3):
+        optimizer.zero_grad()
+        for loss in losses(image):
+            loss.backward(retain_graph=True)
+        optimizer.step()
 
 # %%
 # The current pattern: add the losses, call backward once
@@ -141,19 +185,20 @@ assert torch.allclose(grad_separate, grad_summed, rtol=1e-5, atol=1e-7)
 # -----------------------------------------
 #
 # 30 :class:`torch.optim.Adam` steps on the pixels, one summed backward each, pixels clamped to
-# [0, 1].
+# [0, 1], each checked.
 
 image = start_image.clone().requires_grad_(True)
 optimizer = torch.optim.Adam([image], lr=0.03)
 history = []
-for _ in range(30):
-    optimizer.zero_grad()
-    parts = losses(image)
-    sum(parts).backward()
-    optimizer.step()
-    with torch.no_grad():
-        image.clamp_(0, 1)
-    history.append([loss.item() for loss in parts])
+with checked(optimizer, lambda step: sum(losses(image)), image=image):
+    for _ in range(30):
+        optimizer.zero_grad()
+        parts = losses(image)
+        sum(parts).backward()
+        optimizer.step()
+        with torch.no_grad():
+            image.clamp_(0, 1)
+        history.append([loss.item() for loss in parts])
 with torch.no_grad():
     final = losses(image)
 history.append([loss.item() for loss in final])

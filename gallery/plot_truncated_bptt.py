@@ -23,6 +23,7 @@ Detached, they stay flat.
 # :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses, such as the 8-byte
 # tensor that ``loss / STEPS`` makes of the Python number ``STEPS``.
 
+import contextlib
 import time
 from itertools import pairwise
 
@@ -33,6 +34,36 @@ from torch import nn
 
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timings steady
 torch.manual_seed(0)
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, steps=3, **modules):
+    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got = torch.zeros_like(p) if p.grad is None else p.grad
+            want = torch.zeros_like(p) if want is None else want
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
+                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
+                f"(norm ratio {got.norm() / want.norm():.3g})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran"
+    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
+    assert not still, f"never moved: {still}"
+    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
 SAVED_NAMES = {}  # node type -> its _saved_* attribute names
@@ -136,25 +167,28 @@ else:
 #
 # Without optimizer steps between chunks (gradients accumulated over the whole sequence)
 # ``retain_graph=True`` runs. ``"retain"`` does that; ``"detach"`` detaches the hidden state at
-# the start of every chunk and steps the optimizer after each, a real truncated-BPTT loop. For
-# each chunk, ``graph_size`` of its loss just before its backward:
+# the start of every chunk and steps the optimizer after each, a real truncated-BPTT loop, each
+# step checked (:doc:`plot_how_examples_are_checked`) against the chunk's graph unrolled from the
+# values it starts from. For each chunk, ``graph_size`` of its loss just before its backward:
 
 
 def measure(mode):
     hidden = restart()
     optimizer = torch.optim.SGD(params, lr=0.01)
+    window = lambda step: run_chunk(start.detach(), chunk)[1]  # noqa: E731  the chunk, unrolled
+    check = checked(optimizer, window, cell=cell, readout=readout)
     nodes, held = [], []
-    for chunk in range(CHUNKS):
-        if mode == "detach":
-            hidden = hidden.detach()
-        hidden, loss = run_chunk(hidden, chunk)
-        count, size = graph_size(loss, EXCLUDE)
-        nodes.append(count)
-        held.append(size)
-        loss.backward(retain_graph=(mode == "retain"))
-        if mode == "detach":
-            optimizer.step()
-            optimizer.zero_grad()
+    with check if mode == "detach" else contextlib.nullcontext():
+        for chunk in range(CHUNKS):
+            start = hidden.detach() if mode == "detach" else hidden
+            hidden, loss = run_chunk(start, chunk)
+            count, size = graph_size(loss, EXCLUDE)
+            nodes.append(count)
+            held.append(size)
+            loss.backward(retain_graph=(mode == "retain"))
+            if mode == "detach":
+                optimizer.step()
+                optimizer.zero_grad()
     return nodes, held
 
 

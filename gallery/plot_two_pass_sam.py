@@ -18,16 +18,48 @@ trains with SAM and with plain descent.
 # SAM moves every weight by ``rho * g / ‖g‖``, where ``g`` is the gradient at the current weights.
 # ``move`` applies or undoes that move in place, as SAM implementations usually do.
 
+import contextlib
 import copy
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
+from torch.func import functional_call
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors: one thread is fastest
 RHO = 0.05
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, steps=3, **modules):
+    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got = torch.zeros_like(p) if p.grad is None else p.grad
+            want = torch.zeros_like(p) if want is None else want
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
+                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
+                f"(norm ratio {got.norm() / want.norm():.3g})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran"
+    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
+    assert not still, f"never moved: {still}"
+    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
 def ascent_direction(grads):
@@ -150,10 +182,12 @@ assert not same_grads(mixed, first) and not same_grads(mixed, at_perturbed)
 #
 # Each pass gets its own forward, and each graph is used once. The weights are restored from a
 # copy, because undoing the move by subtracting it is not exact in floating point (checked
-# below), and the update uses the second gradient.
+# below), and the optimizer steps with the second gradient. The check
+# (:doc:`plot_how_examples_are_checked`) recomputes that gradient without touching the weights:
+# the loss of :func:`torch.func.functional_call` at the current weights plus the move.
 
 
-def sam_step(model, lr, losses_seen):
+def sam_step(model, optimizer, losses_seen):
     params = list(model.parameters())
     loss = mse(model)  # forward 1, at the current weights
     grads = torch.autograd.grad(loss, params)
@@ -162,9 +196,21 @@ def sam_step(model, lr, losses_seen):
     sharp_grads = torch.autograd.grad(mse(model), params)  # forward 2, at the perturbed weights
     with torch.no_grad():
         for param, original, grad in zip(params, saved, sharp_grads):
-            param.copy_(original - lr * grad)
+            param.copy_(original)
+            param.grad = grad
+    optimizer.step()
     losses_seen.append(loss.item())
     return grads, sharp_grads
+
+
+def sam_reference(model, x, y):
+    def loss_at_moved_weights(step):
+        named = dict(model.named_parameters())
+        grads = torch.autograd.grad(((model(x) - y) ** 2).mean(), list(named.values()))
+        moved = {n: p + d for (n, p), d in zip(named.items(), ascent_direction(grads))}
+        return ((functional_call(model, moved, (x,)) - y) ** 2).mean()
+
+    return loss_at_moved_weights
 
 
 def sgd_step(model, lr, losses_seen):
@@ -187,7 +233,7 @@ assert changed > 0
 # gives back exactly the starting weights.
 
 probe = copy.deepcopy(start)
-plain, sharp = sam_step(probe, lr=0.0, losses_seen=[])
+plain, sharp = sam_step(probe, torch.optim.SGD(probe.parameters(), lr=0.0), losses_seen=[])
 cosine = torch.nn.functional.cosine_similarity(
     torch.cat([g.flatten() for g in plain]), torch.cat([g.flatten() for g in sharp]), dim=0
 )
@@ -195,6 +241,35 @@ print(f"cosine between the plain and the SAM gradient: {cosine.item():.4f}")
 restored = same_grads(list(probe.parameters()), list(start.parameters()))
 print(f"weights exactly restored by a step with lr=0: {restored}")
 assert not same_grads(plain, sharp) and restored
+
+# %%
+# The check passes on three SAM steps, and stops the step that reuses the first loss on the
+# linear model at once: its "SAM" gradient is the plain one.
+
+net = copy.deepcopy(start)
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+with checked(optimizer, sam_reference(net, inputs, outputs), net=net):
+    for _ in range(3):
+        sam_step(net, optimizer, losses_seen=[])
+
+linear = nn.Linear(3, 1)
+optimizer = torch.optim.SGD(linear.parameters(), lr=0.1)
+try:
+    with checked(optimizer, sam_reference(linear, features, targets), linear=linear):
+        for _ in range(3):
+            params = list(linear.parameters())
+            loss = ((linear(features) - targets) ** 2).mean()
+            loss.backward(retain_graph=True)
+            move(params, ascent_direction([p.grad for p in params]))
+            optimizer.zero_grad()
+            loss.backward()  # the first forward's loss again
+            move(params, ascent_direction([p.grad for p in params]), sign=-1.0)
+            optimizer.step()
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: the gradient of linear.weight is not the reference's" in str(error)
+else:
+    raise AssertionError("the check was expected to catch the reused loss's gradient")
 
 # %%
 # Training: SAM against plain gradient descent
@@ -215,9 +290,10 @@ def count_forward(module, args):
 sgd_net.register_forward_pre_hook(count_forward)
 sam_net.register_forward_pre_hook(count_forward)
 sgd_losses, sam_losses = [], []
+sam_optimizer = torch.optim.SGD(sam_net.parameters(), lr=lr)
 for _ in range(steps):
     sgd_step(sgd_net, lr, sgd_losses)
-    sam_step(sam_net, lr, sam_losses)
+    sam_step(sam_net, sam_optimizer, sam_losses)
 
 print(f"forward passes in {steps} steps: plain {forwards[sgd_net]}, SAM {forwards[sam_net]}")
 assert forwards[sgd_net] == steps and forwards[sam_net] == 2 * steps
