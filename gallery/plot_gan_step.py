@@ -1,26 +1,25 @@
 """
-A GAN step: fake.detach() or retain_graph
-=========================================
+GAN step: fake.detach() or retain_graph
+=======================================
 
-The fix: train the discriminator on ``fake.detach()``, then run it again on ``fake`` for the
-generator's loss; no ``retain_graph``. ``retain_graph=True`` instead silences the error and, unless
-the generator's gradients are zeroed right before its backward, trains it on the discriminator's
-loss too. One discriminator pass feeding both losses needs ``retain_graph=True`` and trains
-differently. A tiny GAN that learns a 1-D Gaussian shows each case.
+The fix: train the discriminator on ``fake.detach()``, then score ``fake`` again for the
+generator's loss; no ``retain_graph``. ``retain_graph=True`` silences the error and, unless the
+generator's ``.grad`` is zeroed right before its backward, trains it on the discriminator's loss
+too. One discriminator pass feeding both losses needs ``retain_graph=True`` and trains
+differently. A tiny GAN learning a 1-D Gaussian shows each case.
 
 .. index:: GAN, GAN training step, generator, discriminator, fake.detach(), netD, netG,
    errD.backward, errG.backward
 """
 
 # %%
-# Data, networks and the outcome check
-# ------------------------------------
+# Data, networks, the check
+# -------------------------
 #
-# Real samples come from a normal distribution with mean 3 and standard deviation 0.5; the
-# generator ``gen`` maps 4-D noise to one number, the discriminator ``disc`` one number to a
-# logit. ``fresh_pair()`` gives the same starting networks and optimizers each time. ``checked``
-# (as in :doc:`plot_how_examples_are_checked`) compares each network's ``.grad`` at each of its
-# optimizer's steps with the gradient of that network's loss recomputed at the current weights.
+# Real samples: mean 3, standard deviation 0.5. ``gen`` maps 4-D noise to a number, ``disc`` a
+# number to a logit; ``fresh_pair()`` restarts both. ``checked``
+# (:doc:`plot_how_examples_are_checked`) compares each network's ``.grad`` at its optimizer's
+# step with the gradient of that network's own loss at the current weights.
 
 import contextlib
 import copy
@@ -35,8 +34,7 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -45,8 +43,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -58,9 +55,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -73,20 +69,22 @@ def mlp(n_in, n_out):
 
 BATCH = 128
 gen_start, disc_start = mlp(4, 1), mlp(1, 1)
-real = 3 + 0.5 * torch.randn(BATCH, 1)  # one fixed batch, read by the step functions below
-noise = torch.randn(BATCH, 4)
+real, noise = 3 + 0.5 * torch.randn(BATCH, 1), torch.randn(BATCH, 4)  # read by the steps
 is_real, is_fake = torch.ones(BATCH, 1), torch.zeros(BATCH, 1)
 bce = F.binary_cross_entropy_with_logits
 
 
 def fresh_pair():
     gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
-    opt_gen = torch.optim.SGD(gen.parameters(), 0.05)
-    return gen, disc, opt_gen, torch.optim.SGD(disc.parameters(), 0.05)
+    return (
+        gen,
+        disc,
+        torch.optim.SGD(gen.parameters(), 0.05),
+        torch.optim.SGD(disc.parameters(), 0.05),
+    )
 
 
 def three_checked_steps(step, gen, disc, opt_gen, opt_disc):
-    """Each network's reference: its own loss at the current weights, w.r.t. its own weights."""
     disc_loss = lambda k: bce(disc(real), is_real) + bce(disc(gen(noise)), is_fake)  # noqa: E731
     with checked(opt_disc, disc_loss, disc=disc):
         with checked(opt_gen, lambda k: bce(disc(gen(noise)), is_real), gen=gen):
@@ -98,10 +96,9 @@ def three_checked_steps(step, gen, disc, opt_gen, opt_disc):
 # The usual step: ``detach()``, then a fresh discriminator pass
 # -------------------------------------------------------------
 #
-# The fake samples depend on the generator, which is still training, but not through the
-# discriminator's loss: for the discriminator's step they are data, so it scores
-# ``fake.detach()``. The generator's loss needs them live, through the *updated* discriminator:
-# a new pass ``disc(fake)``.
+# The fakes depend on the generator, which still trains, but not through the discriminator's
+# loss: for the discriminator's step they are data, so it scores ``fake.detach()``. The
+# generator's loss needs them live, through the *updated* discriminator: a new pass.
 
 
 def usual_step(gen, disc, opt_gen, opt_disc):
@@ -119,11 +116,8 @@ def usual_step(gen, disc, opt_gen, opt_disc):
 three_checked_steps(usual_step, *fresh_pair())
 
 # %%
-# Without ``detach()``: the generator's backward fails
-# ----------------------------------------------------
-#
-# The discriminator's backward then runs on into the generator and frees what the generator's
-# forward saved, which the generator's loss needs again, fresh discriminator pass or not.
+# Without ``detach()``, the discriminator's backward runs on into the generator and frees its
+# graph, which the generator's loss needs again, fresh pass or not:
 
 
 def undetached_step(gen, disc, opt_gen, opt_disc, retain_graph=False, zero_between=True):
@@ -148,9 +142,8 @@ else:
     raise AssertionError("the generator's backward through its freed graph was expected to fail")
 
 # %%
-# ``loss_disc.backward(retain_graph=True)`` silences it, and the discriminator's loss now
-# backpropagates into the generator's ``.grad`` as well. Zeroed only at the top, the generator
-# trains on that sum:
+# ``loss_disc.backward(retain_graph=True)`` silences it, and the discriminator's loss now also
+# reaches the generator's ``.grad``. Zeroed only at the top, the generator trains on both:
 
 try:
     three_checked_steps(lambda *nets: undetached_step(*nets, True, False), *fresh_pair())
@@ -161,8 +154,8 @@ else:
     raise AssertionError("the check was expected to catch the discriminator's loss in gen's .grad")
 
 # %%
-# Zeroed again right before the generator's backward, it trains right, with a backward through the
-# generator for nothing at each step. ``detach()`` is the fix.
+# Zeroed again before the generator's backward, it trains right, after a backward through the
+# generator for nothing. ``detach()`` is the fix.
 
 three_checked_steps(lambda *nets: undetached_step(*nets, True, True), *fresh_pair())
 
@@ -170,27 +163,12 @@ three_checked_steps(lambda *nets: undetached_step(*nets, True, True), *fresh_pai
 # One discriminator pass for both losses: ``retain_graph`` is needed
 # ------------------------------------------------------------------
 #
-# Both losses can be built on one pass ``disc(gen(noise))``. Then the discriminator's backward
-# frees that pass and the generator's graph, which the generator's loss needs:
-
-gen, disc, opt_gen, opt_disc = fresh_pair()
-scores_fake = disc(gen(noise))
-loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
-loss_disc.backward()
-try:
-    bce(scores_fake, is_real).backward()
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("the generator's backward through a freed graph was expected to fail")
-
-# %%
-# Here ``retain_graph=True`` is the fix, on two conditions. Both backward calls come before
-# ``opt_disc.step()``: the kept pass saved the discriminator's weights, and the step changes them
-# in place, so a generator's backward after it raises the
-# :ref:`in-place modification error <errors-inplace>` (asserted here, shown there). And each
-# backward is limited to its own network with ``inputs=``.
+# Both losses built on one pass ``disc(gen(noise))``: the discriminator's backward frees it, and
+# the generator's loss needs it. ``retain_graph=True`` is the fix here, on two conditions. Both
+# backward calls come before ``opt_disc.step()``, which changes in place the weights the kept
+# pass saved: after it, the generator's backward raises the
+# :ref:`in-place modification error <errors-inplace>`. And each backward is limited to its own
+# network with ``inputs=``. (Both errors are asserted, not printed again.)
 
 
 def reused_step(gen, disc, opt_gen, opt_disc, inputs=True):
@@ -205,20 +183,22 @@ def reused_step(gen, disc, opt_gen, opt_disc, inputs=True):
     opt_gen.step()
 
 
-gen, disc, opt_gen, opt_disc = fresh_pair()
-scores_fake = disc(gen(noise))
-(bce(disc(real), is_real) + bce(scores_fake, is_fake)).backward(retain_graph=True)
-opt_disc.step()  # too early
-try:
-    bce(scores_fake, is_real).backward()
-except RuntimeError as error:
-    assert "modified by an inplace operation" in str(error)
-else:
-    raise AssertionError("the kept pass was expected to detect the step's in-place change")
+def fails_with(message, retain_graph, step):
+    gen, disc, opt_gen, opt_disc = fresh_pair()
+    scores_fake = disc(gen(noise))
+    (bce(disc(real), is_real) + bce(scores_fake, is_fake)).backward(retain_graph=retain_graph)
+    opt_disc.step() if step else None
+    try:
+        bce(scores_fake, is_real).backward()
+    except RuntimeError as error:
+        return message in str(error)
+
+
+assert fails_with("backward through the graph a second time", retain_graph=False, step=False)
+assert fails_with("modified by an inplace operation", retain_graph=True, step=True)
 
 # %%
-# Without ``inputs=``, the generator's loss also lands in the discriminator's ``.grad``, which
-# the check catches at the discriminator's first step:
+# Without ``inputs=``, the generator's loss also lands in the discriminator's ``.grad``:
 
 try:
     three_checked_steps(lambda *nets: reused_step(*nets, inputs=False), *fresh_pair())
@@ -229,14 +209,10 @@ else:
     raise AssertionError("the check was expected to catch the generator's loss in disc's .grad")
 
 # %%
-# The reused step is a different algorithm
-# ----------------------------------------
-#
-# With ``inputs=``, the discriminator's steps pass. The generator's gradient goes through the
-# discriminator *before* its update (the pass it kept), not after: the updates are simultaneous,
-# not alternating, and the check against the alternating step's reference fails at step 0. The
-# kept pass also holds both graphs until the generator's backward
-# (:doc:`../docs/what-it-costs`).
+# With ``inputs=``, the discriminator's steps pass, but the generator's gradient goes through the
+# discriminator *before* its update (the kept pass): the updates are simultaneous, not
+# alternating, and the check fails at step 0. The kept pass also holds both graphs until the
+# generator's backward (:doc:`../docs/what-it-costs`).
 
 try:
     three_checked_steps(reused_step, *fresh_pair())
@@ -250,8 +226,7 @@ else:
 # Training with the usual step
 # ----------------------------
 #
-# 120 usual steps with Adam, a fresh batch each time: the generated samples move from near 0 to
-# near 3, the mean of the real data.
+# 120 usual steps with Adam, a new batch each: the samples move from near 0 to near 3.
 
 torch.manual_seed(1)
 gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
@@ -261,8 +236,7 @@ probe = torch.randn(2000, 4)
 with torch.no_grad():
     samples_before = gen(probe).squeeze(1)
 for _ in range(120):
-    real = 3 + 0.5 * torch.randn(BATCH, 1)  # a new batch for usual_step to read
-    noise = torch.randn(BATCH, 4)
+    real, noise = 3 + 0.5 * torch.randn(BATCH, 1), torch.randn(BATCH, 4)  # read by usual_step
     usual_step(gen, disc, opt_gen, opt_disc)
 with torch.no_grad():
     samples_after = gen(probe).squeeze(1)
@@ -270,8 +244,7 @@ print(f"generated mean before {samples_before.mean():.2f}, after {samples_after.
 assert abs(samples_before.mean()) < 0.5
 assert abs(samples_after.mean() - 3) < 0.2
 
-# The site's colours: the fix (usual step), neutral, ink.
-USUAL, INK, NEUTRAL = "#1a9c6b", "#24292f", "#808080"
+USUAL, INK, NEUTRAL = "#1a9c6b", "#24292f", "#808080"  # the site's colours: the fix, ink, neutral
 fig, ax_hist = plt.subplots(figsize=(4.2, 3.4))
 bins = torch.linspace(-0.5, 5.5, 61)
 ax_hist.hist(samples_before, bins=bins, alpha=0.6, color=NEUTRAL, label="before")
@@ -285,5 +258,5 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# See also: :doc:`../docs/several-losses` for several losses on one forward pass, and the
-# :doc:`error reference <../docs/errors>` for the freed-graph error's other causes.
+# See also: :doc:`../docs/several-losses`, and the :doc:`error reference <../docs/errors>` for
+# the freed-graph error's other causes.

@@ -1,24 +1,23 @@
 """
-Gradient penalty: why it needs ``create_graph=True``
-=====================================================
+Gradient penalty needs ``create_graph=True``
+============================================
 
-The fix: compute the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
-add the penalty to the critic's loss, and call ``backward()`` once. Without ``create_graph`` the
-penalty silently adds nothing to the weights' gradients. The critic scores *detached* fakes, so no
-``retain_graph`` is needed; where the generator reuses the critic step's fakes, it is what keeps
-the generator's step from failing. The penalty's gradient is checked against finite differences.
+The fix: take the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
+add the penalty to the critic's loss, call ``backward()`` once. Without ``create_graph`` the
+penalty silently adds nothing to the weights' gradients. A critic that scores *detached* fakes
+needs no ``retain_graph``. Checked by outcome and against finite differences.
 
 .. index:: gradient penalty, WGAN-GP, critic, create_graph=True, double backward
 """
 
 # %%
-# A tiny critic, a generator and the interpolated points
-# ------------------------------------------------------
+# A critic, a generator, interpolated points
+# ------------------------------------------
 #
-# The critic maps 2-D points to a score. The penalty is evaluated at random points between real
-# and generated samples; those points need ``requires_grad`` so that autograd can differentiate
-# the score with respect to them. Everything is in float64, for the finite differences at the
-# end. ``checked`` is the outcome check of :doc:`plot_how_examples_are_checked`.
+# The critic scores 2-D points. The penalty is taken at random points between real and generated
+# samples, which need ``requires_grad`` for autograd to differentiate the score with respect to
+# them. All in float64, for the finite differences. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 import copy
@@ -34,8 +33,7 @@ f64 = torch.float64
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -44,8 +42,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -57,9 +54,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -72,13 +68,11 @@ mix = torch.rand(8, 1, dtype=f64)
 between = (mix * real + (1 - mix) * fake).requires_grad_()
 
 
-def wasserstein_term():
-    """The critic's usual objective: score generated samples low and real ones high."""
+def wasserstein_term():  # the critic's usual objective: fakes low, real samples high
     return critic(fake).mean() - critic(real).mean()
 
 
-def penalty(create_graph, points=between):
-    """Mean of (‖∂score/∂x‖ - 1)² over the interpolated points."""
+def penalty(create_graph, points=between):  # mean of (‖∂score/∂x‖ - 1)²
     (input_grad,) = torch.autograd.grad(critic(points).sum(), points, create_graph=create_graph)
     return ((input_grad.norm(dim=1) - 1) ** 2).mean()
 
@@ -87,9 +81,9 @@ def penalty(create_graph, points=between):
 # Without ``create_graph``: the penalty is a constant
 # ---------------------------------------------------
 #
-# By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so
-# nothing built from it depends on the critic's weights. Backpropagated on its own, the penalty
-# fails (:ref:`neighbouring errors <errors-no-grad-fn>` lists this error's other causes):
+# By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so the
+# penalty does not depend on the weights. Alone, its backward fails
+# (:ref:`other causes <errors-no-grad-fn>`):
 
 flat_penalty = penalty(create_graph=False)
 print(f"penalty = {flat_penalty.item():.6f}, requires_grad = {flat_penalty.requires_grad}")
@@ -103,8 +97,8 @@ else:
     raise AssertionError("backward() on a penalty without a graph was expected to fail")
 
 # %%
-# Added to the critic's loss, as usual, it fails silently instead: the weight gradients are
-# *exactly* those of the Wasserstein term alone.
+# Added to the critic's loss, it fails silently: the gradients are *exactly* the Wasserstein
+# term's.
 
 critic.zero_grad(set_to_none=True)
 wasserstein_term().backward()
@@ -119,9 +113,8 @@ assert same
 # With ``create_graph=True``: the penalty reaches the weights
 # -----------------------------------------------------------
 #
-# Now the input gradient is a node in a graph, and the penalty has a gradient with respect to
-# the weights. The last bias is the one parameter it cannot reach (shifting every score by a
-# constant leaves the input gradient unchanged), so it gets no ``.grad`` at all.
+# The input gradient is now a node in a graph. Only the last bias stays out of reach: shifting
+# every score leaves the input gradient unchanged.
 
 critic.zero_grad(set_to_none=True)
 live_penalty = penalty(create_graph=True)
@@ -134,10 +127,8 @@ assert all(p.grad.norm() > 0 for p in (critic[0].weight, critic[0].bias, critic[
 assert critic[2].bias.grad is None
 
 # %%
-# ``create_graph=True`` also keeps the graph, because ``retain_graph`` defaults to its value
-# (:doc:`../docs/retain-and-create-graph`). The penalty needs that: its backward runs through the
-# gradient's graph *and* the critic's forward graph under it. Forcing ``retain_graph=False``
-# frees the forward part:
+# ``retain_graph`` defaults to ``create_graph`` (:doc:`../docs/retain-and-create-graph`), and
+# the penalty's backward needs the critic's forward graph too. Forced off, it fails:
 
 score = critic(between).sum()
 (input_grad,) = torch.autograd.grad(score, between, create_graph=True, retain_graph=False)
@@ -151,19 +142,20 @@ else:
     raise AssertionError("the penalty's backward was expected to need the freed forward graph")
 
 # %%
-# WGAN-GP steps, checked by their outcome
-# ---------------------------------------
+# WGAN-GP steps, checked
+# ----------------------
 #
-# ``wgan_gp`` trains copies of both networks with a critic step, then a generator step, and checks
-# every step. The critic's reference is its loss at the current weights, with the penalty's input
-# gradient from :func:`torch.func.grad` instead of ``create_graph``; the generator's is its loss.
-# The fakes depend on the generator, which still trains, but not through the critic's loss: for
-# the critic's step they are data, so it scores ``fake.detach()``.
+# ``wgan_gp`` trains copies of both networks, a critic step then a generator step, three times.
+# The critic's reference is its loss at the current weights with the input gradient from
+# :func:`torch.func.grad`, not ``create_graph``; the generator's is its loss. The fakes depend on
+# the generator, still training, but not through the critic's loss: for the critic's step they
+# are data, so it scores ``fake.detach()``. The critic's loss is blind to its last bias
+# (asserted), so the optimizer leaves it out.
 
 
 def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_steps=1):
     c, g = copy.deepcopy(critic), copy.deepcopy(gen)
-    trained = [p for p in c.parameters() if p is not c[2].bias]  # its gradient is always 0
+    trained = [p for p in c.parameters() if p is not c[2].bias]
     c_opt, g_opt = torch.optim.SGD(trained, 1e-2), torch.optim.SGD(g.parameters(), 1e-2)
     passes, wasted = [], []
     g[0].weight.register_hook(lambda grad: passes.append(grad))
@@ -175,6 +167,7 @@ def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_st
         points = mix * real + (1 - mix) * g(noise)
         return critic_loss(g(noise), torch.func.vmap(torch.func.grad(lambda x: c(x).sum()))(points))
 
+    assert not torch.autograd.grad(critic_reference(0), c[2].bias)[0].any()
     with checked(c_opt, critic_reference, critic=c):
         with checked(g_opt, lambda step: -c(g(noise)).mean(), gen=g):
             for _ in range(3):
@@ -195,15 +188,13 @@ def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_st
                 g_opt.zero_grad()
                 (-c(fake).mean()).backward()
                 g_opt.step()
-    print(
-        f"critic backward passes that ran on through the generator: {sum(wasted)} of {len(wasted)}"
-    )
+    print(f"critic backward passes that went on through the generator: {sum(wasted)}/{len(wasted)}")
 
 
 wgan_gp()
 
 # %%
-# Without ``create_graph``, the same loop runs and the check catches the missing penalty term:
+# Without ``create_graph``, the check catches the missing penalty term:
 
 try:
     wgan_gp(create_graph=False)
@@ -214,8 +205,8 @@ else:
     raise AssertionError("the check was expected to catch the penalty's missing gradient")
 
 # %%
-# Without ``detach()``, the critic's backward (loss and penalty) runs on into the generator and
-# frees its graph. Here the generator reuses the critic step's fakes, so its step fails:
+# Without ``detach()``, the critic's backward runs on into the generator and frees its graph.
+# This loop's generator reuses the critic step's fakes, so its step fails:
 
 try:
     wgan_gp(detach=False)
@@ -226,10 +217,10 @@ else:
     raise AssertionError("the generator's backward through its freed graph was expected to fail")
 
 # %%
-# The reference WGAN-GP loop runs several critic steps, each on a new generator pass, and gives
-# the generator a new pass too; without ``detach()`` it runs, trains right and only wastes a
-# backward through the generator at every critic step. ``retain_graph=True`` on the critic's
-# backward would also silence the error above, with the same waste. ``detach()`` is the fix.
+# The reference WGAN-GP loop, with several critic steps each on a new generator pass and a new
+# pass for the generator, runs without ``detach()``, trains right, and wastes a backward through
+# the generator at every critic step. ``retain_graph=True`` on the critic's backward also
+# silences the error, with the same waste. ``detach()`` is the fix.
 
 wgan_gp(detach=False, fresh=True, critic_steps=3)
 wgan_gp(detach=False, retain=True)
@@ -238,21 +229,17 @@ wgan_gp(detach=False, retain=True)
 # What ``create_graph=True`` costs
 # --------------------------------
 #
-# The bytes of the tensors handed to a
-# :external:py:class:`~torch.autograd.graph.saved_tensors_hooks` pack hook while the input
-# gradient is computed (element count × element size; a tensor saved twice counts twice): with
-# ``create_graph=True`` the backward pass saves tensors for the penalty's backward, without it
-# nothing. :doc:`../docs/what-it-costs` measures kept graphs.
+# The bytes of the tensors a :external:py:class:`~torch.autograd.graph.saved_tensors_hooks`
+# pack hook receives while the input gradient is computed (a tensor saved twice counts twice):
+# with ``create_graph=True`` the backward saves tensors for the penalty's backward, without it
+# none. :doc:`../docs/what-it-costs` measures kept graphs.
 
 
 def bytes_saved_by(compute):
     sizes = []
-
-    def pack(tensor):
-        sizes.append(tensor.numel() * tensor.element_size())
-        return tensor
-
-    with saved_tensors_hooks(pack, lambda tensor: tensor):
+    with saved_tensors_hooks(
+        lambda t: sizes.append(t.numel() * t.element_size()) or t, lambda t: t
+    ):
         compute()
     return sum(sizes)
 
@@ -268,9 +255,8 @@ assert with_graph > 0 and without == 0
 # Checked against finite differences
 # ----------------------------------
 #
-# The penalty's gradient with respect to one weight, from autograd's double backward, against a
-# central difference of the penalty itself, over a range of values of that weight. Without
-# ``create_graph`` the penalty gives the weight no gradient at all.
+# The penalty's gradient with respect to one weight, by double backward, against a central
+# difference of the penalty, over a range of that weight's values.
 
 weight = critic[0].weight
 row, col = 3, 1

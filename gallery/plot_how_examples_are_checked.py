@@ -1,11 +1,11 @@
 """
-How the worked examples are checked
-===================================
+How the examples are checked
+============================
 
-Every script in this gallery ran when the site was built, and every output under a code block is
-what that block printed. A script states facts with ``assert``; when a step is *meant* to fail, the
-script catches that one exception, prints it, and checks its type and message, so any other
-exception stops the build. Every fix is checked by its outcome over three optimizer steps.
+Every script here ran when the site was built; every output is what the block above it printed.
+Scripts state facts with ``assert``; a step *meant* to fail catches that one exception, prints
+it and checks its message, so any other exception stops the build. Every fix is checked by its
+outcome over three optimizer steps.
 
 .. index:: how the examples are checked, worked examples, expected errors, outcome check
 """
@@ -14,7 +14,7 @@ exception stops the build. Every fix is checked by its outcome over three optimi
 # An output comes from the code above it
 # ---------------------------------------
 #
-# The gradient of ``sum(x ** 2)`` is ``2 * x``; the script prints it and asserts it.
+# The gradient of ``sum(x ** 2)`` is ``2 * x``, printed and asserted.
 
 import contextlib
 
@@ -32,8 +32,8 @@ assert torch.equal(x.grad, 2 * x.detach())
 # An expected error is caught, printed and checked
 # ------------------------------------------------
 #
-# The first :meth:`~torch.Tensor.backward` freed what ``x ** 2`` saved for it, so a second one
-# fails. The ``else`` branch makes the script fail if, one day, it does not.
+# The first :meth:`~torch.Tensor.backward` freed what ``x ** 2`` saved, so a second one fails;
+# the ``else`` branch fails the script if, one day, it does not.
 
 try:
     y.backward()
@@ -47,7 +47,7 @@ else:
 # A figure is drawn from a live run
 # ---------------------------------
 #
-# Figures are made by the script itself, so they change when torch does.
+# The script draws its figures, so they change when torch does.
 
 steps = torch.arange(1, 6)
 fig, ax = plt.subplots(figsize=(4, 2.5))
@@ -60,9 +60,8 @@ plt.show()
 # A measured time is drawn, never printed or asserted
 # ---------------------------------------------------
 #
-# Times change from run to run. A script that measures one draws it: the figure is named after
-# the script and its place in it, so the page's text is the same from build to build, and nothing
-# asserts on a time. Run the script to draw your own machine's.
+# Times change from run to run, so a script draws them: the figure is named after the script
+# and its place, so the page's text stays the same, and nothing asserts on a time.
 
 import time
 
@@ -89,15 +88,14 @@ plt.show()
 # A fix is checked by its outcome
 # -------------------------------
 #
-# A fix that silences an error can still train wrong. ``checked`` hooks
-# :meth:`~torch.optim.Optimizer.step`: at each step, every parameter's ``.grad`` must equal the
-# gradient of ``reference(step)``, a loss recomputed from scratch at the current weights; by the
-# end, three steps ran and every parameter moved. Each script carries its own copy.
+# A fix that silences an error can still train wrong. ``checked`` hooks ``optimizer.step()``:
+# at each step, every parameter's ``.grad`` must be the gradient of ``reference(step)``, a loss
+# recomputed from scratch at the current weights; by the end, three steps ran and every parameter
+# moved. Each script carries a copy.
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -106,8 +104,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -119,15 +116,14 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
 # %%
-# A plain loop passes. The same loop without ``zero_grad()`` trains on the sum of the step's
-# gradient and the ones before it; nothing raises, but the check stops it at step 1.
+# A plain loop passes. Without ``zero_grad()``, each step trains on the sum of its gradient and
+# the earlier ones; nothing raises, but the check stops it at step 1.
 
 torch.manual_seed(0)
 x, y = torch.randn(16, 3), torch.randn(16, 1)

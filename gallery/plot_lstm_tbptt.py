@@ -1,12 +1,11 @@
 """
-nn.LSTM read in chunks: detach both h and c
-===========================================
+nn.LSTM in chunks: detach h and c
+=================================
 
-The fix: ``h, c = h.detach(), c.detach()`` before each chunk (or a helper that detaches any
-state), carrying the state across the chunks of a stream and resetting it for new streams.
-Without it, the second chunk's ``backward()`` fails with "Trying to backward through the graph a
-second time", also when only ``h`` is detached: the cell state ``c`` carries the graph too.
-``retain_graph=True`` is no fix.
+The fix: ``h, c = h.detach(), c.detach()`` before each chunk of a stream (the window boundary),
+and a reset to zeros for new streams. Without it, the second chunk's ``backward()`` fails with
+"Trying to backward through the graph a second time", also when only ``h`` is detached: the cell
+state ``c`` carries the graph too. ``retain_graph=True`` is no fix.
 
 .. index:: LSTM, nn.LSTM, hidden state, cell state, h and c, truncated BPTT, language model,
    nn.GRU, repackage_hidden, detach hidden state, stateful RNN
@@ -16,9 +15,8 @@ second time", also when only ``h`` is detached: the cell state ``c`` carries the
 # Streams and a model
 # -------------------
 #
-# Eight noisy sine waves of 400 steps each, with different phases and periods, stand in for a
-# text corpus cut into eight parallel streams. The model reads 20 steps at a time (one chunk)
-# and predicts the next value at every step. ``checked`` is the outcome check of
+# Eight noisy sine waves of 400 steps stand in for a corpus cut into eight streams. The model
+# reads 20 steps at a time (a chunk) and predicts each next value. ``checked``:
 # :doc:`plot_how_examples_are_checked`.
 
 import contextlib
@@ -33,8 +31,7 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -43,8 +40,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -56,9 +52,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -95,8 +90,8 @@ print(f"{STREAMS} streams of {LENGTH} steps, read in {N_CHUNKS} chunks of {CHUNK
 # The state passed on as it is: chunk 2 fails
 # -------------------------------------------
 #
-# The loop readers write first: the state that leaves chunk 1 goes into chunk 2, so chunk 2's
-# backward continues into chunk 1's graph, which chunk 1's backward has freed.
+# The first loop readers write: chunk 2's backward continues through the state into chunk 1's
+# graph, which chunk 1's backward freed.
 
 model = Forecaster()
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -116,8 +111,8 @@ else:
 # Detaching only ``h``: the same error
 # ------------------------------------
 #
-# ``nn.LSTM`` returns its state as two tensors, ``h`` and the cell state ``c``, and both come out
-# of the previous chunk's graph. Detaching ``h`` alone leaves ``c`` attached.
+# ``nn.LSTM``'s state is two tensors, ``h`` and the cell state ``c``, both from the previous
+# chunk's graph:
 
 model = Forecaster()
 loss, (h, c) = chunk_loss(model, 0, None)
@@ -145,11 +140,10 @@ else:
     raise AssertionError("a tuple was not expected to have .detach()")
 
 # %%
-# ``retain_graph=True``, the message's suggestion, is no fix. With an optimizer step after each
-# chunk, chunk 2's backward walks chunk 1's kept graph, whose saved weights the step changed in
-# place: the :ref:`in-place modification error <errors-inplace>` (asserted here, shown there).
-# Without steps it runs, and every backward walks back to the first chunk, a graph that grows
-# chunk after chunk (:doc:`the RNNCell example <plot_truncated_bptt>` measures it).
+# ``retain_graph=True``, the message's suggestion, is no fix. With a step after each chunk,
+# chunk 2's backward walks chunk 1's kept graph, whose saved weights the step changed: the
+# :ref:`in-place modification error <errors-inplace>` (asserted, shown there). Without steps
+# every backward walks back to the first chunk (:doc:`plot_truncated_bptt` measures the growth).
 
 model = Forecaster()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -165,27 +159,25 @@ else:
     raise AssertionError("chunk 2's backward through changed weights was expected to fail")
 
 # %%
-# The fix in the training loop: detach ``(h, c)``, keep the values
-# ----------------------------------------------------------------
+# The fix: detach ``(h, c)``, keep the values
+# -------------------------------------------
 #
-# ``detach_state`` is a tuple-aware helper (the word-language-model examples call theirs
-# ``repackage_hidden``). Detaching keeps the values, so chunk 2 still *starts* where chunk 1
-# ended; only the gradient stops at the boundary. The state is carried within a pass over the
-# streams and reset to ``None`` (zeros) when a new pass starts new sequences. For comparison, a
-# second model resets the state at every chunk. Each of the 120 updates is checked against its
-# window's unrolled graph: the chunk's loss from the values the window starts from.
+# ``detach_state`` handles tuples (the word-language-model examples call theirs
+# ``repackage_hidden``). Chunk 2 still *starts* where chunk 1 ended; only the gradient stops. The
+# state is carried within a pass over the streams and reset to ``None`` (zeros) for a new pass;
+# a second model resets it at every chunk. Each of the 120 updates is checked against its
+# window's unrolled graph: the chunk's loss from the values it starts from.
 
 
-def detach_state(state):
-    """Detach an RNN state: a tensor (nn.RNN, nn.GRU), a tuple of them (nn.LSTM), or None."""
+def detach_state(state):  # a tensor (nn.RNN, nn.GRU), a tuple of them (nn.LSTM), or None
     if state is None or isinstance(state, torch.Tensor):
         return None if state is None else state.detach()
     return type(state)(detach_state(part) for part in state)
 
 
-def train(carry, passes=6, seed=1):
-    torch.manual_seed(seed)
-    model = Forecaster()
+def train(carry, passes=6, rnn=nn.LSTM):
+    torch.manual_seed(1)
+    model = Forecaster(rnn)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
     window = lambda step: chunk_loss(model, k, detach_state(start))[0]  # noqa: E731
@@ -210,9 +202,8 @@ print(f"reset per chunk: last pass {last_pass['reset']:.4f}")
 assert last_pass["carried"] < 0.1 * carried[0] and last_pass["reset"] < 0.1 * reset[0]
 
 # %%
-# Both loops run and learn. They differ at the start of each chunk, where the reset model has
-# seen one noisy value. The mean squared error by position inside a chunk, over one evaluation
-# pass under :class:`torch.no_grad` (no graph, so nothing to detach):
+# Both learn. They differ at the start of a chunk, where the reset model has seen one noisy
+# value. Error by position in a chunk, over a pass under :class:`torch.no_grad` (no graph):
 
 
 @torch.no_grad()
@@ -255,22 +246,16 @@ plt.show()
 # ``nn.GRU``: one tensor, same rule
 # ---------------------------------
 #
-# ``nn.GRU`` and ``nn.RNN`` return a single state tensor, so ``h = h.detach()`` is the whole fix
-# there; ``detach_state`` handles both.
+# ``nn.GRU`` and ``nn.RNN`` return one state tensor: ``h = h.detach()`` is the whole fix, checked
+# over one pass.
 
-gru = Forecaster(rnn=nn.GRU)
-state = None
-for k in range(3):
-    state = detach_state(state)
-    loss, state = chunk_loss(gru, k, state)
-    loss.backward()
-print(f"GRU state: one {type(state).__name__} of shape {tuple(state.shape)}; 3 chunks ran")
+gru, _ = train(carry=True, passes=1, rnn=nn.GRU)
+state = gru(inputs[:CHUNK])[1]
+print(f"GRU state: one {type(state).__name__} of shape {tuple(state.shape)}")
 assert isinstance(state, torch.Tensor)
 
 # %%
-# See also: the :doc:`error reference <../docs/errors>` for this cause among the others.
-#
-# Reported in:
+# See also: the :doc:`error reference <../docs/errors>`. Reported in:
 # `yunjey/pytorch-tutorial#90 <https://github.com/yunjey/pytorch-tutorial/issues/90>`__,
 # `MorvanZhou/PyTorch-Tutorial#57 <https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57>`__
 # (``retain_graph=True`` tried). IC3Net's trainer detaches both ``h`` and ``c`` every

@@ -1,12 +1,11 @@
 """
-MAML's inner loop: second order, not .data
-==========================================
+MAML: second order, not .data
+=============================
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
-tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`.
-``retain_graph`` need not be written: ``create_graph=True`` keeps the graph the outer backward
-walks again. Forgetting ``create_graph``, or updating the parameters in place in the inner loop
-(``.data``, ``torch.no_grad()``, an inner optimizer), raises nothing and silently gives
+tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`;
+``create_graph=True`` also keeps the graph the outer backward walks again. Forgetting it, or an
+in-place inner update (``.data``, ``torch.no_grad()``, an inner optimizer), silently gives
 first-order MAML's gradient; in place, it also overwrites the meta-parameters.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
@@ -18,10 +17,10 @@ first-order MAML's gradient; in place, it also overwrites the meta-parameters.
 # Sine tasks, a small network, and the inner loop
 # -----------------------------------------------
 #
-# A task is a sine wave ``A sin(x + phase)`` with a random amplitude and phase; the model takes
-# one gradient step on 10 points of it (the support set) and is scored on 10 others (the query
-# set). ``adapt`` takes the parameters as a dict and returns new tensors ``p - lr * g``, without
-# touching the module; :func:`torch.func.functional_call` runs the module with such a dict.
+# A task is a wave ``A sin(x + phase)``; the model takes one gradient step on 10 of its points
+# (the support set) and is scored on 10 others (the query set). ``adapt`` returns new tensors
+# ``p - lr * g`` without touching the module; :func:`torch.func.functional_call` runs the module
+# on them. ``checked``: :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 import copy
@@ -37,20 +36,18 @@ torch.set_num_threads(1)  # tiny tensors: one thread is fastest
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check the first `steps` optimizer.step() calls in the block against reference(step)'s."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
 
     def check(opt, args, kwargs):
-        if len(done) == steps:
+        if len(done) == 3:  # the first three steps are checked
             return
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -62,9 +59,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -106,9 +102,8 @@ second_order = torch.autograd.grad(loss, list(meta_params.values()))
 print(f"query loss after one inner step: {loss.item():.4f}")
 
 # %%
-# ``second_order`` is the outer (meta-)gradient. :func:`torch.func.grad` of "adapt, then score",
-# as one function of the meta-parameters, computes it another way, for one inner step and for
-# three (each step's ``autograd.grad`` keeps its own graph, and the outer backward walks them all):
+# ``second_order`` is the meta-gradient: :func:`torch.func.grad` of "adapt, then score" gives it
+# too, for one inner step and for three:
 
 
 def adapted_query_loss(params, steps, support, query):
@@ -133,9 +128,9 @@ print("1 and 3 inner steps: outer gradient = torch.func.grad of the adaptation, 
 # Where ``retain_graph`` comes in
 # -------------------------------
 #
-# The outer backward walks the support loss's graph a second time: the inner gradient's graph
-# uses the activations it saved. ``retain_graph`` defaults to the value of ``create_graph``
-# (:doc:`../docs/retain-and-create-graph`), so it is kept; forcing it off shows it was needed:
+# The outer backward walks the support loss's graph again (the inner gradient's graph uses its
+# saved activations). ``retain_graph`` defaults to ``create_graph``
+# (:doc:`../docs/retain-and-create-graph`); forced off, it fails:
 
 x, y = support
 inner_loss = mse(functional_call(model, meta_params, (x,)), y)
@@ -155,9 +150,9 @@ else:
 # Forgetting ``create_graph``: first-order MAML, silently
 # -------------------------------------------------------
 #
-# Without ``create_graph=True`` the inner gradients come back as constants. The adapted
-# parameters still depend on the meta-parameters through ``p - lr * g``, so the outer gradient
-# exists and nothing fails, but the second-order term through ``g`` is gone: first-order MAML.
+# Without ``create_graph=True`` the inner gradients are constants. The adapted parameters still
+# depend on the meta-parameters through ``p - lr * g``, so nothing fails, but the term through
+# ``g`` is gone: first-order MAML.
 
 loss = query_loss(model, adapt(model, meta_params, support, create_graph=False), query)
 first_order = torch.autograd.grad(loss, list(meta_params.values()))
@@ -183,22 +178,19 @@ at_adapted = torch.autograd.grad(query_loss(model, fast, query), list(fast.value
 assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapted))
 
 # %%
-# The first-order gradient is the query loss's gradient with respect to the *adapted*
-# parameters (checked above), used as the meta-gradient. Here it is far from the second-order
-# gradient: some entry differs by more than the largest entry of the second-order gradient, and
-# the cosine, printed above, is positive but below 0.9.
+# It is the query loss's gradient at the *adapted* parameters (asserted), far from the
+# second-order one: an entry differs by more than the largest second-order entry.
 #
-# Updating the parameters in place: the same first-order gradient, and lost meta-parameters
-# -----------------------------------------------------------------------------------------
+# In-place inner updates: first order, and lost meta-parameters
+# -------------------------------------------------------------
 #
-# A first MAML attempt often adapts the module itself, and ``p.sub_(...)`` on a parameter raises
-# "a leaf Variable that requires grad is being used in an in-place operation" (asserted below).
-# For a plain SGD step on leaves, such as MAML's outer update, writing it under
-# ``torch.no_grad()`` is the right fix (:doc:`../docs/lost-leaf`). In the inner loop it is
-# harmful: the adapted parameters must stay a function of the meta-parameters, and an update
-# outside the graph cuts it out of the meta-gradient. The three ways around the error
-# (``p.data -= ...``, ``torch.no_grad()``, an inner ``torch.optim.SGD`` step) all run, give the
-# first-order gradient (up to rounding) and overwrite the meta-parameters (of a copy, here).
+# Adapting the module itself, ``p.sub_(...)`` raises "a leaf Variable that requires grad is being
+# used in an in-place operation" (asserted). For a plain SGD step on leaves, such as MAML's outer
+# update, doing it under ``torch.no_grad()`` is the right fix (:doc:`../docs/lost-leaf`). In the
+# inner loop it is harmful: the adapted parameters must stay a function of the meta-parameters,
+# and an update outside the graph cuts it out of the meta-gradient. ``p.data -= ...``,
+# ``torch.no_grad()`` and an inner ``torch.optim.SGD`` step all run, give the first-order
+# gradient (up to rounding) and overwrite the meta-parameters (of a copy, here).
 
 try:
     copy.deepcopy(model)[0].weight.sub_(1.0)
@@ -249,10 +241,10 @@ for name, update in [("p.data -=", with_data), ("no_grad p -=", with_no_grad),
 # Meta-training
 # -------------
 #
-# 120 second-order meta-updates (Adam), each on 4 tasks, one inner step; the first three are
-# checked against the meta-gradient of :func:`torch.func.grad`'s adaptation at the current weights.
-# Then 50 new tasks: the query error after one inner step from the meta-learned initialisation,
-# from the initialisation the model started with, and of predicting 0 everywhere.
+# 120 second-order meta-updates (Adam) on 4 tasks each; the first three are checked against
+# :func:`torch.func.grad`'s meta-gradient at the current weights, and first order fails the
+# check. Then on 50 new tasks, the query error after one inner step from the learned
+# initialisation, from the starting one, and of predicting 0.
 
 
 def meta_train(updates, create_graph=True):
@@ -278,7 +270,7 @@ def meta_train(updates, create_graph=True):
 torch.manual_seed(1)
 model = make_model()
 start = copy.deepcopy(model)
-try:  # first-order by accident: the check catches it at the first update
+try:
     meta_train(3, create_graph=False)
 except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
@@ -311,9 +303,8 @@ assert trained < 0.5 * untrained and trained < 0.5 * zero
 assert trained > 0.2  # not a fit
 
 # %%
-# One step from the meta-learned initialisation gives less than half the error of one step from
-# the start, and less than half that of predicting 0: far better, but not a fit (its error is not
-# near 0). One new task, before and after its single inner step:
+# Less than half the error of the other two, but not a fit. One new task, before and after its
+# inner step:
 
 support, query, (amplitude, phase) = tests[0]
 grid = torch.linspace(-5, 5, 200)[:, None]
@@ -332,9 +323,7 @@ fig.legend(loc="outside lower center", ncols=2)
 plt.show()
 
 # %%
-# See also: :doc:`training patterns <../docs/training-patterns>` for MAML among other patterns.
-#
-# Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
+# See also: :doc:`training patterns <../docs/training-patterns>`. Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
 # (first-order by accident), `learnables/learn2learn#154
 # <https://github.com/learnables/learn2learn/issues/154>`__ (``retain_graph`` in ``adapt``),
 # `tristandeleu/pytorch-maml-rl#8 <https://github.com/tristandeleu/pytorch-maml-rl/issues/8>`__

@@ -4,9 +4,8 @@ Two heads, one trunk: several losses
 
 The fix: add the losses and call ``backward()`` once, or pass them as a list to
 :func:`torch.autograd.backward`: no ``retain_graph``, and the whole graph is freed.
-``backward(retain_graph=True)`` on the first loss and ``backward()`` on the second also works,
-with the same gradients up to rounding, but keeps the first head's branch in memory until the
-losses are dropped. This script compares gradients, bytes still held and time per step.
+``backward(retain_graph=True)`` on the first loss, then ``backward()`` on the second, trains the
+same (up to rounding) but holds the first head's branch until the losses are dropped.
 
 .. index:: multi-task, multi-task learning, two heads, shared trunk, several losses
 """
@@ -15,8 +14,7 @@ losses are dropped. This script compares gradients, bytes still held and time pe
 # A trunk with a head in the middle and a head at the end
 # -------------------------------------------------------
 #
-# ``head_a`` reads the trunk's first layer and ``head_b`` its last, so the two losses sit at
-# different depths.
+# ``head_a`` reads the trunk's first layer, ``head_b`` its last.
 
 import contextlib
 import time
@@ -33,8 +31,7 @@ torch.manual_seed(0)
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -43,8 +40,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -56,9 +52,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -85,9 +80,8 @@ def forward():
 # Without ``retain_graph``, the second backward fails
 # ---------------------------------------------------
 #
-# The first :meth:`~torch.Tensor.backward` frees what ``trunk_1`` saved, and the second loss needs
-# it too. The graph's nodes are still there; their saved values are gone
-# (:doc:`../docs/what-backward-frees`).
+# The first :meth:`~torch.Tensor.backward` frees what ``trunk_1`` saved, which the second loss
+# needs too (:doc:`../docs/what-backward-frees`).
 
 loss_a, loss_b = forward()
 loss_a.backward()
@@ -103,12 +97,12 @@ else:
 # The three ways that work, and what each leaves in memory
 # --------------------------------------------------------
 #
-# A :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook hands autograd a ``Box`` in place
-# of each saved tensor and records it in a :class:`weakref.WeakKeyDictionary`, which forgets it
-# when autograd lets the box go. ``held_bytes()`` is then the bytes of the distinct storages that
-# the saved tensors autograd still keeps refer to, parameters excluded (they exist anyway).
-# ``measured`` reads it after the forward pass, after the backward call(s) while the losses are
-# still referenced (as in a training loop until the next iteration), and after ``del``.
+# A :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook hands autograd a ``Box`` for
+# each saved tensor and records it in a :class:`weakref.WeakKeyDictionary`, which forgets it when
+# autograd drops the box. ``held_bytes()``: the bytes of the distinct storages of the saved
+# tensors autograd still keeps, parameters excluded. ``measured`` reads it after the forward,
+# after backward while the losses are still referenced (as in a loop until the next iteration),
+# and after ``del``.
 
 
 class Box:
@@ -168,8 +162,8 @@ assert 0 < results["sequential"][2] < results["sequential"][1]
 assert all(after_del == 0 for *_, after_del in results.values())
 
 # %%
-# The sequential way's second backward frees only what it runs, so ``head_a``'s branch stays
-# until ``loss_a`` is dropped. The bytes still held are exactly what that branch saves alone:
+# The sequential way's second backward frees only what it runs: the bytes still held are exactly
+# what ``head_a``'s branch saves alone.
 
 with saved_tensors_hooks(pack, lambda box: box.tensor):
     loss_a_alone = F.cross_entropy(head_a(trunk_1(inputs).detach()), labels)
@@ -181,11 +175,10 @@ del loss_a_alone
 # Gradients: to the bit, or to rounding?
 # --------------------------------------
 #
-# Summing the losses and passing them as a list run the same backward: autograd adds the two
-# incoming gradients at ``trunk_1``'s output and goes through ``trunk_1`` once, so they agree to
-# the bit. The sequential way goes through ``trunk_1`` twice and adds the two results in
-# ``.grad``, another order of floating-point additions: ``trunk_1``, the one part both losses
-# reach, agrees up to rounding; the other parts get the same bits.
+# Summed and listed run the same backward: autograd adds the two incoming gradients at
+# ``trunk_1``'s output and goes through ``trunk_1`` once, so they agree to the bit. The
+# sequential way goes through ``trunk_1`` twice and adds the results in ``.grad``, another order
+# of additions: ``trunk_1`` agrees up to rounding, the other parts to the bit.
 
 grads = {name: result[0] for name, result in results.items()}
 
@@ -214,9 +207,8 @@ summed(*forward())
 assert all(torch.equal(p.grad, g) for p, g in zip(trunk_1.parameters(), grads["summed"]["trunk_1"]))
 
 # %%
-# Each way in a training loop, checked by its outcome (:doc:`plot_how_examples_are_checked`)
-# against the summed loss recomputed at the current weights: all three train right, the
-# sequential way included.
+# In a training loop, checked (:doc:`plot_how_examples_are_checked`) against the summed loss at
+# the current weights, all three train right, the sequential way included.
 
 for name, way in ways.items():
     print(f"{name}: ", end="")
@@ -231,9 +223,8 @@ for name, way in ways.items():
 # Time and memory
 # ---------------
 #
-# Each way runs a full step 50 times in a row; the three ways take turns for 9 rounds, and the
-# top panel shows each way's fastest round, as the machine that ran this script measured it. The
-# bottom panel is the bytes still held after backward, from above.
+# Each way runs a step 50 times in a row, the three taking turns for 9 rounds; the top panel is
+# each way's fastest round on the machine that ran this, the bottom one the bytes held above.
 
 
 def one_step(way):

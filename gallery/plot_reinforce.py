@@ -1,14 +1,14 @@
 """
-Policy gradients and actor-critic: a second update needs fresh log-probabilities
-================================================================================
+REINFORCE: a second update needs fresh log-probs
+================================================
 
-One update per episode from the log-probabilities kept while acting, as PyTorch's REINFORCE
-example does, is correct and cheapest. A second update on the same episode raises "Trying to
-backward through the graph a second time". The fix: store states, actions and the acting
-policy's log-probabilities (detached); at each update recompute the log-probabilities and weight
-them by the probability ratio, as PPO does. ``retain_graph=True`` raises an in-place error or
+One update per episode on the log-probabilities kept while acting, as PyTorch's REINFORCE example
+does, is correct and needs no second forward. A second update on the same episode raises
+"Trying to backward through the graph a second time". The fix: store states, actions and the
+acting policy's log-probabilities (detached); at each update recompute the log-probabilities,
+weighted by the probability ratio as in PPO. ``retain_graph=True`` raises an in-place error or
 silently reuses the acting policy's gradient. In actor-critic, detach the advantage in the
-actor's loss. The environment is a tiny corridor.
+actor's loss.
 
 .. index:: reinforcement learning, REINFORCE, policy gradient, log_prob, saved_log_probs,
    actor-critic, A2C, PPO, probability ratio, off-policy, advantage, detach advantage, Categorical,
@@ -20,12 +20,10 @@ actor's loss. The environment is a tiny corridor.
 # ------------------------------------
 #
 # The agent starts in cell 3 of a corridor of 7 cells and steps left or right. One end, chosen
-# per episode, is the goal: reaching it pays 1, the other end costs 1, and the tenth step ends
-# the episode with nothing. The state is the one-hot cell and +1 or -1 for the goal's side.
-# ``run_episode`` returns states, actions, rewards and each step's ``log_prob``; with
-# ``keep_graph=True`` the log-probabilities keep their graph, like the ``saved_log_probs`` of the
-# REINFORCE example in ``pytorch/examples``. ``checked`` is the outcome check of
-# :doc:`plot_how_examples_are_checked`.
+# per episode, is the goal: it pays 1, the other end costs 1, the tenth step ends the episode
+# with 0. The state: the one-hot cell and the goal's side (±1). ``run_episode`` returns states,
+# actions, returns and each step's ``log_prob``, with its graph if ``keep_graph=True`` (like
+# ``saved_log_probs`` in ``pytorch/examples``). ``checked``: :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 
@@ -43,8 +41,7 @@ N_INPUTS = CELLS + 1  # the cell, one-hot, and which end is the goal
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -53,8 +50,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -66,9 +62,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -97,18 +92,17 @@ def mlp(n_out):
     return nn.Sequential(nn.Linear(N_INPUTS, 16), nn.Tanh(), nn.Linear(16, n_out))
 
 
-def surrogate(policy, states, actions, returns, acting_log_probs):
-    """REINFORCE's loss, recomputed at the current weights, weighted by the probability ratio."""
+def surrogate(policy, states, actions, returns, acting_log_probs):  # with the probability ratio
     log_probs = Categorical(logits=policy(states)).log_prob(actions)
     return -((log_probs - acting_log_probs).exp() * returns).sum()
 
 
 # %%
-# One update per episode: the kept log-probabilities are right
-# ------------------------------------------------------------
+# One update per episode: kept log-probabilities are right
+# --------------------------------------------------------
 #
-# Each update backpropagates the graph its own episode built, once, at the weights that acted.
-# The check's reference recomputes the loss from the stored states and actions.
+# Each update walks its own episode's graph once, at the weights that acted. The reference
+# recomputes the loss from the stored states and actions.
 
 torch.manual_seed(2)
 policy = mlp(2)
@@ -122,12 +116,11 @@ with checked(optimizer, reference, policy=policy):
         optimizer.step()
 
 # %%
-# A second update on the stored log-probabilities fails
-# -----------------------------------------------------
+# A second update fails
+# ---------------------
 #
-# Several updates on one batch of experience are common (PPO makes several passes over it). A
-# second update on the last episode rebuilds the loss from its log-probabilities, whose graph the
-# first update's backward freed:
+# Several updates on one batch are common (PPO makes several passes). A second update on the last
+# episode walks the graph its first update freed:
 
 try:
     (-(log_probs * returns).sum()).backward()
@@ -141,9 +134,8 @@ else:
 # ``retain_graph=True``: an in-place error, or the acting policy's gradient
 # -------------------------------------------------------------------------
 #
-# With this two-layer policy the kept graph saved the output layer's weight, which the step
-# changed in place, so the second backward raises the
-# :ref:`in-place modification error <errors-inplace>` (asserted here, shown there):
+# This two-layer policy's kept graph saved the output layer's weight, which the step changed in
+# place: the :ref:`in-place modification error <errors-inplace>` (asserted, shown there).
 
 states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
 for update in range(2):
@@ -158,15 +150,15 @@ else:
     raise AssertionError("the replay through a changed weight was expected to fail")
 
 # %%
-# That error is luck. A linear policy saves no weight (its gradient needs only the states), so the
-# replay runs, and every update gets the gradient of the policy *that acted*. The check, whose
-# reference is the ratio-weighted loss at the current weights, stops it at the second update:
+# That error is luck. A linear policy saves no weight, so the replay runs, with the gradient of
+# the policy *that acted* at every update. The check (reference: the ratio-weighted loss at the
+# current weights) stops it at the second update:
 
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
 optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
 states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
-assert returns[0] != 0  # a non-zero return, so the gradients are not all zero
+assert returns[0] != 0  # non-zero gradients
 try:
     with checked(optimizer, reference, policy=policy):
         for update in range(3):
@@ -183,11 +175,10 @@ else:
 # The fix: recompute ``log_prob``, weighted by the probability ratio
 # ------------------------------------------------------------------
 #
-# The episode was sampled by the policy that acted. After an update, the loss recomputed on it
-# gives a gradient that is not the current policy's: it is off-policy. Weighting each
-# log-probability's term by the ratio of the current policy's probability to the acting
-# policy's (PPO's ratio, without its clipping) restores it. Exactly, for a two-action policy
-# with a reward of 1 for action 0, after one update, as expected values over the acting policy:
+# After an update, the episode is off-policy: the loss recomputed on it does not give the
+# current policy's gradient. Weighting each term by the ratio of the current policy's
+# probability to the acting policy's (PPO's ratio, unclipped) restores it. Exactly, for two
+# actions with rewards 1 and 0, after one update, in expectation over the acting policy:
 
 logits = torch.zeros(2, requires_grad=True)
 reward = torch.tensor([1.0, 0.0])
@@ -204,9 +195,8 @@ print(f"recomputed {recomputed:.3f}, ratio-weighted {weighted:.3f}")
 assert abs(recomputed - current) > 0.03 and abs(weighted - current) < 1e-6
 
 # %%
-# So store the acting policy's log-probabilities *detached* with the states and actions (acting
-# needs no graph: ``run_episode`` samples with gradients disabled), and let each update build a
-# fresh graph, which its backward may free:
+# So act without a graph, store the acting log-probabilities *detached*, and let each update
+# build a fresh graph:
 
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
@@ -223,12 +213,11 @@ with checked(optimizer, reference, policy=policy):
 # Actor-critic: detach the advantage in the actor's loss
 # ------------------------------------------------------
 #
-# The actor's loss weighs the log-probabilities by the advantage ``G - V(s)`` of a critic ``V``,
-# which is still training: recompute it at every update (``losses`` does), and detach it only in
-# the actor's loss, so that the critic trains on its own loss alone. The check's reference is
-# each network's loss with the other network's output held constant. Left attached, the
-# advantage trains the critic on the actor's loss too (:ref:`training patterns
-# <patterns-actor-critic>` has the shared trunk and ``inputs=``):
+# The actor's loss weighs log-probabilities by the advantage ``G - V(s)`` of a critic ``V``
+# that still trains: recompute it every update, and detach it in the actor's loss only, so the
+# critic trains on its own loss. The reference: each network's loss, the other's output held
+# constant. Attached, the advantage trains the critic on the actor's loss too
+# (:ref:`training patterns <patterns-actor-critic>`: shared trunk, ``inputs=``):
 
 
 def losses(detach=True):
@@ -267,9 +256,8 @@ else:
 # Training the fixed loop
 # -----------------------
 #
-# Actor-critic with separate networks, fixed and checked: 8 episodes per iteration, played without
-# a graph, then 2 update passes that recompute the log-probabilities and values, with the ratio
-# and the detached advantage. The baseline: a random policy's mean return over 150 episodes.
+# Fixed and checked: 8 episodes per iteration, played without a graph, then 2 update passes,
+# recomputed, with the ratio and the detached advantage. Baseline: a random policy, 150 episodes.
 
 torch.manual_seed(0)
 random_policy = lambda state: torch.zeros(2)  # noqa: E731  equal logits: left or right at random
@@ -296,7 +284,7 @@ print(f"trained: mean return over the first 80 episodes {first:.2f}, over the la
 assert last > 0.9 and last > baseline + 0.5
 
 # %%
-# The learning curve: return per episode, averaged over each iteration's 8 episodes.
+# Return per episode, averaged over each iteration's 8:
 
 per_iteration = np.array(episode_returns).reshape(-1, 8).mean(axis=1)
 fig, ax = plt.subplots(figsize=(4.2, 3.6), layout="constrained")

@@ -1,8 +1,8 @@
 """
-Saliency maps: input gradients of class scores
-==============================================
+Saliency maps: input gradients
+==============================
 
-The fix: one saliency map needs no ``retain_graph``: one forward, then one backward (or
+One saliency map needs no ``retain_graph``: one forward, one backward (or
 ``torch.autograd.grad``) from the class score to the image. For every class from one forward
 pass, make one ``torch.autograd.grad`` call with ``is_grads_batched=True``; one call per class
 needs ``retain_graph=True`` on all but the last, and with ``backward()`` a reset of ``x.grad``
@@ -15,8 +15,8 @@ between classes. A tiny classifier of 8×8 line images shows each way.
 # A tiny classifier of lines
 # --------------------------
 #
-# Each 8×8 image holds one noisy line: a row (class 0), a column (class 1), or a wrapped diagonal
-# (class 2). The classifier has one hidden layer, whose activations ``forward`` also returns.
+# Each 8×8 image holds a noisy row (class 0), column (1) or wrapped diagonal (2). ``forward``
+# also returns the hidden layer's activations.
 
 import warnings
 
@@ -73,7 +73,7 @@ print(f"final training loss {loss.item():.4f}, accuracy on 200 new images {accur
 assert accuracy > 0.9
 
 # %%
-# The image to explain is the first test image; its class score is the logit of its true class.
+# The image to explain: the first test image; its score: its true class's logit.
 
 image, label, line = test_images[:1], test_labels[0].item(), test_lines[0]
 with torch.no_grad():
@@ -85,8 +85,8 @@ assert logits.argmax().item() == label
 # (a) ``requires_grad_()``, ``backward()`` and ``x.grad``
 # ----------------------------------------------------------
 #
-# Mark the input with :external:py:meth:`torch.Tensor.requires_grad_` and call ``backward()`` on
-# the score: the map lands in the input's ``.grad``, and every weight's ``.grad`` is filled too.
+# With :external:py:meth:`torch.Tensor.requires_grad_` on the input, ``backward()`` on the score
+# puts the map in the input's ``.grad``, and fills every weight's ``.grad`` too.
 
 net.zero_grad(set_to_none=True)
 x = image.clone().requires_grad_()
@@ -103,9 +103,9 @@ assert len(filled) == len(list(net.parameters()))
 # (b) ``retain_grad()`` on a hidden activation
 # --------------------------------------------
 #
-# The hidden activation is not a leaf, so ``backward()`` fills its ``.grad`` only when asked, as
-# in (a) with :external:py:meth:`torch.Tensor.retain_grad` before ``backward()``
-# (:doc:`../docs/retain-grad`). Without it, its ``.grad`` is ``None``, with a warning:
+# A non-leaf's ``.grad`` is filled only when asked, as in (a) with
+# :external:py:meth:`torch.Tensor.retain_grad` before ``backward()`` (:doc:`../docs/retain-grad`).
+# Otherwise it is ``None``, with a warning:
 
 logits, hidden_plain = net(x)
 logits[0, label].backward()
@@ -113,7 +113,7 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     missing = hidden_plain.grad
 for warning in caught:
-    message = str(warning.message).split(" (Triggered")[0]  # drop the C++ source location
+    message = str(warning.message).split(". ")[0]  # its first sentence
     print(f"{warning.category.__name__}: {message}")
 print(f"hidden.grad without retain_grad(): {missing}")
 print(f"hidden.grad with retain_grad(): shape {tuple(hidden_grad_b.shape)}")
@@ -124,9 +124,8 @@ assert "retain_grad" in str(caught[0].message)
 # (c) ``torch.autograd.grad`` for the input and the hidden layer at once
 # ----------------------------------------------------------------------
 #
-# :external:py:func:`torch.autograd.grad` returns the gradients with respect to the tensors you
-# list, and leaves the input's and the weights' ``.grad`` alone. The numbers are exactly those of
-# (a) and (b).
+# :external:py:func:`torch.autograd.grad` returns the gradients for the tensors listed, exactly
+# those of (a) and (b), and leaves every ``.grad`` alone.
 
 net.zero_grad(set_to_none=True)
 x = image.clone().requires_grad_()
@@ -144,8 +143,8 @@ assert untouched
 # Maps for every class from one forward pass
 # ------------------------------------------
 #
-# Differentiating each class score in turn from one forward pass fails at the second class: the
-# first backward freed what the forward saved.
+# Differentiating each class score in turn fails at the second: the first backward freed what
+# the forward saved.
 
 x = image.clone().requires_grad_()
 logits, _ = net(x)
@@ -159,9 +158,8 @@ else:
     raise AssertionError("a second backward() through the freed graph was expected to fail")
 
 # %%
-# The reference maps come from one forward pass per class, each graph used once. One
-# ``torch.autograd.grad`` call per class on a single forward pass, with ``retain_graph=True`` on
-# all but the last, gives exactly the same maps, with nothing to reset between calls: a
+# The reference maps: one forward pass per class. One ``torch.autograd.grad`` call per class on
+# a single pass, ``retain_graph=True`` on all but the last, gives exactly the same maps: a
 # deliberate repetition over one graph, where ``retain_graph=True`` is right.
 
 
@@ -179,8 +177,8 @@ print(f"retain_graph maps equal the reference maps: {same}; x.grad: {x.grad}")
 assert same and x.grad is None
 
 # %%
-# With ``backward(retain_graph=True)`` instead, gradients *accumulate* in ``x.grad``
-# (:doc:`../docs/backward-twice`): without a reset, the second "map" is the sum of the first two.
+# With ``backward(retain_graph=True)``, gradients *accumulate* in ``x.grad``
+# (:doc:`../docs/backward-twice`): unreset, the second "map" is the sum of the first two.
 
 net.zero_grad(set_to_none=True)
 x = image.clone().requires_grad_()
@@ -195,8 +193,8 @@ print(f"x.grad after class 1 == map(class 1):                {torch.equal(summed
 assert accumulated and not torch.allclose(summed[1], maps[1])
 
 # %%
-# With ``x.grad = None`` between classes the ``backward()`` maps match exactly, and the weights'
-# ``.grad`` still fill up on the way, for a training loop to clear.
+# With ``x.grad = None`` between classes they match exactly; the weights' ``.grad`` still fill
+# up, for a training loop to clear.
 
 net.zero_grad(set_to_none=True)
 x = image.clone().requires_grad_()
@@ -213,10 +211,9 @@ assert same and net.out.weight.grad is not None
 net.zero_grad(set_to_none=True)
 
 # %%
-# One call can do all three: ``grad_outputs`` holds one one-hot row per class, and
-# ``is_grads_batched=True`` runs the backward once per row, batched (through
-# :external:py:func:`torch.vmap`). No ``retain_graph``; the maps agree with the reference ones
-# within 1e-6:
+# One call does all three: ``grad_outputs`` holds a one-hot row per class, and
+# ``is_grads_batched=True`` runs the backward per row, batched (:external:py:func:`torch.vmap`).
+# No ``retain_graph``; the maps agree with the reference within 1e-6:
 
 x = image.clone().requires_grad_()
 logits, _ = net(x)
@@ -230,8 +227,7 @@ assert batched.shape == (3, *x.shape) and agree
 # What the maps show
 # ------------------
 #
-# The three maps, from one forward pass. Red pixels raise the class score when brightened, blue
-# ones lower it.
+# Red pixels raise the class score when brightened, blue ones lower it.
 
 fig, axes = plt.subplots(2, 2, figsize=(4.2, 4.8), layout="constrained")
 axes = axes.ravel()

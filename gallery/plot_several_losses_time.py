@@ -1,12 +1,11 @@
 """
-Two losses, six ways: time per step
-===================================
+Two losses, six ways: timed
+===========================
 
-A shared trunk feeds two heads, each with its loss. This script times one training step for six
-ways of getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on
-the sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or
-the sum, and a graph cut at the shared features), on a trunk 48 wide and one 512 wide, as the
-machine that ran it measured them.
+A shared trunk feeds two heads, each with its loss. One training step, timed for six ways of
+getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on the
+sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or the
+sum, a graph cut at the shared features), on trunks 48 and 512 wide.
 
 .. index:: slow backward, training speed, wide model, time per step, multi-task timing, two backward calls slower than one, summed loss speed
 """
@@ -15,10 +14,9 @@ machine that ran it measured them.
 # The network and the six ways
 # ----------------------------
 #
-# ``make_ways(width)`` builds a fresh network whose trunk is ``width`` wide and returns its
-# parameters and the six ways, each a function that runs one step. From width 48 to 512 the
-# trunk grows about eightyfold and the two heads, whose first layers read the trunk, about
-# tenfold (counted below). All six give the same gradients, up to rounding (asserted).
+# ``make_ways(width)`` builds a network with a trunk ``width`` wide and returns its parameters
+# and the six ways, each running one step. From width 48 to 512 the trunk grows about eightyfold,
+# the heads about tenfold (counted). All six give the same gradients, up to rounding (asserted).
 
 import time
 
@@ -105,9 +103,8 @@ for params, _, ways in nets.values():  # the six ways give the same gradients, u
 # Timing
 # ------
 #
-# Each way runs its step many times, its gradients cleared before each run, and the figure shows
-# the median. One thread keeps the small steps steadier on a busy machine. Nothing here prints or
-# asserts a time: the figure is the output.
+# Each way runs its step many times, gradients cleared before each; the figure shows the median,
+# on one thread (steadier on a busy machine). No time is printed or asserted.
 
 
 def median_micros(params, way, repeats):
@@ -141,7 +138,7 @@ plt.show()
 # Reading the bars
 # ----------------
 #
-# The bars are one machine's measurement, not a rule. What is certain is counted: ``sequential``'s
-# two backward calls walk the trunk's backward twice (:doc:`../docs/several-losses` counts it with
-# a hook), and at width 512 the trunk holds most of the parameters (printed above), so that second
-# walk is a large share of the step's arithmetic. Run the script to see what it costs on yours.
+# The bars are one machine's measurement, not a rule. What is counted: ``sequential`` walks the
+# trunk's backward twice (:doc:`../docs/several-losses` counts it with a hook), and at width 512
+# the trunk holds most of the parameters (printed above), so that second walk is a large share of
+# the step's arithmetic.

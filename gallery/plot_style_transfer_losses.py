@@ -1,12 +1,11 @@
 """
-Style transfer: one backward for the summed losses
-==================================================
+Style transfer: one summed backward
+===================================
 
 The fix: add the content and style losses and call ``backward()`` once, as the current
 neural-style tutorial does. Its early versions called ``loss.backward(retain_variables=True)`` in
-each loss module, backpropagating every loss separately through the shared features. Rebuilt on
-a tiny image: the gradients agree up to rounding, and the old pattern keeps the graph alive after
-its last call.
+each loss module. Rebuilt on a tiny image: both train the same, up to rounding, and the old
+pattern keeps the graph alive after its last call.
 
 .. index:: style transfer, neural style transfer, content loss, style loss
 """
@@ -15,8 +14,9 @@ its last call.
 # A tiny image and fixed random features
 # --------------------------------------
 #
-# Two frozen random convolutions stand in for a pretrained network; the content image is a disc,
-# the style image stripes. ``gram`` gives a feature map's channel correlations.
+# Two frozen random convolutions stand in for a pretrained network; the content is a disc, the
+# style stripes. ``gram``: a feature map's channel correlations. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 
@@ -30,8 +30,7 @@ torch.manual_seed(0)
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **tensors):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **tensors):
     names = {p: name for name, p in tensors.items()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -40,8 +39,7 @@ def checked(optimizer, reference, steps=3, **tensors):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -53,9 +51,8 @@ def checked(optimizer, reference, steps=3, **tensors):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(tensors)}: every gradient is the reference's; all moved")
 
 
@@ -93,8 +90,8 @@ print(
 # Three losses, each scaled to 1 at the start
 # -------------------------------------------
 #
-# One content loss on the deeper feature map and one style loss per feature map, each divided
-# by its value on the starting image.
+# A content loss on the deeper feature map and a style loss per map, each divided by its value
+# on the starting image.
 
 
 def raw_losses(image):
@@ -119,8 +116,7 @@ print({name: round(loss.item(), 6) for name, loss in zip(names, losses(start_ima
 # The old pattern: one backward per loss, graph retained
 # ------------------------------------------------------
 #
-# The three losses share the forward pass through ``features``, so without ``retain_graph=True``
-# the second backward fails:
+# The losses share the forward pass, so without ``retain_graph=True`` the second backward fails:
 
 image = start_image.clone().requires_grad_(True)
 content, style_1, style_2 = losses(image)
@@ -134,9 +130,8 @@ else:
     raise AssertionError("a second backward through the shared features was expected to fail")
 
 # %%
-# That answers a Q&A question about the tutorial (why keep the graph?): only because the losses
-# were backpropagated one by one. Its loss modules passed the flag on *every* call, the last one
-# included, as here:
+# That answers a Q&A question about the tutorial (why keep the graph?): because the losses were
+# backpropagated one by one. Its modules passed the flag on *every* call, the last included:
 
 image = start_image.clone().requires_grad_(True)
 separate_losses = losses(image)
@@ -146,9 +141,8 @@ grad_separate = image.grad.clone()
 print(f"gradient from three backward calls: norm {grad_separate.norm():.6f}")
 
 # %%
-# and the graph stays alive after the last call: a fourth backward through the first loss runs.
-# In a loop of steps, checked by its outcome (:doc:`plot_how_examples_are_checked`) against the
-# summed loss recomputed at the current pixels, the old pattern trains right:
+# and the graph stays alive after the last call: a fourth backward runs. In a loop checked
+# against the summed loss at the current pixels, the old pattern trains right:
 
 separate_losses[0].backward()
 assert not torch.equal(image.grad, grad_separate)
@@ -169,8 +163,7 @@ with checked(optimizer, lambda step: sum(losses(image)), image=image):
 #
 # Later versions of the tutorial (from the PyTorch 0.4 update in 2018; :doc:`../docs/history`)
 # call backward once on the sum. The gradients agree up to rounding: the separate calls add three
-# full gradients in ``image.grad``, the sum adds the upstream gradients inside the graph, another
-# order of additions.
+# gradients in ``image.grad``, the sum adds them inside the graph, another order of additions.
 
 image = start_image.clone().requires_grad_(True)
 sum(losses(image)).backward()
@@ -184,8 +177,7 @@ assert torch.allclose(grad_separate, grad_summed, rtol=1e-5, atol=1e-7)
 # Optimising the image with the summed loss
 # -----------------------------------------
 #
-# 30 :class:`torch.optim.Adam` steps on the pixels, one summed backward each, pixels clamped to
-# [0, 1], each checked.
+# 30 checked :class:`torch.optim.Adam` steps on the pixels, clamped to [0, 1]:
 
 image = start_image.clone().requires_grad_(True)
 optimizer = torch.optim.Adam([image], lr=0.03)
@@ -229,8 +221,8 @@ plt.show()
 # The image before and after
 # --------------------------
 #
-# Left to right: content, style, start, and after 30 steps (24 × 24 pixels each; no text, so
-# the dark theme can show the pictures in their own colours).
+# Content, style, start, after 30 steps (24 × 24 pixels; no text, so the dark theme shows the
+# pictures in their own colours).
 
 pictures = {
     "content": content_image,
@@ -248,4 +240,4 @@ plt.show()
 # sphinx_gallery_thumbnail_number = 2
 
 # %%
-# See also: :doc:`../docs/several-losses`, the same comparison on a network with two heads.
+# See also: :doc:`../docs/several-losses`, the same comparison with two heads.

@@ -1,12 +1,12 @@
 """
-Truncated backpropagation through time: detach, don't retain
-============================================================
+Truncated BPTT: detach, don't retain
+====================================
 
-The fix: ``hidden = hidden.detach()`` at the start of each chunk. Carried as it is, the hidden
-state makes the second chunk's backward fail on the first chunk's freed graph.
+The fix: ``hidden = hidden.detach()`` at the start of each chunk, the window boundary. Carried as
+it is, the hidden state makes the second chunk's backward fail on the first chunk's freed graph.
 ``retain_graph=True`` silences that only without an optimizer step between chunks, and then
-every backward walks all earlier chunks: nodes, saved bytes and time per chunk grow every chunk.
-Detached, they stay flat.
+every backward walks all earlier chunks: nodes, saved bytes and time grow every chunk. Detached,
+they stay flat.
 
 .. index:: truncated BPTT, truncated backpropagation through time, RNN, recurrent network, hidden state, detach hidden state
 """
@@ -15,13 +15,12 @@ Detached, they stay flat.
 # A small recurrent cell and a long sequence in chunks
 # ----------------------------------------------------
 #
-# A :class:`torch.nn.RNNCell` with 16 hidden units reads 40 chunks of 8 time steps, for a batch
-# of 4 sequences, and a linear readout predicts a running sum of the inputs. ``graph_size(loss)``
-# walks the nodes a backward from ``loss`` would visit and returns their number and the bytes of
-# the distinct storages those nodes hold as saved tensors (their ``_saved_*`` attributes),
-# parameters and the data excluded: they exist anyway. It sees what a
-# :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses, such as the 8-byte
-# tensor that ``loss / STEPS`` makes of the Python number ``STEPS``.
+# A :class:`torch.nn.RNNCell` (16 units) reads 40 chunks of 8 steps for 4 sequences; a readout
+# predicts a running sum of the inputs. ``graph_size(loss)`` walks the nodes a backward from
+# ``loss`` would visit and returns their number and the bytes of the distinct storages they hold
+# as saved tensors (``_saved_*`` attributes), parameters and data excluded. It sees what a
+# :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses, such as the 8-byte tensor
+# ``loss / STEPS`` makes of the number ``STEPS``. ``checked``: :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 import time
@@ -37,8 +36,7 @@ torch.manual_seed(0)
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -47,8 +45,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -60,9 +57,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -123,9 +119,8 @@ print(f"{CHUNKS} chunks × {STEPS} steps, batch {BATCH}, hidden size {HIDDEN}")
 # Carrying the hidden state as it is: the second chunk fails
 # ----------------------------------------------------------
 #
-# The hidden state leaving chunk 0 is an output of chunk 0's graph, so chunk 1's backward
-# continues into that graph, which chunk 0's backward has freed
-# (:doc:`../docs/what-backward-frees`).
+# Chunk 1's backward continues through the hidden state into chunk 0's graph, which chunk 0's
+# backward freed (:doc:`../docs/what-backward-frees`).
 
 hidden = restart()
 hidden, loss = run_chunk(hidden, 0)
@@ -143,9 +138,9 @@ else:
 # ``retain_graph=True`` in a training loop: another error
 # -------------------------------------------------------
 #
-# The message suggests ``retain_graph=True``. With an optimizer step after each chunk, that swaps
-# one error for another: chunk 0's graph saved the cell's weights, the step changed them in place,
-# and chunk 1's backward walks through chunk 0 again (:ref:`the in-place error <errors-inplace>`).
+# The message suggests ``retain_graph=True``. With a step after each chunk, that swaps errors:
+# chunk 0's graph saved the cell's weights, the step changed them in place, and chunk 1's backward
+# walks chunk 0 again (:ref:`the in-place error <errors-inplace>`).
 
 hidden = restart()
 optimizer = torch.optim.SGD(params, lr=0.01)
@@ -165,11 +160,10 @@ else:
 # Retained graph versus detached hidden state, chunk by chunk
 # -----------------------------------------------------------
 #
-# Without optimizer steps between chunks (gradients accumulated over the whole sequence)
-# ``retain_graph=True`` runs. ``"retain"`` does that; ``"detach"`` detaches the hidden state at
-# the start of every chunk and steps the optimizer after each, a real truncated-BPTT loop, each
-# step checked (:doc:`plot_how_examples_are_checked`) against the chunk's graph unrolled from the
-# values it starts from. For each chunk, ``graph_size`` of its loss just before its backward:
+# Without steps between chunks, ``retain_graph=True`` runs: that is ``"retain"``. ``"detach"``
+# detaches at every chunk and steps after each, a truncated-BPTT loop whose steps are checked
+# against the chunk's graph unrolled from the values it starts from. For each chunk, its loss's
+# ``graph_size`` before its backward:
 
 
 def measure(mode):
@@ -211,15 +205,14 @@ assert len(byte_steps) == 1 and byte_steps.pop() > 0
 assert retain_nodes[0] == detach_nodes[0] and retain_held[0] == detach_held[0]
 
 # %%
-# Both start from the same graph. Retained, every chunk adds the same number of nodes and bytes,
-# and chunk 40's backward walks all 40 chunks. Detached, every chunk's graph has the same size.
+# Same first graph. Retained, every chunk adds the same nodes and bytes; detached, every chunk's
+# graph has the same size.
 #
-# What the retained backward calls computed
-# -----------------------------------------
+# What the retained calls computed
+# --------------------------------
 #
-# Each chunk's backward went back to the start, so the 40 calls added up the gradient of
-# untruncated backpropagation through time on the total loss: one backward of the summed chunk
-# losses gives it too, equal up to rounding.
+# Each chunk's backward went back to the start, so the 40 calls added up untruncated BPTT's
+# gradient of the total loss; one backward of the summed losses gives it too, up to rounding.
 
 hidden = restart()
 total = 0
@@ -233,13 +226,13 @@ print(f"max abs difference {difference:.1e}, largest gradient entry {largest:.1e
 assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6) for p, g in zip(params, retained_grads))
 
 # %%
-# So ``retain_graph=True`` here buys no truncation at all, at a cost that grows every chunk.
+# So ``retain_graph=True`` buys no truncation, at a cost that grows every chunk.
 #
 # Time per chunk
 # --------------
 #
-# The time of each chunk (forward and backward), fastest of 3 runs, as the machine that ran this
-# script measured it; drawn, never asserted. The top panel is ``graph_size``'s bytes from above.
+# Each chunk's forward and backward, fastest of 3 runs on the machine that ran this; drawn, never
+# asserted. The top panel: ``graph_size``'s bytes from above.
 
 
 def chunk_seconds(mode):
@@ -285,5 +278,5 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# See also: the :doc:`error reference <../docs/errors>` for this cause among the others, and
-# :doc:`../docs/what-it-costs` for the same growth in another carried-state loop.
+# See also: the :doc:`error reference <../docs/errors>`, and :doc:`../docs/what-it-costs` for the
+# same growth in another loop.

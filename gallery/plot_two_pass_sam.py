@@ -3,10 +3,9 @@ SAM: a second forward pass
 ==========================
 
 The fix: take SAM's second gradient from a second forward pass at the perturbed weights; each
-graph is then used once, with no ``retain_graph``. Backpropagating the first loss again with
-``retain_graph=True`` instead gives the old gradient unchanged, or an in-place error, or, after
-changes through ``.data``, a silently wrong mixture. A tiny regression shows each case, then
-trains with SAM and with plain descent.
+graph is used once, with no ``retain_graph``. Backpropagating the first loss again with
+``retain_graph=True`` gives the old gradient unchanged, or an in-place error, or, after changes
+through ``.data``, a silently wrong mixture.
 
 .. index:: SAM, sharpness-aware minimization, two-pass optimizer, optimizer step between backward passes
 """
@@ -15,8 +14,9 @@ trains with SAM and with plain descent.
 # The perturbation step
 # ---------------------
 #
-# SAM moves every weight by ``rho * g / ‖g‖``, where ``g`` is the gradient at the current weights.
-# ``move`` applies or undoes that move in place, as SAM implementations usually do.
+# SAM moves the weights by ``rho * g / ‖g‖``, ``g`` the gradient at the current weights; ``move``
+# does or undoes it in place, as SAM implementations usually do. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 import copy
@@ -33,8 +33,7 @@ RHO = 0.05
 
 
 @contextlib.contextmanager
-def checked(optimizer, reference, steps=3, **modules):
-    """Check each optimizer.step() in the block against reference(step)'s gradient."""
+def checked(optimizer, reference, **modules):
     names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
@@ -43,8 +42,7 @@ def checked(optimizer, reference, steps=3, **modules):
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got = torch.zeros_like(p) if p.grad is None else p.grad
-            want = torch.zeros_like(p) if want is None else want
+            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
                 f"step {len(done)}: the gradient of {names[p]} is not the reference's "
                 f"(norm ratio {got.norm() / want.norm():.3g})"
@@ -56,9 +54,8 @@ def checked(optimizer, reference, steps=3, **modules):
         yield
     finally:
         handle.remove()
-    assert len(done) >= steps, f"{len(done)} steps ran"
     still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert not still, f"never moved: {still}"
+    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -96,8 +93,8 @@ def same_grads(first, second):
 # Reusing the old loss on a linear model: the old gradient, exactly
 # -----------------------------------------------------------------
 #
-# A linear regression: backpropagate its loss keeping the graph, perturb the weights as SAM
-# does, then backpropagate the *same* loss tensor again.
+# Backpropagate a linear regression's loss keeping the graph, perturb the weights, then
+# backpropagate the *same* loss again:
 
 features = torch.randn(64, 3)
 targets = features @ torch.tensor([[1.5], [-2.0], [0.5]]) + 0.1 * torch.randn(64, 1)
@@ -114,9 +111,8 @@ print(f"a new forward gives a different gradient:     {not same_grads(fresh, fir
 assert same_grads(again, first) and not same_grads(fresh, first)
 
 # %%
-# No error: the "perturbed" gradient is the gradient at the old weights, so this SAM
-# step is plain gradient descent. The forward pass saved none of the parameters (the weight's
-# gradient needs only the input features), so nothing noticed the in-place change:
+# No error: the "perturbed" gradient is the old one, and the step plain gradient descent. The
+# forward saved no parameter (the weight's gradient needs only the inputs), so nothing noticed:
 
 saved = saved_params(linear, lambda: ((linear(features) - targets) ** 2).mean())
 print(f"parameters the forward saved for backward: {saved}")
@@ -126,9 +122,8 @@ assert saved == []
 # Reusing the old loss on a network with a hidden layer: an error
 # ---------------------------------------------------------------
 #
-# A small network for a 1-D regression. The hidden activations need a gradient, so the output
-# layer's weight *is* saved for backward, and autograd notices that it changed in place
-# (:ref:`the in-place error <errors-inplace>`).
+# The hidden activations need a gradient, so the output layer's weight *is* saved, and autograd
+# notices its in-place change (:ref:`the in-place error <errors-inplace>`).
 
 torch.manual_seed(0)
 inputs = torch.linspace(-2, 2, 48).unsqueeze(1)
@@ -160,9 +155,8 @@ else:
 # Changing the weights behind autograd's back: a silent mixture
 # --------------------------------------------------------------
 #
-# Moving the weights through ``param.data`` hides the change from that check. The second backward
-# then runs with the *new* saved weight and the *old* saved activations, and returns a gradient
-# that is neither the old one nor the one at the perturbed weights.
+# Moving the weights through ``param.data`` hides the change. The second backward then mixes the
+# *new* saved weight with the *old* saved activations: neither gradient.
 
 net = copy.deepcopy(start)
 params = list(net.parameters())
@@ -180,11 +174,10 @@ assert not same_grads(mixed, first) and not same_grads(mixed, at_perturbed)
 # A correct SAM step
 # ------------------
 #
-# Each pass gets its own forward, and each graph is used once. The weights are restored from a
-# copy, because undoing the move by subtracting it is not exact in floating point (checked
-# below), and the optimizer steps with the second gradient. The check
-# (:doc:`plot_how_examples_are_checked`) recomputes that gradient without touching the weights:
-# the loss of :func:`torch.func.functional_call` at the current weights plus the move.
+# Each pass gets its own forward. The weights are restored from a copy (undoing the move by
+# subtraction is not exact, checked below), and the optimizer steps with the second gradient.
+# The check's reference touches no weight: :func:`torch.func.functional_call` at the current
+# weights plus the move.
 
 
 def sam_step(model, optimizer, losses_seen):
@@ -229,8 +222,8 @@ print(f"weights changed by a move there and back: {changed} of {weights.numel()}
 assert changed > 0
 
 # %%
-# SAM's update direction differs from the plain gradient, and a step with a learning rate of zero
-# gives back exactly the starting weights.
+# SAM's direction differs from the plain gradient; a step with learning rate 0 restores the
+# weights exactly.
 
 probe = copy.deepcopy(start)
 plain, sharp = sam_step(probe, torch.optim.SGD(probe.parameters(), lr=0.0), losses_seen=[])
@@ -243,8 +236,8 @@ print(f"weights exactly restored by a step with lr=0: {restored}")
 assert not same_grads(plain, sharp) and restored
 
 # %%
-# The check passes on three SAM steps, and stops the step that reuses the first loss on the
-# linear model at once: its "SAM" gradient is the plain one.
+# The check passes three SAM steps, and stops the step reusing the first loss on the linear
+# model at once: its "SAM" gradient is the plain one.
 
 net = copy.deepcopy(start)
 optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -275,8 +268,8 @@ else:
 # Training: SAM against plain gradient descent
 # --------------------------------------------
 #
-# Same starting weights, same learning rate; the loss is recorded at the unperturbed weights
-# before every step, and a forward pre-hook counts the forward passes.
+# Same start, same learning rate; the loss is recorded at the unperturbed weights before each
+# step, and a forward pre-hook counts forward passes.
 
 steps, lr = 60, 0.1
 sgd_net, sam_net = copy.deepcopy(start), copy.deepcopy(start)
@@ -308,8 +301,7 @@ assert final_sam > final_sgd
 
 # %%
 # Both descend. SAM ends higher on this training loss, which is not what it targets (a flat
-# minimum, which a problem this small does not measure). Each of its steps costs two forward
-# passes (counted above) and two backward passes.
+# minimum, which a problem this small does not measure), at two forward passes per step.
 
 INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
 fig, ax = plt.subplots(figsize=(4.2, 3.2))
