@@ -152,7 +152,7 @@ logits[0, 0].backward()
 try:
     logits[0, 1].backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
+    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
     assert "backward through the graph a second time" in str(error)
 else:
     raise AssertionError("a second backward() through the freed graph was expected to fail")

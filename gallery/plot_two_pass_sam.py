@@ -39,8 +39,7 @@ def checked(optimizer, reference, **modules):
     start, done = [p.detach().clone() for p in params], []
 
     def check(opt, args, kwargs):
-        with torch.enable_grad():
-            wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
             got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
@@ -70,28 +69,26 @@ def move(params, steps, sign=1.0):
             param.add_(sign * step)
 
 
-def saved_params(model, compute):
-    """Names of the parameters that ``compute()`` saves for backward (run on a throwaway pass)."""
+def saved_params(model, compute):  # names of the parameters compute() saves for backward
     saved = []
-
-    def pack(tensor):
-        saved.append(tensor)
-        return tensor
-
-    with saved_tensors_hooks(pack, lambda tensor: tensor):
+    with saved_tensors_hooks(
+        lambda t: saved.append(t.untyped_storage().data_ptr()) or t, lambda t: t
+    ):
         compute()
-    storages = {t.untyped_storage().data_ptr() for t in saved}  # compared, never printed
-    names = [n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() in storages]
-    return names
+    return [n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() in saved]
 
 
-def same_grads(first, second):
+def same(first, second):
     return all(torch.equal(a, b) for a, b in zip(first, second))
 
 
+def mse(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+
 # %%
-# Reusing the old loss on a linear model: the old gradient, exactly
-# -----------------------------------------------------------------
+# Reusing the old loss, linear model: the old gradient, exactly
+# -------------------------------------------------------------
 #
 # Backpropagate a linear regression's loss keeping the graph, perturb the weights, then
 # backpropagate the *same* loss again:
@@ -100,27 +97,24 @@ features = torch.randn(64, 3)
 targets = features @ torch.tensor([[1.5], [-2.0], [0.5]]) + 0.1 * torch.randn(64, 1)
 linear = nn.Linear(3, 1)
 params = list(linear.parameters())
-
-loss = ((linear(features) - targets) ** 2).mean()
+loss = mse(linear, features, targets)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 move(params, ascent_direction(first))
 again = torch.autograd.grad(loss, params)  # the first forward's loss, retained graph
-fresh = torch.autograd.grad(((linear(features) - targets) ** 2).mean(), params)  # new forward
-print(f"reused loss gives the first gradient exactly: {same_grads(again, first)}")
-print(f"a new forward gives a different gradient:     {not same_grads(fresh, first)}")
-assert same_grads(again, first) and not same_grads(fresh, first)
+fresh = torch.autograd.grad(mse(linear, features, targets), params)  # a new forward
+saved = saved_params(linear, lambda: mse(linear, features, targets))
+print(
+    f"the first gradient again: reused loss {same(again, first)}, new forward {same(fresh, first)}"
+)
+print(f"parameters the forward saved for backward: {saved}")
+assert same(again, first) and not same(fresh, first) and saved == []
 
 # %%
 # No error: the "perturbed" gradient is the old one, and the step plain gradient descent. The
-# forward saved no parameter (the weight's gradient needs only the inputs), so nothing noticed:
-
-saved = saved_params(linear, lambda: ((linear(features) - targets) ** 2).mean())
-print(f"parameters the forward saved for backward: {saved}")
-assert saved == []
-
-# %%
-# Reusing the old loss on a network with a hidden layer: an error
-# ---------------------------------------------------------------
+# forward saved no parameter (the weight's gradient needs only the inputs), so nothing noticed.
+#
+# With a hidden layer: an error
+# -----------------------------
 #
 # The hidden activations need a gradient, so the output layer's weight *is* saved, and autograd
 # notices its in-place change (:ref:`the in-place error <errors-inplace>`).
@@ -129,18 +123,12 @@ torch.manual_seed(0)
 inputs = torch.linspace(-2, 2, 48).unsqueeze(1)
 outputs = torch.sin(1.5 * inputs) + 0.1 * torch.randn_like(inputs)
 start = nn.Sequential(nn.Linear(1, 16), nn.Tanh(), nn.Linear(16, 1))
-
-
-def mse(model):
-    return ((model(inputs) - outputs) ** 2).mean()
-
-
 net = copy.deepcopy(start)
 params = list(net.parameters())
-saved = saved_params(net, lambda: mse(net))
+saved = saved_params(net, lambda: mse(net, inputs, outputs))
 print(f"parameters the forward saved for backward: {saved}")
 assert saved == ["2.weight"]
-loss = mse(net)
+loss = mse(net, inputs, outputs)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 move(params, ascent_direction(first))
 try:
@@ -153,22 +141,22 @@ else:
 
 # %%
 # Changing the weights behind autograd's back: a silent mixture
-# --------------------------------------------------------------
+# -------------------------------------------------------------
 #
 # Moving the weights through ``param.data`` hides the change. The second backward then mixes the
 # *new* saved weight with the *old* saved activations: neither gradient.
 
 net = copy.deepcopy(start)
 params = list(net.parameters())
-loss = mse(net)
+loss = mse(net, inputs, outputs)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 for param, step in zip(params, ascent_direction(first)):
     param.data.add_(step)
 mixed = torch.autograd.grad(loss, params)
-at_perturbed = torch.autograd.grad(mse(net), params)
-print(f"equal to the gradient at the old weights:       {same_grads(mixed, first)}")
-print(f"equal to the gradient at the perturbed weights: {same_grads(mixed, at_perturbed)}")
-assert not same_grads(mixed, first) and not same_grads(mixed, at_perturbed)
+at_perturbed = torch.autograd.grad(mse(net, inputs, outputs), params)
+print(f"equal to the old gradient: {same(mixed, first)}; to the perturbed one: ", end="")
+print(same(mixed, at_perturbed))
+assert not same(mixed, first) and not same(mixed, at_perturbed)
 
 # %%
 # A correct SAM step
@@ -180,40 +168,29 @@ assert not same_grads(mixed, first) and not same_grads(mixed, at_perturbed)
 # weights plus the move.
 
 
-def sam_step(model, optimizer, losses_seen):
+def sam_step(model, optimizer, x=inputs, y=outputs):
     params = list(model.parameters())
-    loss = mse(model)  # forward 1, at the current weights
+    loss = mse(model, x, y)  # forward 1, at the current weights
     grads = torch.autograd.grad(loss, params)
     saved = [param.detach().clone() for param in params]
     move(params, ascent_direction(grads))
-    sharp_grads = torch.autograd.grad(mse(model), params)  # forward 2, at the perturbed weights
+    sharp_grads = torch.autograd.grad(mse(model, x, y), params)  # forward 2, perturbed weights
     with torch.no_grad():
         for param, original, grad in zip(params, saved, sharp_grads):
             param.copy_(original)
             param.grad = grad
     optimizer.step()
-    losses_seen.append(loss.item())
-    return grads, sharp_grads
+    return loss.item(), grads, sharp_grads
 
 
-def sam_reference(model, x, y):
+def sam_reference(model, x=inputs, y=outputs):
     def loss_at_moved_weights(step):
         named = dict(model.named_parameters())
-        grads = torch.autograd.grad(((model(x) - y) ** 2).mean(), list(named.values()))
+        grads = torch.autograd.grad(mse(model, x, y), list(named.values()))
         moved = {n: p + d for (n, p), d in zip(named.items(), ascent_direction(grads))}
         return ((functional_call(model, moved, (x,)) - y) ** 2).mean()
 
     return loss_at_moved_weights
-
-
-def sgd_step(model, lr, losses_seen):
-    params = list(model.parameters())
-    loss = mse(model)
-    grads = torch.autograd.grad(loss, params)
-    with torch.no_grad():
-        for param, grad in zip(params, grads):
-            param -= lr * grad
-    losses_seen.append(loss.item())
 
 
 weights = torch.linspace(-1, 1, 1000)  # a move of 0.01 there and back, on 1,000 weights
@@ -226,37 +203,36 @@ assert changed > 0
 # weights exactly.
 
 probe = copy.deepcopy(start)
-plain, sharp = sam_step(probe, torch.optim.SGD(probe.parameters(), lr=0.0), losses_seen=[])
+_, plain, sharp = sam_step(probe, torch.optim.SGD(probe.parameters(), lr=0.0))
 cosine = torch.nn.functional.cosine_similarity(
     torch.cat([g.flatten() for g in plain]), torch.cat([g.flatten() for g in sharp]), dim=0
 )
-print(f"cosine between the plain and the SAM gradient: {cosine.item():.4f}")
-restored = same_grads(list(probe.parameters()), list(start.parameters()))
-print(f"weights exactly restored by a step with lr=0: {restored}")
-assert not same_grads(plain, sharp) and restored
+restored = same(probe.parameters(), start.parameters())
+print(f"cosine of the plain and SAM gradients: {cosine:.4f}; weights restored: {restored}")
+assert not same(plain, sharp) and restored
 
 # %%
-# The check passes three SAM steps, and stops the step reusing the first loss on the linear
-# model at once: its "SAM" gradient is the plain one.
+# The check passes three SAM steps, and stops at once the step that reuses the first loss
+# (linear model): its "SAM" gradient is the plain one.
 
 net = copy.deepcopy(start)
 optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
-with checked(optimizer, sam_reference(net, inputs, outputs), net=net):
+with checked(optimizer, sam_reference(net), net=net):
     for _ in range(3):
-        sam_step(net, optimizer, losses_seen=[])
+        sam_step(net, optimizer)
 
-linear = nn.Linear(3, 1)
 optimizer = torch.optim.SGD(linear.parameters(), lr=0.1)
 try:
     with checked(optimizer, sam_reference(linear, features, targets), linear=linear):
         for _ in range(3):
-            params = list(linear.parameters())
-            loss = ((linear(features) - targets) ** 2).mean()
-            loss.backward(retain_graph=True)
-            move(params, ascent_direction([p.grad for p in params]))
+            loss = mse(linear, features, targets)
+            first = torch.autograd.grad(
+                loss, params := list(linear.parameters()), retain_graph=True
+            )
+            move(params, ascent_direction(first))
             optimizer.zero_grad()
             loss.backward()  # the first forward's loss again
-            move(params, ascent_direction([p.grad for p in params]), sign=-1.0)
+            move(params, ascent_direction(first), sign=-1.0)
             optimizer.step()
 except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
@@ -268,36 +244,35 @@ else:
 # Training: SAM against plain gradient descent
 # --------------------------------------------
 #
-# Same start, same learning rate; the loss is recorded at the unperturbed weights before each
+# Same start and learning rate; the loss is recorded at the unperturbed weights before each
 # step, and a forward pre-hook counts forward passes.
 
 steps, lr = 60, 0.1
 sgd_net, sam_net = copy.deepcopy(start), copy.deepcopy(start)
 forwards = {sgd_net: 0, sam_net: 0}
-
-
-def count_forward(module, args):
-    forwards[module] += 1
-
-
-sgd_net.register_forward_pre_hook(count_forward)
-sam_net.register_forward_pre_hook(count_forward)
+for net in forwards:
+    net.register_forward_pre_hook(
+        lambda module, args: forwards.update({module: forwards[module] + 1})
+    )
 sgd_losses, sam_losses = [], []
 sam_optimizer = torch.optim.SGD(sam_net.parameters(), lr=lr)
 for _ in range(steps):
-    sgd_step(sgd_net, lr, sgd_losses)
-    sam_step(sam_net, sam_optimizer, sam_losses)
+    loss = mse(sgd_net, inputs, outputs)
+    grads = torch.autograd.grad(loss, list(sgd_net.parameters()))
+    with torch.no_grad():
+        for param, grad in zip(sgd_net.parameters(), grads):
+            param -= lr * grad
+    sgd_losses.append(loss.item())
+    sam_losses.append(sam_step(sam_net, sam_optimizer)[0])
 
 print(f"forward passes in {steps} steps: plain {forwards[sgd_net]}, SAM {forwards[sam_net]}")
 assert forwards[sgd_net] == steps and forwards[sam_net] == 2 * steps
 with torch.no_grad():
-    final_sgd, final_sam = mse(sgd_net).item(), mse(sam_net).item()
-print(f"loss at the start:              {sgd_losses[0]:.4f}")
-print(f"after {steps} steps, plain descent: {final_sgd:.4f}")
-print(f"after {steps} steps, SAM:           {final_sam:.4f}")
-assert sgd_losses[0] == sam_losses[0]
-assert final_sgd < sgd_losses[0] and final_sam < sam_losses[0]
-assert final_sam > final_sgd
+    final_sgd, final_sam = (mse(net, inputs, outputs).item() for net in (sgd_net, sam_net))
+print(
+    f"loss: start {sgd_losses[0]:.4f}; after {steps} steps: plain {final_sgd:.4f}, SAM {final_sam:.4f}"
+)
+assert sgd_losses[0] == sam_losses[0] and final_sam > final_sgd and final_sam < sam_losses[0]
 
 # %%
 # Both descend. SAM ends higher on this training loss, which is not what it targets (a flat
@@ -307,11 +282,7 @@ INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
 fig, ax = plt.subplots(figsize=(4.2, 3.2))
 ax.plot(range(steps), sgd_losses, color=NEUTRAL, linestyle="--", label="plain gradient descent")
 ax.plot(range(steps), sam_losses, color=INK, label=f"SAM (rho = {RHO})")
-ax.set(
-    xlabel="step",
-    ylabel="training loss (MSE)",
-    title="Both descend; SAM ends higher",
-)
+ax.set(xlabel="step", ylabel="training loss (MSE)", title="Both descend; SAM ends higher")
 ax.legend()
 fig.tight_layout()
 plt.show()
