@@ -39,20 +39,19 @@ def checked(optimizer, reference, **modules):
     def check(opt, args, kwargs):
         wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got, want = [torch.zeros_like(p) if g is None else g for g in (p.grad, want)]
-            assert torch.allclose(got, want, rtol=1e-4, atol=1e-6), (
-                f"step {len(done)}: the gradient of {names[p]} is not the reference's "
-                f"(norm ratio {got.norm() / want.norm():.3g})"
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
             )
         done.append(None)
 
     handle = optimizer.register_step_pre_hook(check)
-    try:
-        yield
-    finally:
-        handle.remove()
-    still = [names[p] for p, before in zip(params, start) if torch.equal(p, before)]
-    assert len(done) >= 3 and not still, f"{len(done)} steps; never moved: {still}"
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
     print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
 
 
@@ -183,22 +182,16 @@ grads = {name: result[0] for name, result in results.items()}
 
 
 def compare(first, second):
-    report = {}
-    for name in parts:
-        pairs = list(zip(grads[first][name], grads[second][name]))
-        same = all(torch.equal(g, h) for g, h in pairs)
-        report[name] = (same, max((g - h).abs().max().item() for g, h in pairs))
-    bits = [name for name, (same, _) in report.items() if same]
-    largest = max(diff for _, diff in report.values())
-    print(f"{first} vs {second}: bitwise equal in {bits}; max abs diff {largest:.1e}")
-    return report
+    pairs = {n: list(zip(grads[first][n], grads[second][n])) for n in parts}
+    bits = [n for n in parts if all(torch.equal(g, h) for g, h in pairs[n])]
+    diff = max((g - h).abs().max().item() for n in parts for g, h in pairs[n])
+    print(f"{first} vs {second}: bitwise equal in {bits}; max abs diff {diff:.1e}")
+    return bits, diff
 
 
-summed_vs_listed = compare("summed", "listed")
-sequential_vs_summed = compare("sequential", "summed")
-assert all(same for same, _ in summed_vs_listed.values())
-assert all(sequential_vs_summed[name][0] for name in ("trunk_2", "head_a", "head_b"))
-assert all(diff < 1e-6 for _, diff in sequential_vs_summed.values())
+assert compare("summed", "listed")[0] == list(parts)
+bits, diff = compare("sequential", "summed")
+assert bits == ["trunk_2", "head_a", "head_b"] and diff < 1e-6
 
 for p in params:  # the hooks change no gradient: a plain run gives the same bits
     p.grad = None
@@ -212,7 +205,7 @@ assert all(torch.equal(p.grad, g) for p, g in zip(trunk_1.parameters(), grads["s
 for name, way in ways.items():
     print(f"{name}: ", end="")
     optimizer = torch.optim.SGD(params, lr=0.1)
-    with checked(optimizer, lambda step: sum(forward()), **parts):
+    with checked(optimizer, lambda step: sum(forward()), model=nn.ModuleDict(parts)):
         for _ in range(3):
             optimizer.zero_grad()
             way(*forward())

@@ -115,8 +115,7 @@ with warnings.catch_warnings(record=True) as caught:
 for warning in caught:
     message = str(warning.message).split(". ")[0]  # its first sentence
     print(f"{warning.category.__name__}: {message}")
-print(f"hidden.grad without retain_grad(): {missing}")
-print(f"hidden.grad with retain_grad(): shape {tuple(hidden_grad_b.shape)}")
+print(f"hidden.grad without retain_grad(): {missing}; with it: shape {tuple(hidden_grad_b.shape)}")
 assert missing is None and len(caught) == 1
 assert "retain_grad" in str(caught[0].message)
 
@@ -132,12 +131,10 @@ x = image.clone().requires_grad_()
 logits, hidden = net(x)
 saliency_c, hidden_grad_c = torch.autograd.grad(logits[0, label], [x, hidden])
 
-print(f"input gradient equal to (a):  {torch.equal(saliency_c, saliency_a)}")
-print(f"hidden gradient equal to (b): {torch.equal(hidden_grad_c, hidden_grad_b)}")
+equal = torch.equal(saliency_c, saliency_a) and torch.equal(hidden_grad_c, hidden_grad_b)
 untouched = x.grad is None and all(param.grad is None for param in net.parameters())
-print(f"x.grad and every weight's .grad still None: {untouched}")
-assert torch.equal(saliency_c, saliency_a) and torch.equal(hidden_grad_c, hidden_grad_b)
-assert untouched
+print(f"equal to (a) and (b): {equal}; x.grad and every weight's .grad still None: {untouched}")
+assert equal and untouched
 
 # %%
 # Maps for every class from one forward pass
