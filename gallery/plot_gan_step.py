@@ -6,7 +6,7 @@ The fix: train the discriminator on ``fake.detach()``, then score ``fake`` again
 generator's loss; no ``retain_graph``. ``retain_graph=True`` silences the error and, unless the
 generator's ``.grad`` is zeroed right before its backward, trains it on the discriminator's loss
 too. One discriminator pass feeding both losses needs ``retain_graph=True`` and trains
-differently. A tiny GAN learning a 1-D Gaussian shows each case.
+differently.
 
 .. index:: GAN, GAN training step, generator, discriminator, fake.detach(), netD, netG,
    errD.backward, errG.backward
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 
 
 @contextlib.contextmanager
@@ -55,7 +55,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 def mlp(n_in, n_out):
@@ -135,9 +135,9 @@ try:
     undetached_step(*fresh_pair())
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the generator's backward through its freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # ``loss_disc.backward(retain_graph=True)`` silences it, and the discriminator's loss now also
@@ -149,7 +149,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of gen." in str(error)
 else:
-    raise AssertionError("the check was expected to catch the discriminator's loss in gen's .grad")
+    raise AssertionError("the check passed")
 
 # %%
 # Zeroed again before the generator's backward, it trains right, after a backward through the
@@ -204,7 +204,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of disc." in str(error)
 else:
-    raise AssertionError("the check was expected to catch the generator's loss in disc's .grad")
+    raise AssertionError("the check passed")
 
 # %%
 # With ``inputs=``, the discriminator's steps pass, but the generator's gradient goes through the
@@ -218,7 +218,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of gen." in str(error)
 else:
-    raise AssertionError("the reused step's generator gradient was expected to differ")
+    raise AssertionError("the check passed")
 
 # %%
 # Training with the usual step

@@ -54,7 +54,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 critic = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1)).to(f64)
@@ -92,7 +92,7 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "does not require grad and does not have a grad_fn" in str(error)
 else:
-    raise AssertionError("backward() on a penalty without a graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # Added to the critic's loss, it fails silently: the gradients are *exactly* the Wasserstein
@@ -130,9 +130,9 @@ try:
     ((input_grad.norm(dim=1) - 1) ** 2).mean().backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the penalty's backward was expected to need the freed forward graph")
+    raise AssertionError("no error")
 
 # %%
 # WGAN-GP steps, checked
@@ -195,7 +195,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of critic.0.weight" in str(error)
 else:
-    raise AssertionError("the check was expected to catch the penalty's missing gradient")
+    raise AssertionError("the check passed")
 
 # %%
 # Without ``detach()``, the critic's backward runs on into the generator and frees its graph.
@@ -205,9 +205,9 @@ try:
     wgan_gp(detach=False)
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the generator's backward through its freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # The reference WGAN-GP loop, with several critic steps each on a new generator pass and a new

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 
 
 @contextlib.contextmanager
@@ -52,7 +52,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 STREAMS, LENGTH, CHUNK, HIDDEN = 8, 400, 20, 16
@@ -101,9 +101,9 @@ try:
     loss.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("chunk 2's backward into chunk 1's freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # Detaching only ``h``: the same error
@@ -122,9 +122,9 @@ try:
     loss.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the cell state c was expected to lead back into the freed graph")
+    raise AssertionError("no error")
 
 # %%
 # The state is a plain tuple, which has no ``.detach()``:
@@ -135,7 +135,7 @@ except AttributeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "'tuple' object has no attribute 'detach'" in str(error)
 else:
-    raise AssertionError("a tuple was not expected to have .detach()")
+    raise AssertionError("no error")
 
 # %%
 # ``retain_graph=True``, the message's suggestion, is no fix. With a step after each chunk,
@@ -154,7 +154,7 @@ try:
 except RuntimeError as error:
     assert "modified by an inplace operation" in str(error)
 else:
-    raise AssertionError("chunk 2's backward through changed weights was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # The fix: detach ``(h, c)``, keep the values

@@ -14,8 +14,8 @@ first-order MAML's gradient; in place, it also overwrites the meta-parameters.
 """
 
 # %%
-# Sine tasks, a small network, and the inner loop
-# -----------------------------------------------
+# Sine tasks and the inner loop
+# -----------------------------
 #
 # A task is a wave ``A sin(x + phase)``; the model takes one gradient step on 10 of its points
 # (the support set) and is scored on 10 others (the query set). ``adapt`` returns new tensors
@@ -32,7 +32,7 @@ from torch import nn
 from torch.func import functional_call
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 
 
 @contextlib.contextmanager
@@ -59,7 +59,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 INNER_LR, HIDDEN = 0.1, 24
@@ -136,9 +136,9 @@ try:
     torch.autograd.grad(query_loss(model, fast, query), list(meta_params.values()))
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the outer gradient through the freed support graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # Forgetting ``create_graph``: first-order MAML, silently
@@ -191,7 +191,7 @@ try:
 except RuntimeError as error:
     assert "a leaf Variable that requires grad is being used in an in-place operation" in str(error)
 else:
-    raise AssertionError("an in-place update of a parameter was expected to fail")
+    raise AssertionError("no error")
 
 
 def in_place_outer_gradient(update):
@@ -270,7 +270,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of model.0.weight" in str(error)
 else:
-    raise AssertionError("the check was expected to catch the first-order meta-gradient")
+    raise AssertionError("the check passed")
 model = copy.deepcopy(start)
 history = meta_train(120)
 

@@ -11,8 +11,8 @@ same (up to rounding) but holds the first head's branch until the losses are dro
 """
 
 # %%
-# A trunk with a head in the middle and a head at the end
-# -------------------------------------------------------
+# A trunk and two heads
+# ---------------------
 #
 # ``head_a`` reads the trunk's first layer, ``head_b`` its last.
 
@@ -52,7 +52,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 trunk_1 = nn.Sequential(nn.Linear(20, 64), nn.Tanh())
@@ -87,13 +87,13 @@ try:
     loss_b.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the second backward through the shared trunk was expected to fail")
+    raise AssertionError("no error")
 
 # %%
-# The three ways that work, and what each leaves in memory
-# --------------------------------------------------------
+# Three ways that work: memory
+# ----------------------------
 #
 # A :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook hands autograd a ``Box`` for
 # each saved tensor and records it in a :class:`weakref.WeakKeyDictionary`, which forgets it when
@@ -137,26 +137,23 @@ def listed(loss_a, loss_b):
 
 
 def measured(way):
-    for p in params:
-        p.grad = None
     with saved_tensors_hooks(pack, lambda box: box.tensor):
         loss_a, loss_b = forward()
     saved = held_bytes()
     way(loss_a, loss_b)
     held = held_bytes()
     del loss_a, loss_b
-    grads = {name: [p.grad.clone() for p in module.parameters()] for name, module in parts.items()}
-    return grads, saved, held, held_bytes()
+    return saved, held, held_bytes()
 
 
 ways = {"sequential": sequential, "summed": summed, "listed": listed}
 results = {name: measured(way) for name, way in ways.items()}
-for name, (_, saved, held, after_del) in results.items():
+for name, (saved, held, after_del) in results.items():
     print(f"{name:>10}: saved {saved} B, held after backward {held} B, after del {after_del} B")
 
-assert len({saved for _, saved, _, _ in results.values()}) == 1  # the same forward pass
-assert results["summed"][2] == results["listed"][2] == 0
-assert 0 < results["sequential"][2] < results["sequential"][1]
+assert len({saved for saved, _, _ in results.values()}) == 1  # the same forward pass
+assert results["summed"][1] == results["listed"][1] == 0
+assert 0 < results["sequential"][1] < results["sequential"][0]
 assert all(after_del == 0 for *_, after_del in results.values())
 
 # %%
@@ -166,41 +163,17 @@ assert all(after_del == 0 for *_, after_del in results.values())
 with saved_tensors_hooks(pack, lambda box: box.tensor):
     loss_a_alone = F.cross_entropy(head_a(trunk_1(inputs).detach()), labels)
 print(f"head_a's branch alone saves {held_bytes()} B")
-assert held_bytes() == results["sequential"][2]
+assert held_bytes() == results["sequential"][1]
 del loss_a_alone
 
 # %%
-# Gradients: to the bit, or to rounding?
-# --------------------------------------
+# Gradients
+# ---------
 #
-# Summed and listed run the same backward: autograd adds the two incoming gradients at
-# ``trunk_1``'s output and goes through ``trunk_1`` once, so they agree to the bit. The
-# sequential way goes through ``trunk_1`` twice and adds the results in ``.grad``, another order
-# of additions: ``trunk_1`` agrees up to rounding, the other parts to the bit.
-
-grads = {name: result[0] for name, result in results.items()}
-
-
-def compare(first, second):
-    pairs = {n: list(zip(grads[first][n], grads[second][n])) for n in parts}
-    bits = [n for n in parts if all(torch.equal(g, h) for g, h in pairs[n])]
-    diff = max((g - h).abs().max().item() for n in parts for g, h in pairs[n])
-    print(f"{first} vs {second}: bitwise equal in {bits}; max abs diff {diff:.1e}")
-    return bits, diff
-
-
-assert compare("summed", "listed")[0] == list(parts)
-bits, diff = compare("sequential", "summed")
-assert bits == ["trunk_2", "head_a", "head_b"] and diff < 1e-6
-
-for p in params:  # the hooks change no gradient: a plain run gives the same bits
-    p.grad = None
-summed(*forward())
-assert all(torch.equal(p.grad, g) for p, g in zip(trunk_1.parameters(), grads["summed"]["trunk_1"]))
-
-# %%
-# In a training loop, checked (:doc:`plot_how_examples_are_checked`) against the summed loss at
-# the current weights, all three train right, the sequential way included.
+# Checked (:doc:`plot_how_examples_are_checked`) against the summed loss at the current weights,
+# all three train right, the sequential way up to rounding (it adds the two losses' gradients in
+# ``.grad``, another order of additions; :doc:`../docs/several-losses` shows which parts agree to
+# the bit).
 
 for name, way in ways.items():
     print(f"{name}: ", end="")
@@ -239,7 +212,7 @@ def fastest_seconds_per_step(steps=50, rounds=9):
 for way in ways.values():  # warm-up
     one_step(way)
 micros = [1e6 * seconds for seconds in fastest_seconds_per_step().values()]
-held = [results[name][2] for name in ways]
+held = [results[name][1] for name in ways]
 
 # The site's colours: with retain_graph (sequential) and the two fixes (one backward call).
 RETAINED, FIX = "#8a63d2", "#1a9c6b"

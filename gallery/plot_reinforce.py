@@ -2,13 +2,12 @@
 REINFORCE: a second update needs fresh log-probs
 ================================================
 
-One update per episode on the log-probabilities kept while acting, as PyTorch's REINFORCE example
-does, is correct and needs no second forward. A second update on the same episode raises
-"Trying to backward through the graph a second time". The fix: store states, actions and the
-acting policy's log-probabilities (detached); at each update recompute the log-probabilities,
-weighted by the probability ratio as in PPO. ``retain_graph=True`` raises an in-place error or
-silently reuses the acting policy's gradient. In actor-critic, detach the advantage in the
-actor's loss.
+One update per episode on the log-probabilities kept while acting (PyTorch's REINFORCE example)
+is correct. A second update on the same episode raises "Trying to backward through the graph a
+second time". The fix: store states, actions and the acting log-probabilities detached; each
+update recomputes the log-probabilities, weighted by the probability ratio as in PPO.
+``retain_graph=True`` raises an in-place error or silently reuses the acting policy's gradient.
+In actor-critic, detach the advantage in the actor's loss.
 
 .. index:: reinforcement learning, REINFORCE, policy gradient, log_prob, saved_log_probs,
    actor-critic, A2C, PPO, probability ratio, off-policy, advantage, detach advantage, Categorical,
@@ -16,8 +15,8 @@ actor's loss.
 """
 
 # %%
-# A corridor, a policy, and an episode
-# ------------------------------------
+# A corridor and a policy
+# -----------------------
 #
 # The agent starts in cell 3 of a corridor of 7 cells and steps left or right. One end, chosen
 # per episode, is the goal: it pays 1, the other end costs 1, the tenth step ends the episode
@@ -34,7 +33,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 
 CELLS, START, LIMIT = 7, 3, 10
 N_INPUTS = CELLS + 1  # the cell, one-hot, and which end is the goal
@@ -62,7 +61,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 def run_episode(policy, keep_graph=False):
@@ -124,9 +123,9 @@ try:
     (-(log_probs * returns).sum()).backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the second update through the freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # ``retain_graph=True``: an in-place error, or the acting policy's gradient
@@ -143,7 +142,7 @@ try:
 except RuntimeError as error:
     assert "modified by an inplace operation" in str(error)
 else:
-    raise AssertionError("the replay through a changed weight was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # That error is luck. A linear policy saves no weight, so the replay runs, with the gradient of
@@ -165,7 +164,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 1: wrong gradient of policy.weight" in str(error)
 else:
-    raise AssertionError("the check was expected to catch the acting policy's gradient")
+    raise AssertionError("the check passed")
 
 # %%
 # The fix: recompute ``log_prob``, weighted by the probability ratio
@@ -246,7 +245,7 @@ except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of critic.0.weight" in str(error)
 else:
-    raise AssertionError("the check was expected to catch the actor's loss in the critic")
+    raise AssertionError("the check passed")
 
 # %%
 # Training the fixed loop

@@ -6,7 +6,7 @@ One saliency map needs no ``retain_graph``: one forward, one backward (or
 ``torch.autograd.grad``) from the class score to the image. For every class from one forward
 pass, make one ``torch.autograd.grad`` call with ``is_grads_batched=True``; one call per class
 needs ``retain_graph=True`` on all but the last, and with ``backward()`` a reset of ``x.grad``
-between classes. A tiny classifier of 8×8 line images shows each way.
+between classes.
 
 .. index:: saliency map, gradient with respect to the input, input gradient, class score
 """
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 CLASSES = ["row", "column", "diagonal"]
 
 
@@ -120,8 +120,8 @@ assert missing is None and len(caught) == 1
 assert "retain_grad" in str(caught[0].message)
 
 # %%
-# (c) ``torch.autograd.grad`` for the input and the hidden layer at once
-# ----------------------------------------------------------------------
+# (c) ``torch.autograd.grad`` for both at once
+# --------------------------------------------
 #
 # :external:py:func:`torch.autograd.grad` returns the gradients for the tensors listed, exactly
 # those of (a) and (b), and leaves every ``.grad`` alone.
@@ -150,9 +150,9 @@ try:
     logits[0, 1].backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("a second backward() through the freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # The reference maps: one forward pass per class. One ``torch.autograd.grad`` call per class on

@@ -11,8 +11,8 @@ pattern keeps the graph alive after its last call.
 """
 
 # %%
-# A tiny image and fixed random features
-# --------------------------------------
+# A tiny image, fixed features
+# ----------------------------
 #
 # Two frozen random convolutions stand in for a pretrained network; the content is a disc, the
 # style stripes. ``gram``: a feature map's channel correlations. ``checked``:
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 torch.manual_seed(0)
 
 
@@ -51,7 +51,7 @@ def checked(optimizer, reference, **tensors):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(tensors)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(tensors)}: {len(done)} steps checked")
 
 
 features = nn.ModuleList([nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1, stride=2)])
@@ -85,8 +85,8 @@ print(
 )
 
 # %%
-# Three losses, each scaled to 1 at the start
-# -------------------------------------------
+# Three losses, scaled
+# --------------------
 #
 # A content loss on the deeper feature map and a style loss per map, each divided by its value
 # on the starting image.
@@ -123,9 +123,9 @@ try:
     style_1.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("a second backward through the shared features was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # That answers a Q&A question about the tutorial (why keep the graph?): because the losses were
@@ -172,8 +172,8 @@ print(f"max abs difference {difference:.2e}, largest gradient entry {grad_summed
 assert torch.allclose(grad_separate, grad_summed, rtol=1e-5, atol=1e-7)
 
 # %%
-# Optimising the image with the summed loss
-# -----------------------------------------
+# Optimising the image
+# --------------------
 #
 # 30 checked :class:`torch.optim.Adam` steps on the pixels, clamped to [0, 1]:
 

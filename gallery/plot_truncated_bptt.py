@@ -12,8 +12,8 @@ they stay flat.
 """
 
 # %%
-# A small recurrent cell and a long sequence in chunks
-# ----------------------------------------------------
+# An RNN cell over 40 chunks
+# --------------------------
 #
 # A :class:`torch.nn.RNNCell` (16 units) reads 40 chunks of 8 steps for 4 sequences; a readout
 # predicts a running sum of the inputs. ``graph_size(loss)`` walks the nodes a backward from
@@ -57,7 +57,7 @@ def checked(optimizer, reference, **modules):
     assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
         "< 3 steps, or one not moved"
     )
-    print(f"{len(done)} steps of {'/'.join(modules)}: every gradient is the reference's; all moved")
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 SAVED_NAMES = {}  # node type -> its _saved_* attribute names
@@ -114,8 +114,8 @@ def run_chunk(hidden, chunk):
 print(f"{CHUNKS} chunks × {STEPS} steps, batch {BATCH}, hidden size {HIDDEN}")
 
 # %%
-# Carrying the hidden state as it is: the second chunk fails
-# ----------------------------------------------------------
+# Hidden state carried as it is: chunk 1 fails
+# --------------------------------------------
 #
 # Chunk 1's backward continues through the hidden state into chunk 0's graph, which chunk 0's
 # backward freed (:doc:`../docs/what-backward-frees`).
@@ -128,9 +128,9 @@ try:
     loss.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("chunk 1's backward into chunk 0's freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # ``retain_graph=True`` in a training loop: another error
@@ -152,11 +152,11 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "modified by an inplace operation" in str(error)
 else:
-    raise AssertionError("backward through weights changed in place was expected to fail")
+    raise AssertionError("no error")
 
 # %%
-# Retained graph versus detached hidden state, chunk by chunk
-# -----------------------------------------------------------
+# Retained versus detached, chunk by chunk
+# ----------------------------------------
 #
 # Without steps between chunks, ``retain_graph=True`` runs: that is ``"retain"``. ``"detach"``
 # detaches at every chunk and steps after each, a truncated-BPTT loop whose steps are checked
