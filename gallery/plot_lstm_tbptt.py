@@ -194,10 +194,11 @@ def train(carry, passes=6, rnn=nn.LSTM):
 
 carried_model, carried = train(carry=True)
 reset_model, reset = train(carry=False)
-last_pass = {"carried": np.mean(carried[-N_CHUNKS:]), "reset": np.mean(reset[-N_CHUNKS:])}
-print(f"carried state: first chunk's loss {carried[0]:.3f}, last pass {last_pass['carried']:.4f}")
-print(f"reset per chunk: last pass {last_pass['reset']:.4f}")
-assert last_pass["carried"] < 0.1 * carried[0] and last_pass["reset"] < 0.1 * reset[0]
+last_carried, last_reset = np.mean(carried[-N_CHUNKS:]), np.mean(reset[-N_CHUNKS:])
+print(
+    f"loss: first chunk {carried[0]:.3f}; last pass carried {last_carried:.4f}, reset {last_reset:.4f}"
+)
+assert last_carried < 0.1 * carried[0] and last_reset < 0.1 * reset[0]
 
 # %%
 # Both learn. They differ at the start of a chunk, where the reset model has seen one noisy
@@ -217,9 +218,10 @@ def error_by_position(model, carry):
 
 carried_err = error_by_position(carried_model, carry=True)
 reset_err = error_by_position(reset_model, carry=False)
-print(f"MSE at chunk position 1: carried {carried_err[0]:.4f}, reset {reset_err[0]:.4f}")
-print(f"MSE at positions 11-20: carried {carried_err[10:].mean():.4f}, ", end="")
-print(f"reset {reset_err[10:].mean():.4f}")
+print(
+    f"MSE at position 1: carried {carried_err[0]:.4f}, reset {reset_err[0]:.4f}; at 11-20: ", end=""
+)
+print(f"carried {carried_err[10:].mean():.4f}, reset {reset_err[10:].mean():.4f}")
 assert reset_err[0] > 2 * carried_err[0]
 assert reset_err[10:].mean() < 2 * carried_err[10:].mean()
 

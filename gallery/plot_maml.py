@@ -154,8 +154,7 @@ first_order = torch.autograd.grad(loss, list(meta_params.values()))
 
 def compare(name, grads):
     diff = max((a - b).abs().max().item() for a, b in zip(grads, second_order))
-    flat = torch.cat([g.flatten() for g in grads])
-    flat_2nd = torch.cat([g.flatten() for g in second_order])
+    flat, flat_2nd = (torch.cat([g.flatten() for g in gs]) for gs in (grads, second_order))
     cosine = nn.functional.cosine_similarity(flat, flat_2nd, dim=0).item()
     print(f"{name}: max abs diff from second-order {diff:.3f}, cosine {cosine:.3f}")
     return diff, cosine
@@ -194,42 +193,28 @@ else:
     raise AssertionError("no error")
 
 
-def in_place_outer_gradient(update):
-    model_copy = copy.deepcopy(model)
-    before = [p.detach().clone() for p in model_copy.parameters()]
-    x, y = support
-    grads = torch.autograd.grad(mse(model_copy(x), y), list(model_copy.parameters()))
-    update(model_copy, grads)
-    x, y = query
-    outer = torch.autograd.grad(mse(model_copy(x), y), list(model_copy.parameters()))
-    overwritten = not any(torch.equal(a, p) for a, p in zip(before, model_copy.parameters()))
-    return outer, overwritten
+def in_place_outer_gradient(how):
+    twin = copy.deepcopy(model)
+    before = [p.detach().clone() for p in twin.parameters()]
+    grads = torch.autograd.grad(mse(twin(support[0]), support[1]), list(twin.parameters()))
+    if how == "inner SGD step":
+        for p, g in zip(twin.parameters(), grads):
+            p.grad = g
+        torch.optim.SGD(twin.parameters(), lr=INNER_LR).step()
+    for p, g in zip(twin.parameters(), grads):
+        if how == "p.data -=":
+            p.data -= INNER_LR * g
+        elif how == "no_grad p -=":
+            with torch.no_grad():
+                p -= INNER_LR * g
+    outer = torch.autograd.grad(mse(twin(query[0]), query[1]), list(twin.parameters()))
+    return outer, not any(map(torch.equal, before, twin.parameters()))
 
 
-def with_data(module, grads):
-    for p, g in zip(module.parameters(), grads):
-        p.data -= INNER_LR * g
-
-
-def with_no_grad(module, grads):
-    with torch.no_grad():
-        for p, g in zip(module.parameters(), grads):
-            p -= INNER_LR * g
-
-
-def with_optimizer(module, grads):
-    inner_optimizer = torch.optim.SGD(module.parameters(), lr=INNER_LR)
-    for p, g in zip(module.parameters(), grads):
-        p.grad = g
-    inner_optimizer.step()
-
-
-for name, update in [("p.data -=", with_data), ("no_grad p -=", with_no_grad),
-                     ("inner SGD step", with_optimizer)]:  # fmt: skip
-    outer, overwritten = in_place_outer_gradient(update)
-    compare(name, outer)
-    assert overwritten
-    assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(outer, first_order))
+for how in ("p.data -=", "no_grad p -=", "inner SGD step"):
+    outer, overwritten = in_place_outer_gradient(how)
+    compare(how, outer)
+    assert overwritten and all(torch.allclose(a, b, atol=1e-7) for a, b in zip(outer, first_order))
 
 # %%
 # Meta-training

@@ -282,22 +282,14 @@ assert last > 0.9 and last > baseline + 0.5
 # Return per episode, averaged over each iteration's 8:
 
 per_iteration = np.array(episode_returns).reshape(-1, 8).mean(axis=1)
+episodes_played = np.arange(1, len(per_iteration) + 1) * 8
 fig, ax = plt.subplots(figsize=(4.2, 3.6), layout="constrained")
 ax.plot(
-    np.arange(1, len(per_iteration) + 1) * 8,
-    per_iteration,
-    color="#1a9c6b",
-    marker="o",
-    markersize=3,
-    label="actor-critic, log-probs recomputed",
+    episodes_played, per_iteration, color="#1a9c6b", marker="o", markersize=3, label="actor-critic"
 )
 ax.axhline(baseline, color="#808080", linestyle="--", label="random policy")
-ax.set(
-    xlabel="episodes played",
-    ylabel="return per episode (mean of 8)",
-    ylim=(-1.05, 1.05),
-    title="Recomputing log-probs each update:\nthe agent learns",
-)
+ax.set(xlabel="episodes played", ylabel="return per episode (mean of 8)", ylim=(-1.05, 1.05))
+ax.set_title("Recomputing log-probs each update:\nthe agent learns")
 fig.legend(loc="outside lower center")
 plt.show()
 

@@ -164,37 +164,45 @@ else:
 # ``graph_size`` before its backward:
 
 
-def measure(mode):
+def measure(mode, sizes=True):  # sizes=False: only the times
     hidden = restart()
     optimizer = torch.optim.SGD(params, lr=0.01)
     window = lambda step: run_chunk(start.detach(), chunk)[1]  # noqa: E731  the chunk, unrolled
-    check = checked(optimizer, window, cell=cell, readout=readout)
-    nodes, held = [], []
-    with check if mode == "detach" else contextlib.nullcontext():
+    checking = mode == "detach" and sizes
+    nodes, held, seconds = [], [], []
+    with (
+        checked(optimizer, window, cell=cell, readout=readout)
+        if checking
+        else contextlib.nullcontext()
+    ):
         for chunk in range(CHUNKS):
+            began = time.perf_counter()
             start = hidden.detach() if mode == "detach" else hidden
             hidden, loss = run_chunk(start, chunk)
-            count, size = graph_size(loss, EXCLUDE)
+            forward = time.perf_counter() - began
+            count, size = graph_size(loss, EXCLUDE) if sizes else (0, 0)  # not timed
             nodes.append(count)
             held.append(size)
+            began = time.perf_counter()
             loss.backward(retain_graph=(mode == "retain"))
+            seconds.append(forward + time.perf_counter() - began)
             if mode == "detach":
                 optimizer.step()
                 optimizer.zero_grad()
-    return nodes, held
+    return nodes, held, seconds
 
 
 counts = {"retain": measure("retain")}
 retained_grads = [p.grad.clone() for p in params]  # what the 40 retained backward calls added up
 counts["detach"] = measure("detach")
-for mode, (nodes, held) in counts.items():
+for mode, (nodes, held, _) in counts.items():
     print(
         f"{mode}: nodes at chunks 1, 2, 40: {nodes[0]}, {nodes[1]}, {nodes[-1]}; "
         f"saved bytes: {held[0]}, {held[1]}, {held[-1]}"
     )
 
-retain_nodes, retain_held = counts["retain"]
-detach_nodes, detach_held = counts["detach"]
+retain_nodes, retain_held, _ = counts["retain"]
+detach_nodes, detach_held, _ = counts["detach"]
 assert len(set(detach_nodes)) == 1 and len(set(detach_held)) == 1  # flat
 node_steps = {b - a for a, b in pairwise(retain_nodes)}
 byte_steps = {b - a for a, b in pairwise(retain_held)}
@@ -230,27 +238,12 @@ assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6) for p, g in zip(param
 # --------------
 #
 # Each chunk's forward and backward, fastest of 3 runs on the machine that ran this; drawn, never
-# asserted. The top panel: ``graph_size``'s bytes from above.
+# asserted. The top panel: the bytes from above.
 
 
-def chunk_seconds(mode):
-    hidden = restart()
-    optimizer = torch.optim.SGD(params, lr=0.01)
-    seconds = []
-    for chunk in range(CHUNKS):
-        start = time.perf_counter()
-        if mode == "detach":
-            hidden = hidden.detach()
-        hidden, loss = run_chunk(hidden, chunk)
-        loss.backward(retain_graph=(mode == "retain"))
-        seconds.append(time.perf_counter() - start)
-        if mode == "detach":
-            optimizer.step()
-            optimizer.zero_grad()
-    return seconds
-
-
-runs = {mode: [chunk_seconds(mode) for _ in range(3)] for mode in counts}
+runs = {
+    mode: [counts[mode][2]] + [measure(mode, sizes=False)[2] for _ in range(2)] for mode in counts
+}
 fastest = {mode: [1e3 * min(times) for times in zip(*runs[mode])] for mode in runs}
 
 chunk_numbers = range(1, CHUNKS + 1)
