@@ -13,9 +13,6 @@ differently.
 """
 
 # %%
-# Data, networks, the check
-# -------------------------
-#
 # Real samples: mean 3, standard deviation 0.5. ``gen`` maps 4-D noise to a number, ``disc`` a
 # number to a logit; ``fresh_pair()`` restarts both. ``checked``
 # (:doc:`plot_how_examples_are_checked`) compares each network's ``.grad`` at its optimizer's

@@ -11,9 +11,6 @@ needs no ``retain_graph``. Checked by outcome and against finite differences.
 """
 
 # %%
-# A critic, a generator, interpolated points
-# ------------------------------------------
-#
 # The critic scores 2-D points. The penalty is taken at random points between real and generated
 # samples, which need ``requires_grad`` for autograd to differentiate the score with respect to
 # them. All in float64, for the finite differences. ``checked``:
@@ -101,7 +98,7 @@ else:
 weights = list(critic.parameters())
 alone = torch.autograd.grad(wasserstein_term(), weights)
 summed = torch.autograd.grad(wasserstein_term() + 10 * penalty(create_graph=False), weights)
-print(f"gradients identical with and without the penalty: {all(map(torch.equal, alone, summed))}")
+print(f"gradients identical without the penalty: {all(map(torch.equal, alone, summed))}")
 assert all(map(torch.equal, alone, summed))
 
 # %%
@@ -181,7 +178,7 @@ def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_st
                 g_opt.zero_grad()
                 (-c(fake).mean()).backward()
                 g_opt.step()
-    print(f"critic backward passes that went on through the generator: {sum(wasted)}/{len(wasted)}")
+    print(f"critic backward passes through the generator: {sum(wasted)}/{len(wasted)}")
 
 
 wgan_gp()
@@ -241,7 +238,7 @@ score = critic(between).sum()
 with_graph = bytes_saved_by(lambda: torch.autograd.grad(score, between, create_graph=True))
 score = critic(between).sum()
 without = bytes_saved_by(lambda: torch.autograd.grad(score, between))
-print(f"bytes saved computing the input gradient: create_graph {with_graph}, without {without}")
+print(f"bytes saved: create_graph {with_graph}, without {without}")
 assert with_graph > 0 and without == 0
 
 # %%
@@ -274,7 +271,7 @@ for value in values:
 penalty_at(original)
 assert np.allclose(autograd_slopes, finite_slopes, rtol=1e-5, atol=1e-6)
 assert max(abs(s) for s in finite_slopes) > 1e-3  # a real slope, lost without create_graph
-print(f"autograd and central differences agree at {len(values)} values of weight [{row}, {col}]")
+print(f"autograd and central differences agree at {len(values)} values")
 
 # The site's colours: the fix (create_graph=True) and what the penalty loses without it.
 FIX, FREED, NEUTRAL, INK = "#1a9c6b", "#e0542c", "#808080", "#24292f"
@@ -290,6 +287,3 @@ ax.set(
 )
 fig.legend(loc="outside lower left")
 plt.show()
-
-# %%
-# See also: :doc:`../docs/retain-and-create-graph` for penalties and double backward in general.

@@ -12,9 +12,6 @@ state ``c`` carries the graph too. ``retain_graph=True`` is no fix.
 """
 
 # %%
-# Streams and a model
-# -------------------
-#
 # Eight noisy sine waves of 400 steps stand in for a corpus cut into eight streams. The model
 # reads 20 steps at a time (a chunk) and predicts each next value. ``checked``:
 # :doc:`plot_how_examples_are_checked`.
@@ -82,7 +79,7 @@ def chunk_loss(model, k, state):
     return nn.functional.mse_loss(prediction, targets[rows]), state
 
 
-print(f"{STREAMS} streams of {LENGTH} steps, read in {N_CHUNKS} chunks of {CHUNK} steps")
+print(f"{STREAMS} streams, {N_CHUNKS} chunks of {CHUNK} steps")
 
 # %%
 # The state passed on as it is: chunk 2 fails

@@ -14,9 +14,6 @@ first-order MAML's gradient; in place, it also overwrites the meta-parameters.
 """
 
 # %%
-# Sine tasks and the inner loop
-# -----------------------------
-#
 # A task is a wave ``A sin(x + phase)``; the model takes one gradient step on 10 of its points
 # (the support set) and is scored on 10 others (the query set). ``adapt`` returns new tensors
 # ``p - lr * g`` without touching the module; :func:`torch.func.functional_call` runs the module
@@ -121,7 +118,7 @@ for steps in (1, 3):
     outer = torch.autograd.grad(query_loss(model, params, query), list(meta_params.values()))
     reference = torch.func.grad(adapted_query_loss)(detached, steps, support, query)
     assert all(torch.allclose(g, reference[n], atol=1e-6) for g, n in zip(outer, reference))
-print("1 and 3 inner steps: outer gradient = torch.func.grad of the adaptation, up to rounding")
+print("1 and 3 inner steps: equal up to rounding")
 
 # %%
 # Where ``retain_graph`` comes in
@@ -156,12 +153,12 @@ def compare(name, grads):
     diff = max((a - b).abs().max().item() for a, b in zip(grads, second_order))
     flat, flat_2nd = (torch.cat([g.flatten() for g in gs]) for gs in (grads, second_order))
     cosine = nn.functional.cosine_similarity(flat, flat_2nd, dim=0).item()
-    print(f"{name}: max abs diff from second-order {diff:.3f}, cosine {cosine:.3f}")
+    print(f"{name}: max diff from second order {diff:.3f}, cosine {cosine:.3f}")
     return diff, cosine
 
 
 largest = max(g.abs().max().item() for g in second_order)
-print(f"largest entry of the second-order gradient: {largest:.3f}")
+print(f"largest second-order entry: {largest:.3f}")
 diff, cosine = compare("first-order (create_graph=False)", first_order)
 assert diff > largest and 0 < cosine < 0.9
 

@@ -11,9 +11,6 @@ same (up to rounding) but holds the first head's branch until the losses are dro
 """
 
 # %%
-# A trunk and two heads
-# ---------------------
-#
 # ``head_a`` reads the trunk's first layer, ``head_b`` its last.
 
 import contextlib
@@ -230,7 +227,3 @@ ax_bytes.set(
 )
 fig.tight_layout()
 plt.show()
-
-# %%
-# See also: :doc:`../docs/several-losses` (the same ways on another network, and when separate
-# calls are right) and :doc:`../docs/what-it-costs` (what a kept graph holds).

@@ -15,9 +15,6 @@ In actor-critic, detach the advantage in the actor's loss.
 """
 
 # %%
-# A corridor and a policy
-# -----------------------
-#
 # The agent starts in cell 3 of a corridor of 7 cells and steps left or right. One end, chosen
 # per episode, is the goal: it pays 1, the other end costs 1, the tenth step ends the episode
 # with 0. The state: the one-hot cell and the goal's side (±1). ``run_episode`` returns states,
@@ -274,8 +271,8 @@ with checked(optimizer, each_own_loss, actor=actor, critic=critic):
             optimizer.step()
 
 first, last = np.mean(episode_returns[:80]), np.mean(episode_returns[-80:])
-print(f"random policy: mean return {baseline:.2f}")
-print(f"trained: mean return over the first 80 episodes {first:.2f}, over the last 80 {last:.2f}")
+print(f"random policy: {baseline:.2f}")
+print(f"mean return: first 80 episodes {first:.2f}, last 80 {last:.2f}")
 assert last > 0.9 and last > baseline + 0.5
 
 # %%

@@ -12,9 +12,6 @@ between classes.
 """
 
 # %%
-# A tiny classifier of lines
-# --------------------------
-#
 # Each 8×8 image holds a noisy row (class 0), column (1) or wrapped diagonal (2). ``forward``
 # also returns the hidden layer's activations.
 
@@ -69,7 +66,7 @@ for step in range(100):
 test_images, test_labels, test_lines = make_lines(200)
 with torch.no_grad():
     accuracy = (net(test_images)[0].argmax(1) == test_labels).float().mean().item()
-print(f"final training loss {loss.item():.4f}, accuracy on 200 new images {accuracy:.1%}")
+print(f"accuracy on 200 new images {accuracy:.1%}")
 assert accuracy > 0.9
 
 # %%
@@ -186,7 +183,7 @@ for k in range(3):
     summed.append(x.grad[0].clone())
 accumulated = torch.equal(summed[1], maps[0] + maps[1])
 print(f"x.grad after class 1 == map(class 0) + map(class 1): {accumulated}")
-print(f"x.grad after class 1 == map(class 1):                {torch.equal(summed[1], maps[1])}")
+print(f"x.grad after class 1 == map(class 1): {torch.equal(summed[1], maps[1])}")
 assert accumulated and not torch.allclose(summed[1], maps[1])
 
 # %%
@@ -202,8 +199,8 @@ for k in range(3):
     logits[0, k].backward(retain_graph=k < 2)
     reset_maps.append(x.grad[0].clone())
 same = all(torch.equal(a, b) for a, b in zip(reset_maps, maps))
-print(f"with a reset, backward() maps equal the autograd.grad maps: {same}")
-print(f"weights' .grad filled as a side effect: {net.out.weight.grad is not None}")
+print(f"with a reset, equal to the reference maps: {same}")
+print(f"weights' .grad filled: {net.out.weight.grad is not None}")
 assert same and net.out.weight.grad is not None
 net.zero_grad(set_to_none=True)
 
@@ -217,7 +214,7 @@ logits, _ = net(x)
 one_hot_rows = torch.eye(3)[:, None, :]  # (class, batch of 1, classes)
 (batched,) = torch.autograd.grad(logits, x, grad_outputs=one_hot_rows, is_grads_batched=True)
 agree = all(torch.allclose(batched[k, 0], maps[k], atol=1e-6) for k in range(3))
-print(f"batched maps: {tuple(batched.shape)}, agree with the per-class maps: {agree}")
+print(f"batched maps {tuple(batched.shape)}, agree: {agree}")
 assert batched.shape == (3, *x.shape) and agree
 
 # %%

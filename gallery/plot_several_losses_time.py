@@ -11,9 +11,6 @@ sum, a graph cut at the shared features), on trunks 48 and 512 wide.
 """
 
 # %%
-# The network and the six ways
-# ----------------------------
-#
 # ``make_ways(width)`` builds a network with a trunk ``width`` wide and returns its parameters
 # and the six ways, each running one step. From width 48 to 512 the trunk grows about eightyfold,
 # the heads about tenfold (counted). All six give the same gradients, up to rounding (asserted).
@@ -82,7 +79,7 @@ def make_ways(width):
 
 nets = {width: make_ways(width) for width in (48, 512)}
 for width, (_, (trunk_size, heads_size), _) in nets.items():
-    print(f"trunk width {width}: {trunk_size} trunk parameters, {heads_size} in the two heads")
+    print(f"width {width}: trunk {trunk_size} parameters, heads {heads_size}")
 (trunk_48, heads_48), (trunk_512, heads_512) = nets[48][1], nets[512][1]
 print(f"growth: trunk {trunk_512 / trunk_48:.1f}x, heads {heads_512 / heads_48:.1f}x")
 assert 75 < trunk_512 / trunk_48 < 85 and 9.5 < heads_512 / heads_48 < 10.5

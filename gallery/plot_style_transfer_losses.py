@@ -11,9 +11,6 @@ pattern keeps the graph alive after its last call.
 """
 
 # %%
-# A tiny image, fixed features
-# ----------------------------
-#
 # Two frozen random convolutions stand in for a pretrained network; the content is a disc, the
 # style stripes. ``gram``: a feature map's channel correlations. ``checked``:
 # :doc:`plot_how_examples_are_checked`.
@@ -136,7 +133,7 @@ separate_losses = losses(image)
 for loss in separate_losses:
     loss.backward(retain_graph=True)
 grad_separate = image.grad.clone()
-print(f"gradient from three backward calls: norm {grad_separate.norm():.6f}")
+print(f"three backward calls: gradient norm {grad_separate.norm():.6f}")
 
 # %%
 # and the graph stays alive after the last call: a fourth backward runs. In a loop checked
@@ -144,7 +141,7 @@ print(f"gradient from three backward calls: norm {grad_separate.norm():.6f}")
 
 separate_losses[0].backward()
 assert not torch.equal(image.grad, grad_separate)
-print("a further backward through the retained graph ran")
+print("a fourth backward ran")
 
 image = start_image.clone().requires_grad_(True)
 optimizer = torch.optim.Adam([image], lr=0.03)
@@ -168,7 +165,7 @@ sum(losses(image)).backward()
 grad_summed = image.grad.clone()
 difference = (grad_separate - grad_summed).abs().max().item()
 print(f"bitwise equal: {torch.equal(grad_separate, grad_summed)}")
-print(f"max abs difference {difference:.2e}, largest gradient entry {grad_summed.abs().max():.2e}")
+print(f"max abs difference {difference:.2e}, largest entry {grad_summed.abs().max():.2e}")
 assert torch.allclose(grad_separate, grad_summed, rtol=1e-5, atol=1e-7)
 
 # %%

@@ -12,9 +12,6 @@ they stay flat.
 """
 
 # %%
-# An RNN cell over 40 chunks
-# --------------------------
-#
 # A :class:`torch.nn.RNNCell` (16 units) reads 40 chunks of 8 steps for 4 sequences; a readout
 # predicts a running sum of the inputs. ``graph_size(loss)`` walks the nodes a backward from
 # ``loss`` would visit and returns their number and the bytes of the distinct storages they hold
