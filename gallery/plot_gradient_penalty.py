@@ -11,9 +11,8 @@ needs no ``retain_graph``. Checked by outcome and against finite differences.
 """
 
 # %%
-# The critic scores 2-D points. The penalty is taken at random points between real and generated
-# samples, which need ``requires_grad`` for autograd to differentiate the score with respect to
-# them. All in float64, for the finite differences. ``checked``:
+# The critic scores 2-D points; the penalty is taken at random points between real and generated
+# samples, which need ``requires_grad``. Float64, for the finite differences. ``checked``:
 # :doc:`plot_how_examples_are_checked`.
 
 import contextlib
@@ -136,11 +135,10 @@ else:
 # ----------------------
 #
 # ``wgan_gp`` trains copies of both networks, a critic step then a generator step, three times.
-# The critic's reference is its loss at the current weights with the input gradient from
-# :func:`torch.func.grad`, not ``create_graph``; the generator's is its loss. The fakes depend on
-# the generator, still training, but not through the critic's loss: for the critic's step they
-# are data, so it scores ``fake.detach()``. The critic's loss is blind to its last bias
-# (asserted), so the optimizer leaves it out.
+# The critic's reference: its loss at the current weights, the input gradient from
+# :func:`torch.func.grad`, not ``create_graph``. The fakes depend on the generator, still
+# training, but not through the critic's loss: for the critic's step they are data, so it scores
+# ``fake.detach()``. Its loss is blind to its last bias (asserted), which the optimizer leaves out.
 
 
 def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_steps=1):

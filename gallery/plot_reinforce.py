@@ -275,9 +275,6 @@ print(f"random policy: {baseline:.2f}")
 print(f"mean return: first 80 episodes {first:.2f}, last 80 {last:.2f}")
 assert last > 0.9 and last > baseline + 0.5
 
-# %%
-# Return per episode, averaged over each iteration's 8:
-
 per_iteration = np.array(episode_returns).reshape(-1, 8).mean(axis=1)
 episodes_played = np.arange(1, len(per_iteration) + 1) * 8
 fig, ax = plt.subplots(figsize=(4.2, 3.6), layout="constrained")

@@ -93,7 +93,9 @@ logits[0, label].backward()
 saliency_a, hidden_grad_b = x.grad.clone(), hidden.grad.clone()
 
 filled = [name for name, param in net.named_parameters() if param.grad is not None]
-print(f"x.grad shape: {tuple(x.grad.shape)}; weights whose .grad was filled: {filled}")
+print(
+    f"x.grad shape: {tuple(x.grad.shape)}; weights' .grad filled: {len(filled)} of {len(list(net.parameters()))}"
+)
 assert len(filled) == len(list(net.parameters()))
 
 # %%

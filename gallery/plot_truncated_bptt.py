@@ -12,12 +12,12 @@ they stay flat.
 """
 
 # %%
-# A :class:`torch.nn.RNNCell` (16 units) reads 40 chunks of 8 steps for 4 sequences; a readout
-# predicts a running sum of the inputs. ``graph_size(loss)`` walks the nodes a backward from
-# ``loss`` would visit and returns their number and the bytes of the distinct storages they hold
-# as saved tensors (``_saved_*`` attributes), parameters and data excluded. It sees what a
-# :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses, such as the 8-byte tensor
-# ``loss / STEPS`` makes of the number ``STEPS``. ``checked``: :doc:`plot_how_examples_are_checked`.
+# A :class:`torch.nn.RNNCell` reads 40 chunks of 8 steps; a readout predicts a running sum of the
+# inputs. ``graph_size(loss)`` counts the nodes a backward from ``loss`` would visit and the bytes
+# of the distinct storages they hold as saved tensors (``_saved_*``), parameters and data
+# excluded; it sees what a :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses,
+# such as the tensor ``loss / STEPS`` makes of ``STEPS``. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
 
 import contextlib
 import time
