@@ -239,7 +239,7 @@ print(f"generated mean before {samples_before.mean():.2f}, after {samples_after.
 assert abs(samples_before.mean()) < 0.5
 assert abs(samples_after.mean() - 3) < 0.2
 
-USUAL, INK, NEUTRAL = "#1a9c6b", "#24292f", "#808080"  # the site's colours: the fix, ink, neutral
+USUAL, INK, NEUTRAL = "#1a9c6b", "#24292f", "#808080"
 fig, ax_hist = plt.subplots(figsize=(4.2, 3.4))
 bins = torch.linspace(-0.5, 5.5, 61)
 ax_hist.hist(samples_before, bins=bins, alpha=0.6, color=NEUTRAL, label="before")
@@ -253,5 +253,4 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# See also: :doc:`../docs/several-losses`, and the :doc:`error reference <../docs/errors>` for
-# the freed-graph error's other causes.
+# See also: :doc:`../docs/several-losses`, :doc:`../docs/errors`.

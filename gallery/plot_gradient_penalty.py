@@ -271,7 +271,6 @@ assert np.allclose(autograd_slopes, finite_slopes, rtol=1e-5, atol=1e-6)
 assert max(abs(s) for s in finite_slopes) > 1e-3  # a real slope, lost without create_graph
 print(f"autograd and central differences agree at {len(values)} values")
 
-# The site's colours: the fix (create_graph=True) and what the penalty loses without it.
 FIX, FREED, NEUTRAL, INK = "#1a9c6b", "#e0542c", "#808080", "#24292f"
 fig, ax = plt.subplots(figsize=(4.2, 4.4), layout="constrained")
 ax.plot(values, autograd_slopes, color=FIX, label="autograd, create_graph=True")

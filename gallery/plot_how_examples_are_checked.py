@@ -46,7 +46,7 @@ else:
 
 steps = torch.arange(1, 6)
 fig, ax = plt.subplots(figsize=(4, 2.5))
-ax.plot(steps, steps**2, marker="o", color="#808080")  # the site's neutral colour
+ax.plot(steps, steps**2, marker="o", color="#808080")
 ax.set(xlabel="step", ylabel="step²", title="Drawn when the site was built")
 fig.tight_layout()
 plt.show()

@@ -222,7 +222,7 @@ print(f"carried {carried_err[10:].mean():.4f}, reset {reset_err[10:].mean():.4f}
 assert reset_err[0] > 2 * carried_err[0]
 assert reset_err[10:].mean() < 2 * carried_err[10:].mean()
 
-CARRIED, RESET = "#1a9c6b", "#808080"  # the site's colours: the fix, neutral
+CARRIED, RESET = "#1a9c6b", "#808080"
 fig, (ax_loss, ax_pos) = plt.subplots(2, 1, figsize=(4.2, 6.4), layout="constrained")
 updates = range(1, len(carried) + 1)
 ax_loss.plot(updates, carried, color=CARRIED, label="state carried")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timings steady
+torch.set_num_threads(1)  # tiny tensors, steadier timings
 torch.manual_seed(0)
 
 
@@ -211,7 +211,6 @@ for way in ways.values():  # warm-up
 micros = [1e6 * seconds for seconds in fastest_seconds_per_step().values()]
 held = [results[name][1] for name in ways]
 
-# The site's colours: with retain_graph (sequential) and the two fixes (one backward call).
 RETAINED, FIX = "#8a63d2", "#1a9c6b"
 colors = [RETAINED, FIX, FIX]
 fig, (ax_time, ax_bytes) = plt.subplots(2, 1, figsize=(4.2, 5.6), sharex=True)

@@ -121,8 +121,8 @@ for width, (params, _, ways) in nets.items():
     repeats = 40 if width == 48 else 12
     medians[width] = {label: median_micros(params, way, repeats) for label, way in ways.items()}
 
-RETAINED, NEUTRAL = "#8a63d2", "#808080"  # the site's colours: with retain_graph, neutral
-fig, axes = plt.subplots(2, 1, figsize=(4.2, 5.6), layout="constrained")  # stacked: a phone
+RETAINED, NEUTRAL = "#8a63d2", "#808080"
+fig, axes = plt.subplots(2, 1, figsize=(4.2, 5.6), layout="constrained")
 for ax, (width, times) in zip(axes, medians.items()):
     colours = [RETAINED if label == "sequential" else NEUTRAL for label in times]
     ax.barh(list(times), list(times.values()), color=colours)

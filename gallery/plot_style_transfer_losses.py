@@ -197,7 +197,7 @@ assert max(values[0] for values in history[:10]) > history[0][0]  # content rise
 # %%
 # The summed loss falls below 60 % of its start; the content loss rises at first:
 
-INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
+INK, NEUTRAL = "#24292f", "#808080"
 styles = [(INK, "-"), (NEUTRAL, "-"), (NEUTRAL, ":")]
 fig, ax = plt.subplots(figsize=(4.2, 4.2), layout="constrained")
 for index, (name, (color, style)) in enumerate(zip(names, styles)):
@@ -226,7 +226,7 @@ pictures = {
     "after 30 steps": image.detach(),
 }
 fig, axes = plt.subplots(1, 4, figsize=(4.2, 1.2))
-fig.subplots_adjust(wspace=0.3)  # gaps: the page shows between the pictures
+fig.subplots_adjust(wspace=0.3)
 for ax, picture in zip(axes, pictures.values()):
     ax.imshow(picture[0].permute(1, 2, 0).clamp(0, 1).numpy())
     ax.axis("off")

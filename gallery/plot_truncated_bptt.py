@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timings steady
+torch.set_num_threads(1)  # tiny tensors, steadier timings
 torch.manual_seed(0)
 
 
@@ -244,7 +244,6 @@ runs = {
 fastest = {mode: [1e3 * min(times) for times in zip(*runs[mode])] for mode in runs}
 
 chunk_numbers = range(1, CHUNKS + 1)
-# The site's colours: with retain_graph, and with detach (the fix).
 RETAINED, FIX = "#8a63d2", "#1a9c6b"
 fig, (ax_bytes, ax_time) = plt.subplots(2, 1, figsize=(4.2, 5.6), sharex=True)
 for mode, color, label in (
@@ -266,5 +265,4 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# See also: the :doc:`error reference <../docs/errors>`, and :doc:`../docs/what-it-costs` for the
-# same growth in another loop.
+# See also: :doc:`../docs/errors`, :doc:`../docs/what-it-costs`.

@@ -264,10 +264,10 @@ print(
 assert sgd_losses[0] == sam_losses[0] and final_sam > final_sgd and final_sam < sam_losses[0]
 
 # %%
-# Both descend. SAM ends higher on this training loss, which is not what it targets (a flat
-# minimum, which a problem this small does not measure), at two forward passes per step.
+# Both descend; SAM ends higher on this training loss, which it does not target (it seeks a flat
+# minimum), at two forward passes per step.
 
-INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
+INK, NEUTRAL = "#24292f", "#808080"
 fig, ax = plt.subplots(figsize=(4.2, 3.2))
 ax.plot(range(steps), sgd_losses, color=NEUTRAL, linestyle="--", label="plain gradient descent")
 ax.plot(range(steps), sam_losses, color=INK, label=f"SAM (rho = {RHO})")
