@@ -98,7 +98,7 @@ try:
     loss.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "graph a second time" in str(error)
+    assert "graph a second time" in str(error) and "Specify retain_graph=True" in str(error)
 else:
     raise AssertionError("no error")
 
@@ -137,8 +137,9 @@ else:
 # %%
 # ``retain_graph=True``, the message's suggestion, is no fix. With a step after each chunk,
 # chunk 2's backward walks chunk 1's kept graph, whose saved weights the step changed: the
-# :ref:`in-place modification error <errors-inplace>` (asserted, shown there). Without steps
-# every backward walks back to the first chunk (:doc:`plot_truncated_bptt` measures the growth).
+# :ref:`in-place modification error <errors-inplace>` (asserted, shown there). Without steps it
+# runs, and each backward walks back to the first chunk (:doc:`plot_truncated_bptt` measures
+# that growth for an RNN cell).
 
 model = Forecaster()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -128,8 +128,8 @@ else:
 # ``retain_graph=True``: an in-place error, or the acting policy's gradient
 # -------------------------------------------------------------------------
 #
-# This two-layer policy's kept graph saved the output layer's weight, which the step changed in
-# place: the :ref:`in-place modification error <errors-inplace>` (asserted, shown there).
+# This two-layer policy's kept graph saved weights that the step changed in place: the
+# :ref:`in-place modification error <errors-inplace>` (asserted, shown there).
 
 states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
 (-(log_probs * returns).sum()).backward(retain_graph=True)
@@ -142,9 +142,9 @@ else:
     raise AssertionError("no error")
 
 # %%
-# That error is luck. A linear policy saves no weight, so the replay runs, with the gradient of
-# the policy *that acted* at every update. The check (reference: the ratio-weighted loss at the
-# current weights) stops it at the second update:
+# That error is luck: a linear policy's replay runs, with the gradient of the policy *that
+# acted* at every update. The check (reference: the ratio-weighted loss at the current weights)
+# stops it at the second update:
 
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)

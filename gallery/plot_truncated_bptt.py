@@ -4,7 +4,7 @@ Truncated BPTT: detach, don't retain
 
 The fix: ``hidden = hidden.detach()`` at the start of each chunk, the window boundary. Carried as
 it is, the hidden state makes the second chunk's backward fail on the first chunk's freed graph.
-``retain_graph=True`` silences that only without an optimizer step between chunks, and then
+``retain_graph=True`` silences that here only without an optimizer step between chunks, and then
 every backward walks all earlier chunks: nodes, saved bytes and time grow every chunk. Detached,
 they stay flat.
 
@@ -125,7 +125,7 @@ try:
     loss.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "graph a second time" in str(error)
+    assert "graph a second time" in str(error) and "Specify retain_graph=True" in str(error)
 else:
     raise AssertionError("no error")
 

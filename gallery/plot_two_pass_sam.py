@@ -12,7 +12,7 @@ through ``.data``, a silently wrong mixture.
 
 # %%
 # SAM moves the weights by ``rho * g / ‖g‖``, ``g`` the gradient at the current weights; ``move``
-# does or undoes it in place, as SAM implementations usually do. ``checked``:
+# does or undoes it in place. ``checked``:
 # :doc:`plot_how_examples_are_checked`.
 
 import contextlib
