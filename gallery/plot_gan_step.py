@@ -118,7 +118,7 @@ three_checked_steps(usual_step, *fresh_pair())
 def undetached_step(gen, disc, opt_gen, opt_disc, retain_graph=False, zero_between=True):
     fake = gen(noise)
     loss_disc = bce(disc(real), is_real) + bce(disc(fake), is_fake)  # no detach()
-    opt_gen.zero_grad()  # many loops zero both networks here, at the top
+    opt_gen.zero_grad()  # both networks zeroed at the top
     opt_disc.zero_grad()
     loss_disc.backward(retain_graph=retain_graph)
     opt_disc.step()

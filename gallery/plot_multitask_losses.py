@@ -92,12 +92,11 @@ else:
 # Three ways that work: memory
 # ----------------------------
 #
-# A :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook hands autograd a ``Box`` for
-# each saved tensor and records it in a :class:`weakref.WeakKeyDictionary`, which forgets it when
-# autograd drops the box. ``held_bytes()``: the bytes of the distinct storages of the saved
-# tensors autograd still keeps, parameters excluded. ``measured`` reads it after the forward,
-# after backward while the losses are still referenced (as in a loop until the next iteration),
-# and after ``del``.
+# A :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook hands autograd a ``Box`` per
+# saved tensor, recorded in a :class:`weakref.WeakKeyDictionary` that forgets it when autograd
+# drops it. ``held_bytes()``: the bytes of the distinct storages autograd still keeps, parameters
+# excluded, read after the forward, after backward with the losses still referenced, and after
+# ``del``.
 
 
 class Box:

@@ -252,7 +252,7 @@ else:
 # recomputed, with the ratio and the detached advantage. Baseline: a random policy, 150 episodes.
 
 torch.manual_seed(0)
-random_policy = lambda state: torch.zeros(2)  # noqa: E731  equal logits: left or right at random
+random_policy = lambda state: torch.zeros(2)  # noqa: E731  equal logits
 baseline = float(np.mean([run_episode(random_policy)[2][0].item() for _ in range(150)]))
 
 torch.manual_seed(1)

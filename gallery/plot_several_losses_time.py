@@ -137,5 +137,4 @@ plt.show()
 #
 # The bars are one machine's measurement, not a rule. What is counted: ``sequential`` walks the
 # trunk's backward twice (:doc:`../docs/several-losses` counts it with a hook), and at width 512
-# the trunk holds most of the parameters (printed above), so that second walk is a large share of
-# the step's arithmetic.
+# the trunk holds most of the parameters (printed above).
