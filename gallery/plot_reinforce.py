@@ -22,6 +22,7 @@ In actor-critic, detach the advantage in the actor's loss.
 # ``saved_log_probs`` in ``pytorch/examples``). ``checked``: :doc:`plot_how_examples_are_checked`.
 
 import contextlib
+import copy
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -143,13 +144,14 @@ else:
 
 # %%
 # That error is luck: a linear policy's replay runs, with the gradient of the policy *that
-# acted* at every update. The check (reference: the ratio-weighted loss at the current weights)
-# stops it at the second update:
+# acted* at every update (asserted). The check (reference: the ratio-weighted loss at the current
+# weights) stops it at the second update:
 
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
 optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
 states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
+acting_policy = copy.deepcopy(policy)
 assert returns[0] != 0  # non-zero gradients
 try:
     with checked(optimizer, reference, policy=policy):
@@ -160,6 +162,10 @@ try:
 except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 1: wrong gradient of policy.weight" in str(error)
+    acting_loss = surrogate(acting_policy, states, actions, returns, log_probs.detach())
+    assert torch.allclose(
+        policy.weight.grad, torch.autograd.grad(acting_loss, acting_policy.weight)[0]
+    )
 else:
     raise AssertionError("the check passed")
 

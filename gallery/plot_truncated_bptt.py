@@ -208,8 +208,7 @@ assert len(byte_steps) == 1 and byte_steps.pop() > 0
 assert retain_nodes[0] == detach_nodes[0] and retain_held[0] == detach_held[0]
 
 # %%
-# Same first graph. Retained, every chunk adds the same nodes and bytes; detached, every chunk's
-# graph has the same size.
+# Retained, every chunk adds the same nodes and bytes; detached, the size stays flat.
 #
 # What the retained calls computed
 # --------------------------------
