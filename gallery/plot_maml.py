@@ -3,10 +3,10 @@ MAML: second order, not .data
 =============================
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
-tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`;
-``create_graph=True`` also keeps the graph the outer backward walks again. Forgetting it, or an
-in-place inner update (``.data``, ``torch.no_grad()``, an inner optimizer), silently gives
-first-order MAML's gradient; in place, it also overwrites the meta-parameters.
+tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`
+(``create_graph=True`` also keeps the graph). Forgetting ``create_graph``, or an in-place inner
+update (``.data``, ``torch.no_grad()``, an inner optimizer), silently gives first-order MAML's
+gradient; in place, it also overwrites the meta-parameters.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
    second-order gradient, first-order MAML, FOMAML, functional_call, torch.func, fast weights,

@@ -70,7 +70,7 @@ print(f"accuracy on 200 new images {accuracy:.1%}")
 assert accuracy > 0.9
 
 # %%
-# The image to explain: the first test image; its score: its true class's logit.
+# Its score: the true class's logit.
 
 image, label, line = test_images[:1], test_labels[0].item(), test_lines[0]
 with torch.no_grad():

@@ -216,8 +216,7 @@ plt.show()
 # The image before and after
 # --------------------------
 #
-# Content, style, start, after 30 steps (24 × 24 pixels; no text, so the dark theme shows the
-# pictures in their own colours).
+# Content, style, start, after 30 steps (24 × 24 pixels).
 
 pictures = {
     "content": content_image,
