@@ -1,26 +1,24 @@
 """
-A GAN step: fake.detach() or retain_graph
-=========================================
+GAN step: fake.detach() or retain_graph
+=======================================
 
-The fix: train the discriminator on ``fake.detach()``, then run it again on ``fake`` for the
-generator's loss: every graph is walked once, with no ``retain_graph``. Without ``detach()``, the
-discriminator's backward frees the generator's graph and the generator's backward fails, even
-through a fresh discriminator pass. One discriminator pass feeding both losses does need
-``retain_graph=True``, and trains differently. A tiny GAN that learns a 1-D Gaussian shows each
-case.
+The fix: train the discriminator on ``fake.detach()``, then score ``fake`` again for the
+generator's loss; no ``retain_graph``. ``retain_graph=True`` silences the error and, unless the
+generator's ``.grad`` is zeroed right before its backward, trains it on the discriminator's loss
+too. One discriminator pass feeding both losses needs ``retain_graph=True`` and trains
+differently.
 
 .. index:: GAN, GAN training step, generator, discriminator, fake.detach(), netD, netG,
    errD.backward, errG.backward
 """
 
 # %%
-# Data and networks
-# -----------------
-#
-# Real samples come from a normal distribution with mean 3 and standard deviation 0.5. The
-# generator ``gen`` maps 4-D noise to one number; the discriminator ``disc`` maps one number to a
-# logit. ``fresh_pair()`` gives the same starting networks and optimizers each time.
+# Real samples: mean 3, standard deviation 0.5. ``gen`` maps 4-D noise to a number, ``disc`` a
+# number to a logit; ``fresh_pair()`` restarts both. ``checked``
+# (:doc:`plot_how_examples_are_checked`) compares each network's ``.grad`` at its optimizer's
+# step with the gradient of that network's own loss at the current weights.
 
+import contextlib
 import copy
 
 import matplotlib.pyplot as plt
@@ -29,7 +27,32 @@ import torch.nn.functional as F
 from torch import nn
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, **modules):
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 def mlp(n_in, n_out):
@@ -41,25 +64,36 @@ def mlp(n_in, n_out):
 
 BATCH = 128
 gen_start, disc_start = mlp(4, 1), mlp(1, 1)
-real = 3 + 0.5 * torch.randn(BATCH, 1)  # one fixed batch, read by the step functions below
-noise = torch.randn(BATCH, 4)
+real, noise = 3 + 0.5 * torch.randn(BATCH, 1), torch.randn(BATCH, 4)  # read by the steps
 is_real, is_fake = torch.ones(BATCH, 1), torch.zeros(BATCH, 1)
 bce = F.binary_cross_entropy_with_logits
 
 
 def fresh_pair():
     gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
-    opt_gen = torch.optim.SGD(gen.parameters(), 0.05)
-    return gen, disc, opt_gen, torch.optim.SGD(disc.parameters(), 0.05)
+    return (
+        gen,
+        disc,
+        torch.optim.SGD(gen.parameters(), 0.05),
+        torch.optim.SGD(disc.parameters(), 0.05),
+    )
+
+
+def three_checked_steps(step, gen, disc, opt_gen, opt_disc):
+    disc_loss = lambda k: bce(disc(real), is_real) + bce(disc(gen(noise)), is_fake)  # noqa: E731
+    with checked(opt_disc, disc_loss, disc=disc):
+        with checked(opt_gen, lambda k: bce(disc(gen(noise)), is_real), gen=gen):
+            for _ in range(3):
+                step(gen, disc, opt_gen, opt_disc)
 
 
 # %%
 # The usual step: ``detach()``, then a fresh discriminator pass
 # -------------------------------------------------------------
 #
-# The discriminator's backward stops at ``fake.detach()`` and never enters the generator's graph.
-# After the discriminator's update, a new pass ``disc(fake)`` builds the graph the generator's
-# loss walks. Each graph is walked once, by a plain :meth:`~torch.Tensor.backward`.
+# The fakes depend on the generator, which still trains, but not through the discriminator's
+# loss: for the discriminator's step they are data, so it scores ``fake.detach()``. The
+# generator's loss needs them live, through the *updated* discriminator: a new pass.
 
 
 def usual_step(gen, disc, opt_gen, opt_disc):
@@ -72,178 +106,122 @@ def usual_step(gen, disc, opt_gen, opt_disc):
     opt_gen.zero_grad()
     loss_gen.backward()
     opt_gen.step()
-    return loss_disc, loss_gen
 
 
-gen, disc, opt_gen, opt_disc = fresh_pair()
-usual_step(gen, disc, opt_gen, opt_disc)  # runs: no error, no retain_graph
+three_checked_steps(usual_step, *fresh_pair())
 
 # %%
-# Without ``detach()``: the generator's backward fails
-# ----------------------------------------------------
-#
-# Leave out ``detach()`` and keep everything else, the fresh discriminator pass included. The
-# discriminator's backward now runs on into the generator and frees what the generator's forward
-# saved; the generator's loss needs that graph again.
-
-gen, disc, opt_gen, opt_disc = fresh_pair()
-fake = gen(noise)
-loss_disc = bce(disc(real), is_real) + bce(disc(fake), is_fake)  # no detach()
-opt_disc.zero_grad()
-loss_disc.backward()
-opt_disc.step()
-loss_gen = bce(disc(fake), is_real)  # a fresh discriminator pass does not help
-opt_gen.zero_grad()
-try:
-    loss_gen.backward()
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("the generator's backward through its freed graph was expected to fail")
-
-# %%
-# ``loss_disc.backward(retain_graph=True)`` silences it. Then every discriminator step also
-# backpropagates into the generator's ``.grad``: zeroed right before the generator's backward,
-# the generator still gets the usual step's gradient (up to rounding); zeroed only at the top of
-# the loop, it gets that plus the discriminator loss's gradient. ``detach()`` is the fix.
+# Without ``detach()``, the discriminator's backward runs on into the generator and frees its
+# graph, which the generator's loss needs again, fresh pass or not:
 
 
-def generator_grads(detach, zero_between=True):
-    gen, disc, opt_gen, opt_disc = fresh_pair()
-    opt_gen.zero_grad()
+def undetached_step(gen, disc, opt_gen, opt_disc, retain_graph=False, zero_between=True):
     fake = gen(noise)
-    scored = fake.detach() if detach else fake
-    loss_disc = bce(disc(real), is_real) + bce(disc(scored), is_fake)
-    loss_disc.backward(retain_graph=not detach)
-    from_disc = [None if p.grad is None else p.grad.clone() for p in gen.parameters()]
+    loss_disc = bce(disc(real), is_real) + bce(disc(fake), is_fake)  # no detach()
+    opt_gen.zero_grad()  # both networks zeroed at the top
+    opt_disc.zero_grad()
+    loss_disc.backward(retain_graph=retain_graph)
     opt_disc.step()
     if zero_between:
         opt_gen.zero_grad()
     bce(disc(fake), is_real).backward()
-    return from_disc, [p.grad for p in gen.parameters()]
+    opt_gen.step()
 
 
-from_disc, detached = generator_grads(detach=True)
-assert all(g is None for g in from_disc)  # with detach(), the generator's .grad stays None
-from_disc, retained = generator_grads(detach=False)
-_, summed = generator_grads(detach=False, zero_between=False)
-diff = max((a - b).abs().max().item() for a, b in zip(summed, detached))
-print(f"generator .grad zeroed only at the top vs the usual gradient: max diff {diff:.4f}")
-assert all(g is not None for g in from_disc) and diff > 1e-3
-assert all(torch.allclose(a, b) for a, b in zip(retained, detached))
-assert all(torch.allclose(s, d + f) for s, d, f in zip(summed, detached, from_disc))
+try:
+    undetached_step(*fresh_pair())
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
+    assert "graph a second time" in str(error)
+else:
+    raise AssertionError("no error")
+
+# %%
+# ``loss_disc.backward(retain_graph=True)`` silences it, and the discriminator's loss now also
+# reaches the generator's ``.grad``. Zeroed only at the top, the generator trains on both:
+
+try:
+    three_checked_steps(lambda *nets: undetached_step(*nets, True, False), *fresh_pair())
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of gen." in str(error)
+else:
+    raise AssertionError("the check passed")
+
+# %%
+# Zeroed again before the generator's backward, it trains right, after a backward through the
+# generator for nothing. ``detach()`` is the fix.
+
+three_checked_steps(lambda *nets: undetached_step(*nets, True, True), *fresh_pair())
 
 # %%
 # One discriminator pass for both losses: ``retain_graph`` is needed
 # ------------------------------------------------------------------
 #
-# The other way to walk a graph twice: compute ``disc(gen(noise))`` once and build both losses
-# on it. The discriminator's backward frees that pass and the generator's graph, which the
-# generator's loss needs.
-
-gen, disc, opt_gen, opt_disc = fresh_pair()
-scores_fake = disc(gen(noise))
-loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
-loss_gen = bce(scores_fake, is_real)
-loss_disc.backward()
-try:
-    loss_gen.backward()
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
-else:
-    raise AssertionError("the generator's backward through a freed graph was expected to fail")
-
-# %%
-# Here ``retain_graph=True`` is the fix, with two conditions. Both backward calls must come
-# before ``opt_disc.step()``: the kept pass saved the discriminator's weights, and the step
-# changes them in place (both checked below: a weight is saved, its version counter advances),
-# which makes the generator's backward raise the
-# :ref:`in-place modification error <errors-inplace>`. And each backward should be limited to its
-# own network with ``inputs=``; otherwise each loss also writes into the other network's
-# ``.grad`` (checked below).
+# Both losses built on one pass ``disc(gen(noise))``: the discriminator's backward frees it, and
+# the generator's loss needs it. ``retain_graph=True`` is the fix here, on two conditions. Both
+# backward calls come before ``opt_disc.step()``, which changes in place the weights the kept
+# pass saved: after it, the generator's backward raises the
+# :ref:`in-place modification error <errors-inplace>`. And each backward is limited to its own
+# network with ``inputs=``. (Both errors are asserted, not printed again.)
 
 
-def reused_step(gen, disc, opt_gen, opt_disc):
+def reused_step(gen, disc, opt_gen, opt_disc, inputs=True):
     scores_fake = disc(gen(noise))
     loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
     loss_gen = bce(scores_fake, is_real)
     opt_disc.zero_grad()
     opt_gen.zero_grad()
-    loss_disc.backward(retain_graph=True, inputs=list(disc.parameters()))
-    loss_gen.backward(inputs=list(gen.parameters()))
+    loss_disc.backward(retain_graph=True, inputs=[*disc.parameters()] if inputs else None)
+    loss_gen.backward(inputs=[*gen.parameters()] if inputs else None)
     opt_disc.step()
     opt_gen.step()
-    return loss_disc, loss_gen
 
 
-gen, disc, opt_gen, opt_disc = fresh_pair()
-scores_fake = disc(gen(noise))
-loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
-own = torch.autograd.grad(loss_disc, list(disc.parameters()), retain_graph=True)
-loss_disc.backward(retain_graph=True)  # no inputs=
-assert all(p.grad is not None for p in gen.parameters())  # the discriminator's loss reached gen
-bce(scores_fake, is_real).backward()
-mixed = max((g - p.grad).abs().max().item() for g, p in zip(own, disc.parameters()))
-print(f"without inputs=, discriminator .grad vs its own loss's gradient: max diff {mixed:.4f}")
-assert mixed > 1e-3
-
-gen, disc, opt_gen, opt_disc = fresh_pair()
-saved = []
-with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-    scores_fake = disc(gen(noise))
-storages = {s.untyped_storage().data_ptr() for s in saved}
-assert any(p.untyped_storage().data_ptr() in storages for p in disc.parameters())  # weights saved
-loss_disc = bce(disc(real), is_real) + bce(scores_fake, is_fake)
-loss_disc.backward(retain_graph=True, inputs=list(disc.parameters()))
-versions = [p._version for p in disc.parameters()]
-opt_disc.step()  # too early: the kept pass saved these weights, and the step changes them in place
-bumped = [p._version > v for p, v in zip(disc.parameters(), versions)]
-print(f"version counters of the discriminator's weights advanced by opt_disc.step(): {bumped}")
-assert all(bumped)
-
-# %%
-# The reused step is a different algorithm
-# ----------------------------------------
-#
-# Both steps give the discriminator the same gradient. The generator's gradient differs: the usual
-# step takes it through the discriminator *after* its update, the reused step through the
-# discriminator *before* it (the pass it kept), which makes the updates simultaneous rather than
-# alternating.
-
-
-def gradients(step):
-    """The gradients each optimizer sees when step() is called, in one step from the start."""
+def fails_with(message, retain_graph, step):
     gen, disc, opt_gen, opt_disc = fresh_pair()
-    seen = {}
-
-    def keep(optimizer, args, kwargs):
-        name = "gen" if optimizer is opt_gen else "disc"
-        seen[name] = [p.grad.clone() for p in optimizer.param_groups[0]["params"]]
-
-    opt_gen.register_step_pre_hook(keep)
-    opt_disc.register_step_pre_hook(keep)
-    step(gen, disc, opt_gen, opt_disc)
-    return seen
+    scores_fake = disc(gen(noise))
+    (bce(disc(real), is_real) + bce(scores_fake, is_fake)).backward(retain_graph=retain_graph)
+    opt_disc.step() if step else None
+    try:
+        bce(scores_fake, is_real).backward()
+    except RuntimeError as error:
+        return message in str(error)
 
 
-usual, reused = gradients(usual_step), gradients(reused_step)
-gen_diff = max((g - h).abs().max().item() for g, h in zip(usual["gen"], reused["gen"]))
-largest = max(g.abs().max().item() for g in usual["gen"])
-print(f"generator gradients, usual vs reused: max abs diff {gen_diff:.4f} (largest {largest:.4f})")
-assert all(torch.equal(g, h) for g, h in zip(usual["disc"], reused["disc"]))
-assert gen_diff > 0.1 * largest
+assert fails_with("backward through the graph a second time", retain_graph=False, step=False)
+assert fails_with("modified by an inplace operation", retain_graph=True, step=True)
 
 # %%
-# The reused step also holds both graphs from the discriminator's backward until the
-# generator's; :doc:`../docs/what-it-costs` measures what a retained graph holds.
-#
+# Without ``inputs=``, the generator's loss also lands in the discriminator's ``.grad``:
+
+try:
+    three_checked_steps(lambda *nets: reused_step(*nets, inputs=False), *fresh_pair())
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of disc." in str(error)
+else:
+    raise AssertionError("the check passed")
+
+# %%
+# With ``inputs=``, the discriminator's steps pass, but the generator's gradient goes through the
+# discriminator *before* its update (the kept pass): the updates are simultaneous, not
+# alternating, and the check fails at step 0. The kept pass also holds both graphs until the
+# generator's backward (:doc:`../docs/what-it-costs`).
+
+try:
+    three_checked_steps(reused_step, *fresh_pair())
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of gen." in str(error)
+else:
+    raise AssertionError("the check passed")
+
+# %%
 # Training with the usual step
 # ----------------------------
 #
-# 120 usual steps with Adam, a fresh batch each time: the generated samples move from near 0 to
-# near 3, the mean of the real data.
+# 120 usual steps with Adam, a new batch each: the samples move from near 0 to near 3.
 
 torch.manual_seed(1)
 gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
@@ -253,8 +231,7 @@ probe = torch.randn(2000, 4)
 with torch.no_grad():
     samples_before = gen(probe).squeeze(1)
 for _ in range(120):
-    real = 3 + 0.5 * torch.randn(BATCH, 1)  # a new batch for usual_step to read
-    noise = torch.randn(BATCH, 4)
+    real, noise = 3 + 0.5 * torch.randn(BATCH, 1), torch.randn(BATCH, 4)  # read by usual_step
     usual_step(gen, disc, opt_gen, opt_disc)
 with torch.no_grad():
     samples_after = gen(probe).squeeze(1)
@@ -262,7 +239,6 @@ print(f"generated mean before {samples_before.mean():.2f}, after {samples_after.
 assert abs(samples_before.mean()) < 0.5
 assert abs(samples_after.mean() - 3) < 0.2
 
-# The site's colours: the fix (usual step), neutral, ink.
 USUAL, INK, NEUTRAL = "#1a9c6b", "#24292f", "#808080"
 fig, ax_hist = plt.subplots(figsize=(4.2, 3.4))
 bins = torch.linspace(-0.5, 5.5, 61)
@@ -277,5 +253,4 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# See also: :doc:`../docs/several-losses` for several losses on one forward pass, and the
-# :doc:`error reference <../docs/errors>` for the freed-graph error's other causes.
+# See also: :doc:`../docs/several-losses`, :doc:`../docs/errors`.

@@ -1,24 +1,22 @@
 """
-Gradient penalty: why it needs ``create_graph=True``
-=====================================================
+Gradient penalty needs ``create_graph=True``
+============================================
 
-The fix: compute the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
-add the penalty to the critic's loss, and call ``backward()`` once. Without ``create_graph`` the
-penalty silently adds nothing to the weights' gradients. The WGAN-GP critic step, with the penalty
-on interpolates of *detached* fakes, needs no ``retain_graph``; without ``detach()`` the
-generator's step fails. The penalty's gradient is checked against finite differences.
+The fix: take the critic's input gradient with ``torch.autograd.grad(..., create_graph=True)``,
+add the penalty to the critic's loss, call ``backward()`` once. Without ``create_graph`` the
+penalty silently adds nothing to the weights' gradients. A critic that scores *detached* fakes
+needs no ``retain_graph``. Checked by outcome and against finite differences.
 
 .. index:: gradient penalty, WGAN-GP, critic, create_graph=True, double backward
 """
 
 # %%
-# A tiny critic, a generator and the interpolated points
-# ------------------------------------------------------
-#
-# The critic maps 2-D points to a score. The penalty is evaluated at random points between real
-# and generated samples; those points need ``requires_grad`` so that autograd can differentiate
-# the score with respect to them. Everything is in float64 so the finite differences at the end
-# are accurate.
+# The critic scores 2-D points; the penalty is taken at random points between real and generated
+# samples, which need ``requires_grad``. Float64, for the finite differences. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
+
+import contextlib
+import copy
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -29,6 +27,32 @@ from torch.autograd.graph import saved_tensors_hooks
 torch.manual_seed(0)
 f64 = torch.float64
 
+
+@contextlib.contextmanager
+def checked(optimizer, reference, **modules):
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
+
+
 critic = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1)).to(f64)
 gen = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2)).to(f64)
 real = torch.randn(8, 2, dtype=f64) + torch.tensor([2.0, -1.0], dtype=f64)
@@ -38,13 +62,11 @@ mix = torch.rand(8, 1, dtype=f64)
 between = (mix * real + (1 - mix) * fake).requires_grad_()
 
 
-def wasserstein_term():
-    """The critic's usual objective: score generated samples low and real ones high."""
+def wasserstein_term():  # the critic's usual objective: fakes low, real samples high
     return critic(fake).mean() - critic(real).mean()
 
 
-def penalty(create_graph, points=between):
-    """Mean of (‖∂score/∂x‖ - 1)² over the interpolated points."""
+def penalty(create_graph, points=between):  # mean of (‖∂score/∂x‖ - 1)²
     (input_grad,) = torch.autograd.grad(critic(points).sum(), points, create_graph=create_graph)
     return ((input_grad.norm(dim=1) - 1) ** 2).mean()
 
@@ -53,9 +75,9 @@ def penalty(create_graph, points=between):
 # Without ``create_graph``: the penalty is a constant
 # ---------------------------------------------------
 #
-# By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so
-# nothing built from it depends on the critic's weights. Backpropagated on its own, the penalty
-# fails (:ref:`neighbouring errors <errors-no-grad-fn>` lists this error's other causes):
+# By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so the
+# penalty does not depend on the weights. Alone, its backward fails
+# (:ref:`other causes <errors-no-grad-fn>`):
 
 flat_penalty = penalty(create_graph=False)
 print(f"penalty = {flat_penalty.item():.6f}, requires_grad = {flat_penalty.requires_grad}")
@@ -66,120 +88,146 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "does not require grad and does not have a grad_fn" in str(error)
 else:
-    raise AssertionError("backward() on a penalty without a graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
-# Added to the critic's loss, as usual, it fails silently instead: the weight gradients are
-# *exactly* those of the Wasserstein term alone.
+# Added to the critic's loss, it fails silently: the gradients are *exactly* the Wasserstein
+# term's.
 
-critic.zero_grad(set_to_none=True)
-wasserstein_term().backward()
-without_penalty = [p.grad.clone() for p in critic.parameters()]
-critic.zero_grad(set_to_none=True)
-(wasserstein_term() + 10 * penalty(create_graph=False)).backward()
-same = all(torch.equal(a, p.grad) for a, p in zip(without_penalty, critic.parameters()))
-print(f"weight gradients identical with and without the penalty: {same}")
-assert same
+weights = list(critic.parameters())
+alone = torch.autograd.grad(wasserstein_term(), weights)
+summed = torch.autograd.grad(wasserstein_term() + 10 * penalty(create_graph=False), weights)
+print(f"gradients identical without the penalty: {all(map(torch.equal, alone, summed))}")
+assert all(map(torch.equal, alone, summed))
 
 # %%
 # With ``create_graph=True``: the penalty reaches the weights
 # -----------------------------------------------------------
 #
-# Now the input gradient is a node in a graph, and the penalty has a gradient with respect to
-# the weights. The last bias is the one parameter it cannot reach (shifting every score by a
-# constant leaves the input gradient unchanged), so it gets no ``.grad`` at all.
+# The input gradient is now a node in a graph. Only the last bias stays out of reach: shifting
+# every score leaves the input gradient unchanged.
 
-critic.zero_grad(set_to_none=True)
 live_penalty = penalty(create_graph=True)
-live_penalty.backward()
-for name, p in critic.named_parameters():
-    grad_norm = "None" if p.grad is None else f"{p.grad.norm().item():.6f}"
-    print(f"{name:>8}: norm of the penalty's gradient = {grad_norm}")
+grads = torch.autograd.grad(live_penalty, weights, allow_unused=True)
+print(
+    "norms of the penalty's gradients:",
+    [None if g is None else round(g.norm().item(), 4) for g in grads],
+)
 assert torch.isclose(live_penalty, flat_penalty)
-assert all(p.grad.norm() > 0 for p in (critic[0].weight, critic[0].bias, critic[2].weight))
-assert critic[2].bias.grad is None
+assert all(g.norm() > 0 for g in grads[:3]) and grads[3] is None  # the last bias: no gradient
 
 # %%
-# ``create_graph=True`` also keeps the graph, because ``retain_graph`` defaults to its value
-# (:doc:`../docs/retain-and-create-graph`). The penalty needs that: its backward runs through the
-# gradient's graph *and* the critic's forward graph under it. Forcing ``retain_graph=False``
-# frees the forward part:
+# ``retain_graph`` defaults to ``create_graph`` (:doc:`../docs/retain-and-create-graph`), and
+# the penalty's backward needs the critic's forward graph too. Forced off, it fails:
 
 score = critic(between).sum()
 (input_grad,) = torch.autograd.grad(score, between, create_graph=True, retain_graph=False)
-broken_penalty = ((input_grad.norm(dim=1) - 1) ** 2).mean()
 try:
-    broken_penalty.backward()
+    ((input_grad.norm(dim=1) - 1) ** 2).mean().backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the penalty's backward was expected to need the freed forward graph")
+    raise AssertionError("no error")
 
 # %%
-# A WGAN-GP step: no ``retain_graph``, as long as the fakes are detached
-# ----------------------------------------------------------------------
+# WGAN-GP steps, checked
+# ----------------------
 #
-# The critic's step scores ``fake.detach()`` and builds the interpolates from it; one
-# ``backward()`` trains the critic on its loss and the penalty. The generator's step scores
-# ``fake`` again with a fresh critic pass. Neither call has ``retain_graph``, and the critic's
-# backward never reaches the generator.
+# ``wgan_gp`` trains copies of both networks, a critic step then a generator step, three times.
+# The critic's reference: its loss at the current weights, the input gradient from
+# :func:`torch.func.grad`, not ``create_graph``. The fakes depend on the generator, still
+# training, but not through the critic's loss: for the critic's step they are data, so it scores
+# ``fake.detach()``. Its loss is blind to its last bias (asserted), which the optimizer leaves out.
 
 
-def wgan_gp_step(detach):
-    critic_opt = torch.optim.SGD(critic.parameters(), lr=1e-3)
-    gen.zero_grad(set_to_none=True)
-    fake = gen(noise)
-    scored = fake.detach() if detach else fake
-    points = mix * real + (1 - mix) * scored
-    if detach:
-        points.requires_grad_()  # a leaf; undetached, it already requires grad through gen
-    critic_loss = critic(scored).mean() - critic(real).mean()
-    critic_opt.zero_grad()
-    (critic_loss + 10 * penalty(create_graph=True, points=points)).backward()
-    reached = any(p.grad is not None for p in gen.parameters())
-    critic_opt.step()
-    gen.zero_grad(set_to_none=True)
-    (-critic(fake).mean()).backward()  # the generator's step: a fresh critic pass
-    return reached
+def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_steps=1):
+    c, g = copy.deepcopy(critic), copy.deepcopy(gen)
+    trained = [p for p in c.parameters() if p is not c[2].bias]
+    c_opt, g_opt = torch.optim.SGD(trained, 1e-2), torch.optim.SGD(g.parameters(), 1e-2)
+    passes, wasted = [], []
+    g[0].weight.register_hook(lambda grad: passes.append(grad))
+
+    def critic_loss(fake, slopes):
+        return c(fake).mean() - c(real).mean() + 10 * ((slopes.norm(dim=1) - 1) ** 2).mean()
+
+    def critic_reference(step):
+        points = mix * real + (1 - mix) * g(noise)
+        return critic_loss(g(noise), torch.func.vmap(torch.func.grad(lambda x: c(x).sum()))(points))
+
+    assert not torch.autograd.grad(critic_reference(0), c[2].bias)[0].any()
+    with checked(c_opt, critic_reference, critic=c):
+        with checked(g_opt, lambda step: -c(g(noise)).mean(), gen=g):
+            for _ in range(3):
+                for _ in range(critic_steps):
+                    fake = g(noise)
+                    scored = fake.detach() if detach else fake
+                    points = mix * real + (1 - mix) * scored
+                    points.requires_grad_(True) if detach else None  # undetached: through gen
+                    (slopes,) = torch.autograd.grad(
+                        c(points).sum(), points, create_graph=create_graph
+                    )
+                    c_opt.zero_grad()
+                    before = len(passes)
+                    critic_loss(scored, slopes).backward(retain_graph=retain)
+                    wasted.append(len(passes) > before)
+                    c_opt.step()
+                fake = g(noise) if fresh else fake
+                g_opt.zero_grad()
+                (-c(fake).mean()).backward()
+                g_opt.step()
+    print(f"critic backward passes through the generator: {sum(wasted)}/{len(wasted)}")
 
 
-reached = wgan_gp_step(detach=True)
-print(f"detached fakes: both steps ran; the critic's backward reached the generator: {reached}")
-assert not reached
+wgan_gp()
 
 # %%
-# Without ``detach()``, the critic's backward (loss and penalty) runs on into the generator and
-# frees its graph, so the generator's step fails. ``retain_graph=True`` on the critic's backward
-# would hide this and backpropagate through the generator for nothing; ``detach()`` is the fix.
+# Without ``create_graph``, the check catches the missing penalty term:
 
 try:
-    wgan_gp_step(detach=False)
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    wgan_gp(create_graph=False)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of critic.0.weight" in str(error)
 else:
-    raise AssertionError("the generator's backward through its freed graph was expected to fail")
+    raise AssertionError("the check passed")
+
+# %%
+# Without ``detach()``, the critic's backward runs on into the generator and frees its graph.
+# This loop's generator reuses the critic step's fakes, so its step fails:
+
+try:
+    wgan_gp(detach=False)
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
+    assert "graph a second time" in str(error)
+else:
+    raise AssertionError("no error")
+
+# %%
+# The reference WGAN-GP loop, with several critic steps each on a new generator pass and a new
+# pass for the generator, runs without ``detach()``, trains right, and wastes a backward through
+# the generator at every critic step. ``retain_graph=True`` on the critic's backward also
+# silences the error, with the same waste. ``detach()`` is the fix.
+
+wgan_gp(detach=False, fresh=True, critic_steps=3)
+wgan_gp(detach=False, retain=True)
 
 # %%
 # What ``create_graph=True`` costs
 # --------------------------------
 #
-# The bytes of the tensors handed to a
-# :external:py:class:`~torch.autograd.graph.saved_tensors_hooks` pack hook while the input
-# gradient is computed (element count × element size; a tensor saved twice counts twice): with
-# ``create_graph=True`` the backward pass saves tensors for the penalty's backward, without it
-# nothing. :doc:`../docs/what-it-costs` measures kept graphs.
+# The bytes of the tensors a :external:py:class:`~torch.autograd.graph.saved_tensors_hooks`
+# pack hook receives while the input gradient is computed (a tensor saved twice counts twice):
+# with ``create_graph=True`` the backward saves tensors for the penalty's backward, without it
+# none. :doc:`../docs/what-it-costs` measures kept graphs.
 
 
 def bytes_saved_by(compute):
     sizes = []
-
-    def pack(tensor):
-        sizes.append(tensor.numel() * tensor.element_size())
-        return tensor
-
-    with saved_tensors_hooks(pack, lambda tensor: tensor):
+    with saved_tensors_hooks(
+        lambda t: sizes.append(t.numel() * t.element_size()) or t, lambda t: t
+    ):
         compute()
     return sum(sizes)
 
@@ -188,16 +236,15 @@ score = critic(between).sum()
 with_graph = bytes_saved_by(lambda: torch.autograd.grad(score, between, create_graph=True))
 score = critic(between).sum()
 without = bytes_saved_by(lambda: torch.autograd.grad(score, between))
-print(f"bytes saved computing the input gradient: create_graph {with_graph}, without {without}")
+print(f"bytes saved: create_graph {with_graph}, without {without}")
 assert with_graph > 0 and without == 0
 
 # %%
 # Checked against finite differences
 # ----------------------------------
 #
-# The penalty's gradient with respect to one weight, from autograd's double backward, against a
-# central difference of the penalty itself, over a range of values of that weight. Without
-# ``create_graph`` the penalty gives the weight no gradient at all.
+# The penalty's gradient with respect to one weight, by double backward, against a central
+# difference of the penalty, over a range of that weight's values.
 
 weight = critic[0].weight
 row, col = 3, 1
@@ -222,9 +269,8 @@ for value in values:
 penalty_at(original)
 assert np.allclose(autograd_slopes, finite_slopes, rtol=1e-5, atol=1e-6)
 assert max(abs(s) for s in finite_slopes) > 1e-3  # a real slope, lost without create_graph
-print(f"autograd and central differences agree at {len(values)} values of weight [{row}, {col}]")
+print(f"autograd and central differences agree at {len(values)} values")
 
-# The site's colours: the fix (create_graph=True) and what the penalty loses without it.
 FIX, FREED, NEUTRAL, INK = "#1a9c6b", "#e0542c", "#808080", "#24292f"
 fig, ax = plt.subplots(figsize=(4.2, 4.4), layout="constrained")
 ax.plot(values, autograd_slopes, color=FIX, label="autograd, create_graph=True")
@@ -238,6 +284,3 @@ ax.set(
 )
 fig.legend(loc="outside lower left")
 plt.show()
-
-# %%
-# See also: :doc:`../docs/retain-and-create-graph` for penalties and double backward in general.

@@ -1,23 +1,24 @@
 """
-How the worked examples are checked
-===================================
+How the examples are checked
+============================
 
-Every script in this gallery ran when the site was built, and every output under a code block is
-what that block printed. A script states facts with ``assert``; when a step is *meant* to fail, the
-script catches that one exception, prints it, and checks its type and message, so any other
-exception stops the build.
+Every script here ran when the site was built; every output is what the block above it printed.
+Scripts state facts with ``assert``; a step *meant* to fail catches that one exception, prints
+it and checks its message, so any other exception stops the build. Every fix is checked by its
+outcome over three optimizer steps.
 
-.. index:: how the examples are checked, worked examples, expected errors
+.. index:: how the examples are checked, worked examples, expected errors, outcome check
 """
 
 # %%
 # An output comes from the code above it
 # ---------------------------------------
-#
-# The gradient of ``sum(x ** 2)`` is ``2 * x``; the script prints it and asserts it.
+
+import contextlib
 
 import matplotlib.pyplot as plt
 import torch
+from torch import nn
 
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
 y = (x**2).sum()
@@ -29,26 +30,23 @@ assert torch.equal(x.grad, 2 * x.detach())
 # An expected error is caught, printed and checked
 # ------------------------------------------------
 #
-# The first :meth:`~torch.Tensor.backward` freed what ``x ** 2`` saved for it, so a second one
-# fails. The ``else`` branch makes the script fail if, one day, it does not.
+# The ``else`` branch fails the script if, one day, the error does not come.
 
 try:
     y.backward()
 except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
-    assert "backward through the graph a second time" in str(error)
+    assert "graph a second time" in str(error)
 else:
     raise AssertionError("a second backward() through a freed graph was expected to fail")
 
 # %%
 # A figure is drawn from a live run
 # ---------------------------------
-#
-# Figures are made by the script itself, so they change when torch does.
 
 steps = torch.arange(1, 6)
 fig, ax = plt.subplots(figsize=(4, 2.5))
-ax.plot(steps, steps**2, marker="o", color="#808080")  # the site's neutral colour
+ax.plot(steps, steps**2, marker="o", color="#808080")
 ax.set(xlabel="step", ylabel="step²", title="Drawn when the site was built")
 fig.tight_layout()
 plt.show()
@@ -57,9 +55,7 @@ plt.show()
 # A measured time is drawn, never printed or asserted
 # ---------------------------------------------------
 #
-# Times change from run to run. A script that measures one draws it: the figure is named after
-# the script and its place in it, so the page's text is the same from build to build, and nothing
-# asserts on a time. Run the script to draw your own machine's.
+# The figure is named after the script and its place, so the page's text stays the same.
 
 import time
 
@@ -81,3 +77,66 @@ ax.plot(sizes, [1e3 * fastest_backward(n) for n in sizes], marker="o", color="#8
 ax.set(xlabel="n", ylabel="ms (fastest of 20)", title="One backward pass, timed at build")
 fig.tight_layout()
 plt.show()
+
+# %%
+# A fix is checked by its outcome
+# -------------------------------
+#
+# A fix that silences an error can still train wrong. ``checked`` hooks ``optimizer.step()``:
+# at each step, every parameter's ``.grad`` must be the gradient of ``reference(step)``, a loss
+# recomputed from scratch at the current weights; at the end, at least three steps ran and every
+# parameter moved, and it prints ``<model>: <n> steps checked``. Each script carries a copy.
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, **modules):
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
+
+
+# %%
+# A plain loop passes. Without ``zero_grad()``, each step also trains on the earlier steps'
+# gradients: nothing raises, but the check stops it at step 1.
+
+torch.manual_seed(0)
+x, y = torch.randn(16, 3), torch.randn(16, 1)
+
+
+def train(zero_grad):
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with checked(optimizer, lambda step: ((model(x) - y) ** 2).mean(), model=model):
+        for _ in range(3):
+            if zero_grad:
+                optimizer.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            optimizer.step()
+
+
+train(zero_grad=True)
+try:
+    train(zero_grad=False)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 1: wrong gradient of model.weight" in str(error)
+else:
+    raise AssertionError("the check was expected to catch the leftover gradients")

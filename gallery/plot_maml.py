@@ -1,13 +1,12 @@
 """
-MAML's inner loop: second order, not .data
-==========================================
+MAML: second order, not .data
+=============================
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
-tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`.
-``retain_graph`` need not be written: ``create_graph=True`` keeps the graph the outer backward
-walks again. Forgetting ``create_graph``, or updating the parameters in place (``.data``,
-``torch.no_grad()``, an inner optimizer), raises nothing and silently gives first-order MAML's
-gradient; in place, it also overwrites the meta-parameters with the adapted ones.
+tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`
+(``create_graph=True`` also keeps the graph). Forgetting ``create_graph``, or an in-place inner
+update (``.data``, ``torch.no_grad()``, an inner optimizer), silently gives first-order MAML's
+gradient; in place, it also overwrites the meta-parameters.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
    second-order gradient, first-order MAML, FOMAML, functional_call, torch.func, fast weights,
@@ -15,14 +14,12 @@ gradient; in place, it also overwrites the meta-parameters with the adapted ones
 """
 
 # %%
-# Sine tasks, a small network, and the inner loop
-# -----------------------------------------------
-#
-# A task is a sine wave ``A sin(x + phase)`` with a random amplitude and phase; the model takes
-# one gradient step on 10 points of it (the support set) and is scored on 10 others (the query
-# set). ``adapt`` takes the parameters as a dict and returns new tensors ``p - lr * g``, without
-# touching the module; :func:`torch.func.functional_call` runs the module with such a dict.
+# A task is a wave ``A sin(x + phase)``; the model takes one gradient step on 10 of its points
+# (the support set) and is scored on 10 others (the query set). ``adapt`` returns new tensors
+# ``p - lr * g`` without touching the module; :func:`torch.func.functional_call` runs the module
+# on them. ``checked``: :doc:`plot_how_examples_are_checked`.
 
+import contextlib
 import copy
 
 import matplotlib.pyplot as plt
@@ -32,7 +29,35 @@ from torch import nn
 from torch.func import functional_call
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, **modules):
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        if len(done) == 3:  # the first three steps are checked
+            return
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
+
 
 INNER_LR, HIDDEN = 0.1, 24
 mse = nn.functional.mse_loss
@@ -52,10 +77,11 @@ def make_model():
     )
 
 
-def adapt(model, params, support, create_graph=True):
-    x, y = support
-    loss = mse(functional_call(model, params, (x,)), y)
-    grads = torch.autograd.grad(loss, list(params.values()), create_graph=create_graph)
+def adapt(model, params, support, create_graph=True, retain_graph=None):
+    loss = mse(functional_call(model, params, (support[0],)), support[1])
+    grads = torch.autograd.grad(
+        loss, [*params.values()], retain_graph=retain_graph, create_graph=create_graph
+    )
     return {name: p - INNER_LR * g for (name, p), g in zip(params.items(), grads)}
 
 
@@ -69,15 +95,13 @@ support, query = sample_task()
 meta_params = dict(model.named_parameters())
 loss = query_loss(model, adapt(model, meta_params, support), query)
 second_order = torch.autograd.grad(loss, list(meta_params.values()))
-print(f"query loss after one inner step: {loss.item():.4f}")
 
 # %%
-# ``second_order`` is the outer (meta-)gradient. :func:`torch.func.grad` of "adapt, then score",
-# as one function of the meta-parameters, computes it another way, for one inner step and for
-# three (each step's ``autograd.grad`` keeps its own graph, and the outer backward walks them all):
+# ``second_order`` is the meta-gradient: :func:`torch.func.grad` of "adapt, then score" gives it
+# too, for one inner step and for three:
 
 
-def adapted_query_loss(params, steps):
+def adapted_query_loss(params, steps, support, query):
     inner = torch.func.grad(lambda p: mse(functional_call(model, p, (support[0],)), support[1]))
     for _ in range(steps):
         grads = inner(params)
@@ -91,39 +115,34 @@ for steps in (1, 3):
     for _ in range(steps):
         params = adapt(model, params, support)
     outer = torch.autograd.grad(query_loss(model, params, query), list(meta_params.values()))
-    reference = torch.func.grad(adapted_query_loss)(detached, steps)
+    reference = torch.func.grad(adapted_query_loss)(detached, steps, support, query)
     assert all(torch.allclose(g, reference[n], atol=1e-6) for g, n in zip(outer, reference))
-print("1 and 3 inner steps: outer gradient = torch.func.grad of the adaptation, up to rounding")
+print("1 and 3 inner steps: equal up to rounding")
 
 # %%
 # Where ``retain_graph`` comes in
 # -------------------------------
 #
-# The outer backward walks the support loss's graph a second time: the inner gradient's graph
-# uses the activations it saved. ``retain_graph`` defaults to the value of ``create_graph``
-# (:doc:`../docs/retain-and-create-graph`), so it is kept; forcing it off shows it was needed:
+# The outer backward walks the support loss's graph again (the inner gradient's graph uses its
+# saved activations). ``retain_graph`` defaults to ``create_graph``
+# (:doc:`../docs/retain-and-create-graph`); forced off, it fails:
 
-x, y = support
-inner_loss = mse(functional_call(model, meta_params, (x,)), y)
-grads = torch.autograd.grad(
-    inner_loss, list(meta_params.values()), create_graph=True, retain_graph=False
-)
-fast = {name: p - INNER_LR * g for (name, p), g in zip(meta_params.items(), grads)}
+fast = adapt(model, meta_params, support, retain_graph=False)
 try:
     torch.autograd.grad(query_loss(model, fast, query), list(meta_params.values()))
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
+    assert "graph a second time" in str(error)
 else:
-    raise AssertionError("the outer gradient through the freed support graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # Forgetting ``create_graph``: first-order MAML, silently
 # -------------------------------------------------------
 #
-# Without ``create_graph=True`` the inner gradients come back as constants. The adapted
-# parameters still depend on the meta-parameters through ``p - lr * g``, so the outer gradient
-# exists and nothing fails, but the second-order term through ``g`` is gone: first-order MAML.
+# Without ``create_graph=True`` the inner gradients are constants. The adapted parameters still
+# depend on the meta-parameters through ``p - lr * g``, so nothing fails, but the term through
+# ``g`` is gone: first-order MAML.
 
 loss = query_loss(model, adapt(model, meta_params, support, create_graph=False), query)
 first_order = torch.autograd.grad(loss, list(meta_params.values()))
@@ -131,15 +150,14 @@ first_order = torch.autograd.grad(loss, list(meta_params.values()))
 
 def compare(name, grads):
     diff = max((a - b).abs().max().item() for a, b in zip(grads, second_order))
-    flat = torch.cat([g.flatten() for g in grads])
-    flat_2nd = torch.cat([g.flatten() for g in second_order])
+    flat, flat_2nd = (torch.cat([g.flatten() for g in gs]) for gs in (grads, second_order))
     cosine = nn.functional.cosine_similarity(flat, flat_2nd, dim=0).item()
-    print(f"{name}: max abs diff from second-order {diff:.3f}, cosine {cosine:.3f}")
+    print(f"{name}: max diff from second order {diff:.3f}, cosine {cosine:.3f}")
     return diff, cosine
 
 
 largest = max(g.abs().max().item() for g in second_order)
-print(f"largest entry of the second-order gradient: {largest:.3f}")
+print(f"largest second-order entry: {largest:.3f}")
 diff, cosine = compare("first-order (create_graph=False)", first_order)
 assert diff > largest and 0 < cosine < 0.9
 
@@ -149,110 +167,117 @@ at_adapted = torch.autograd.grad(query_loss(model, fast, query), list(fast.value
 assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapted))
 
 # %%
-# The first-order gradient is the query loss's gradient with respect to the *adapted*
-# parameters (checked above), used as the meta-gradient. Here it is far from the second-order
-# gradient: some entry differs by more than the largest entry of the second-order gradient, and
-# the cosine, printed above, is positive but below 0.9.
+# It is the query loss's gradient at the *adapted* parameters (asserted), far from the
+# second-order one: an entry differs by more than the largest second-order entry.
 #
-# Updating the parameters in place: the same first-order gradient, and lost meta-parameters
-# -----------------------------------------------------------------------------------------
+# In-place inner updates: first order, and lost meta-parameters
+# -------------------------------------------------------------
 #
-# A first MAML attempt often adapts the module itself. ``p.sub_(...)`` on a parameter raises "a
-# leaf Variable that requires grad is being used in an in-place operation"
-# (:ref:`training patterns <patterns-maml>`). The usual ways around it (``p.data -= ...``, an
-# update under ``torch.no_grad()``, an inner ``torch.optim.SGD`` step) all run. Each writes the
-# adapted values into the meta-parameters with no graph linking the two: the outer gradient is the
-# first-order one (up to rounding), and the meta-parameters are overwritten (``model_copy`` is a
-# copy, so ``model`` keeps them here).
+# Adapting the module itself, ``p.sub_(...)`` raises "a leaf Variable that requires grad is being
+# used in an in-place operation" (asserted). For a plain SGD step on leaves, such as MAML's outer
+# update, doing it under ``torch.no_grad()`` is the right fix (shown in :doc:`../docs/lost-leaf`). In the
+# inner loop it is harmful: the adapted parameters must stay a function of the meta-parameters,
+# and an update outside the graph cuts it out of the meta-gradient. ``p.data -= ...``,
+# ``torch.no_grad()`` and an inner ``torch.optim.SGD`` step all run, give the first-order
+# gradient (up to rounding) and overwrite the meta-parameters (of a copy, here).
+
+try:
+    copy.deepcopy(model)[0].weight.sub_(1.0)
+except RuntimeError as error:
+    assert "a leaf Variable that requires grad is being used in an in-place operation" in str(error)
+else:
+    raise AssertionError("no error")
 
 
-def in_place_outer_gradient(update):
-    model_copy = copy.deepcopy(model)
-    before = [p.detach().clone() for p in model_copy.parameters()]
-    x, y = support
-    grads = torch.autograd.grad(mse(model_copy(x), y), list(model_copy.parameters()))
-    update(model_copy, grads)
-    x, y = query
-    outer = torch.autograd.grad(mse(model_copy(x), y), list(model_copy.parameters()))
-    overwritten = not any(torch.equal(a, p) for a, p in zip(before, model_copy.parameters()))
-    return outer, overwritten
+def in_place_outer_gradient(how):
+    twin = copy.deepcopy(model)
+    before = [p.detach().clone() for p in twin.parameters()]
+    grads = torch.autograd.grad(mse(twin(support[0]), support[1]), list(twin.parameters()))
+    if how == "inner SGD step":
+        for p, g in zip(twin.parameters(), grads):
+            p.grad = g
+        torch.optim.SGD(twin.parameters(), lr=INNER_LR).step()
+    for p, g in zip(twin.parameters(), grads):
+        if how == "p.data -=":
+            p.data -= INNER_LR * g
+        elif how == "no_grad p -=":
+            with torch.no_grad():
+                p -= INNER_LR * g
+    outer = torch.autograd.grad(mse(twin(query[0]), query[1]), list(twin.parameters()))
+    return outer, not any(map(torch.equal, before, twin.parameters()))
 
 
-def with_data(module, grads):
-    for p, g in zip(module.parameters(), grads):
-        p.data -= INNER_LR * g
-
-
-def with_no_grad(module, grads):
-    with torch.no_grad():
-        for p, g in zip(module.parameters(), grads):
-            p -= INNER_LR * g
-
-
-def with_optimizer(module, grads):
-    inner_optimizer = torch.optim.SGD(module.parameters(), lr=INNER_LR)
-    for p, g in zip(module.parameters(), grads):
-        p.grad = g
-    inner_optimizer.step()
-
-
-for name, update in [("p.data -=", with_data), ("no_grad p -=", with_no_grad),
-                     ("inner SGD step", with_optimizer)]:  # fmt: skip
-    outer, overwritten = in_place_outer_gradient(update)
-    compare(name, outer)
-    assert overwritten
-    assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(outer, first_order))
+for how in ("p.data -=", "no_grad p -=", "inner SGD step"):
+    outer, overwritten = in_place_outer_gradient(how)
+    compare(how, outer)
+    assert overwritten and all(torch.allclose(a, b, atol=1e-7) for a, b in zip(outer, first_order))
 
 # %%
 # Meta-training
 # -------------
 #
-# 120 second-order meta-updates (Adam), each on 4 tasks, one inner step. Then 50 new tasks: the
-# query error after one inner step from the meta-learned initialisation, from the initialisation
-# the model started with, and of predicting 0 everywhere.
+# 120 second-order meta-updates (Adam) on 4 tasks each; the first three are checked against
+# :func:`torch.func.grad`'s meta-gradient at the current weights, and first order fails the
+# check. Then on 50 new tasks, the query error after one inner step from the learned
+# initialisation, from the starting one, and of predicting 0.
+
+
+def meta_train(updates, create_graph=True):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    batches = [[sample_task() for _ in range(4)] for _ in range(updates)]
+    meta_params = dict(model.named_parameters())
+    reference = lambda k: sum(adapted_query_loss(meta_params, 1, *t) / 4 for t in batches[k])  # noqa: E731
+    history = []
+    with checked(optimizer, reference, model=model):
+        for tasks in batches:
+            optimizer.zero_grad()
+            total = 0.0
+            for support, query in tasks:
+                adapted = adapt(model, dict(model.named_parameters()), support, create_graph)
+                loss = query_loss(model, adapted, query) / 4
+                loss.backward()
+                total += loss.item()
+            optimizer.step()
+            history.append(total)
+    return history
+
 
 torch.manual_seed(1)
 model = make_model()
 start = copy.deepcopy(model)
-meta_optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-history = []
-for _ in range(120):
-    meta_optimizer.zero_grad()
-    total = 0.0
-    for _ in range(4):
-        support, query = sample_task()
-        loss = query_loss(model, adapt(model, dict(model.named_parameters()), support), query) / 4
-        loss.backward()
-        total += loss.item()
-    meta_optimizer.step()
-    history.append(total)
+try:
+    meta_train(3, create_graph=False)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of model.0.weight" in str(error)
+else:
+    raise AssertionError("the check passed")
+model = copy.deepcopy(start)
+history = meta_train(120)
 
 torch.manual_seed(2)
 tests = [sample_task(n_query=50, with_wave=True) for _ in range(50)]
 
 
-def after_one_step(net):
-    errors = []
-    for support, query, _ in tests:
-        params = adapt(net, dict(net.named_parameters()), support, create_graph=False)
-        errors.append(query_loss(net, params, query).item())
-    return float(np.mean(errors))
+def after_one_step(net):  # mean query error on the new tasks
+    named = dict(net.named_parameters())
+    return np.mean([query_loss(net, adapt(net, named, s, False), q).item() for s, q, _ in tests])
 
 
 trained, untrained = after_one_step(model), after_one_step(start)
-zero = float(np.mean([(query[1] ** 2).mean().item() for _, query, _ in tests]))
+zero = np.mean([(query[1] ** 2).mean().item() for _, query, _ in tests])
 first_10, last_10 = np.mean(history[:10]), np.mean(history[-10:])
 print(f"meta-training query loss: first 10 updates {first_10:.3f}, last 10 {last_10:.3f}")
-print(f"new tasks, query MSE after one step: meta-learned init {trained:.3f}, ", end="")
-print(f"start {untrained:.3f}; predicting 0: {zero:.3f}")
+print(
+    f"new tasks, after one step: learned init {trained:.3f}, start {untrained:.3f}; zeros {zero:.3f}"
+)
 assert last_10 < 0.6 * first_10
 assert trained < 0.5 * untrained and trained < 0.5 * zero
 assert trained > 0.2  # not a fit
 
 # %%
-# One step from the meta-learned initialisation gives less than half the error of one step from
-# the start, and less than half that of predicting 0: far better, but not a fit (its error is not
-# near 0). One new task, before and after its single inner step:
+# Less than half the error of the other two, but not a fit. One new task, before and after its
+# inner step:
 
 support, query, (amplitude, phase) = tests[0]
 grid = torch.linspace(-5, 5, 200)[:, None]
@@ -271,9 +296,7 @@ fig.legend(loc="outside lower center", ncols=2)
 plt.show()
 
 # %%
-# See also: :doc:`training patterns <../docs/training-patterns>` for MAML among other patterns.
-#
-# Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
+# See also: :doc:`training patterns <../docs/training-patterns>`. Reported in: `dragen1860/MAML-Pytorch#32 <https://github.com/dragen1860/MAML-Pytorch/issues/32>`__
 # (first-order by accident), `learnables/learn2learn#154
 # <https://github.com/learnables/learn2learn/issues/154>`__ (``retain_graph`` in ``adapt``),
 # `tristandeleu/pytorch-maml-rl#8 <https://github.com/tristandeleu/pytorch-maml-rl/issues/8>`__

@@ -1,24 +1,19 @@
 """
-Two losses, six ways: time per step
-===================================
+Two losses, six ways: timed
+===========================
 
-A shared trunk feeds two heads, each with its loss. This script times one training step for six
-ways of getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on
-the sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or
-the sum, and a graph cut at the shared features), on a trunk 48 wide and one 512 wide, as the
-machine that ran it measured them.
+A shared trunk feeds two heads, each with its loss. One training step, timed for six ways of
+getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on the
+sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or the
+sum, a graph cut at the shared features), on trunks 48 and 512 wide.
 
 .. index:: slow backward, training speed, wide model, time per step, multi-task timing, two backward calls slower than one, summed loss speed
 """
 
 # %%
-# The network and the six ways
-# ----------------------------
-#
-# ``make_ways(width)`` builds a fresh network whose trunk is ``width`` wide and returns its
-# parameters and the six ways, each a function that runs one step. From width 48 to 512 the
-# trunk grows about eightyfold and the two heads, whose first layers read the trunk, about
-# tenfold (counted below).
+# ``make_ways(width)`` builds a network with a trunk ``width`` wide and returns its parameters
+# and the six ways, each running one step. From width 48 to 512 the trunk grows about eightyfold,
+# the heads about tenfold (counted). All six give the same gradients, up to rounding (asserted).
 
 import time
 
@@ -56,11 +51,11 @@ def make_ways(width):
         torch.autograd.backward(list(heads(trunk(inputs))))
 
     def grad_of_list():
-        torch.autograd.grad(list(heads(trunk(inputs))), params)
+        return torch.autograd.grad(list(heads(trunk(inputs))), params)
 
     def grad_of_sum():
         loss_a, loss_b = heads(trunk(inputs))
-        torch.autograd.grad(loss_a + loss_b, params)
+        return torch.autograd.grad(loss_a + loss_b, params)
 
     def cut_at_features():
         features = trunk(inputs)
@@ -84,19 +79,29 @@ def make_ways(width):
 
 nets = {width: make_ways(width) for width in (48, 512)}
 for width, (_, (trunk_size, heads_size), _) in nets.items():
-    print(f"trunk width {width}: {trunk_size} trunk parameters, {heads_size} in the two heads")
+    print(f"width {width}: trunk {trunk_size} parameters, heads {heads_size}")
 (trunk_48, heads_48), (trunk_512, heads_512) = nets[48][1], nets[512][1]
 print(f"growth: trunk {trunk_512 / trunk_48:.1f}x, heads {heads_512 / heads_48:.1f}x")
 assert 75 < trunk_512 / trunk_48 < 85 and 9.5 < heads_512 / heads_48 < 10.5
 assert trunk_512 > heads_512
 
+
+def gradients(params, way):
+    for p in params:
+        p.grad = None
+    return way() or [p.grad.clone() for p in params]  # the grad ways return theirs
+
+
+for params, _, ways in nets.values():  # the six ways give the same gradients, up to rounding
+    first, *others = [gradients(params, way) for way in ways.values()]
+    assert all(torch.allclose(a, b, atol=1e-6) for grads in others for a, b in zip(first, grads))
+
 # %%
 # Timing
 # ------
 #
-# Each way runs its step many times, its gradients cleared before each run, and the figure shows
-# the median. One thread keeps the small steps steadier on a busy machine. Nothing here prints or
-# asserts a time: the figure is the output.
+# Each way runs its step many times, gradients cleared before each; the figure shows the median,
+# on one thread (steadier on a busy machine). No time is printed or asserted.
 
 
 def median_micros(params, way, repeats):
@@ -116,8 +121,8 @@ for width, (params, _, ways) in nets.items():
     repeats = 40 if width == 48 else 12
     medians[width] = {label: median_micros(params, way, repeats) for label, way in ways.items()}
 
-RETAINED, NEUTRAL = "#8a63d2", "#808080"  # the site's colours: with retain_graph, neutral
-fig, axes = plt.subplots(2, 1, figsize=(4.2, 5.6), layout="constrained")  # stacked: a phone
+RETAINED, NEUTRAL = "#8a63d2", "#808080"
+fig, axes = plt.subplots(2, 1, figsize=(4.2, 5.6), layout="constrained")
 for ax, (width, times) in zip(axes, medians.items()):
     colours = [RETAINED if label == "sequential" else NEUTRAL for label in times]
     ax.barh(list(times), list(times.values()), color=colours)
@@ -130,7 +135,6 @@ plt.show()
 # Reading the bars
 # ----------------
 #
-# The bars are one machine's measurement, not a rule. What is certain is counted: ``sequential``'s
-# two backward calls walk the trunk's backward twice (:doc:`../docs/several-losses` counts it with
-# a hook), and at width 512 the trunk holds most of the parameters (printed above), so that second
-# walk is a large share of the step's arithmetic. Run the script to see what it costs on yours.
+# The bars are one machine's measurement, not a rule. What is counted: ``sequential`` walks the
+# trunk's backward twice (:doc:`../docs/several-losses` counts it with a hook), and at width 512
+# the trunk holds most of the parameters (printed above).

@@ -1,28 +1,25 @@
 """
-Truncated backpropagation through time: detach, don't retain
-============================================================
+Truncated BPTT: detach, don't retain
+====================================
 
-The fix: ``hidden = hidden.detach()`` at the start of each chunk. Carried as it is, the hidden
-state makes the second chunk's backward fail on the first chunk's freed graph.
-``retain_graph=True`` silences that only without an optimizer step between chunks, and then
-every backward walks all earlier chunks: nodes, saved bytes and time per chunk grow every chunk.
-Detached, they stay flat.
+The fix: ``hidden = hidden.detach()`` at the start of each chunk, the window boundary. Carried as
+it is, the hidden state makes the second chunk's backward fail on the first chunk's freed graph.
+``retain_graph=True`` silences that here only without an optimizer step between chunks, and then
+every backward walks all earlier chunks: nodes, saved bytes and time grow every chunk. Detached,
+they stay flat.
 
 .. index:: truncated BPTT, truncated backpropagation through time, RNN, recurrent network, hidden state, detach hidden state
 """
 
 # %%
-# A small recurrent cell and a long sequence in chunks
-# ----------------------------------------------------
-#
-# A :class:`torch.nn.RNNCell` with 16 hidden units reads 40 chunks of 8 time steps, for a batch
-# of 4 sequences, and a linear readout predicts a running sum of the inputs. ``graph_size(loss)``
-# walks the nodes a backward from ``loss`` would visit and returns their number and the bytes of
-# the distinct storages those nodes hold as saved tensors (their ``_saved_*`` attributes),
-# parameters and the data excluded: they exist anyway. It sees what a
-# :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses, such as the 8-byte
-# tensor that ``loss / STEPS`` makes of the Python number ``STEPS``.
+# A :class:`torch.nn.RNNCell` reads 40 chunks of 8 steps; a readout predicts a running sum of the
+# inputs. ``graph_size(loss)`` counts the nodes a backward from ``loss`` would visit and the bytes
+# of the distinct storages they hold as saved tensors (``_saved_*``), parameters and data
+# excluded; it sees what a :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses,
+# such as the tensor ``loss / STEPS`` makes of ``STEPS``. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
 
+import contextlib
 import time
 from itertools import pairwise
 
@@ -31,8 +28,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest and keeps timings steady
+torch.set_num_threads(1)  # tiny tensors, steadier timings
 torch.manual_seed(0)
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, **modules):
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 SAVED_NAMES = {}  # node type -> its _saved_* attribute names
@@ -89,12 +111,11 @@ def run_chunk(hidden, chunk):
 print(f"{CHUNKS} chunks × {STEPS} steps, batch {BATCH}, hidden size {HIDDEN}")
 
 # %%
-# Carrying the hidden state as it is: the second chunk fails
-# ----------------------------------------------------------
+# Hidden state carried as it is: chunk 1 fails
+# --------------------------------------------
 #
-# The hidden state leaving chunk 0 is an output of chunk 0's graph, so chunk 1's backward
-# continues into that graph, which chunk 0's backward has freed
-# (:doc:`../docs/what-backward-frees`).
+# Chunk 1's backward continues through the hidden state into chunk 0's graph, which chunk 0's
+# backward freed (:doc:`../docs/what-backward-frees`).
 
 hidden = restart()
 hidden, loss = run_chunk(hidden, 0)
@@ -103,18 +124,18 @@ hidden, loss = run_chunk(hidden, 1)
 try:
     loss.backward()
 except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
-    assert "backward through the graph a second time" in str(error)
+    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
+    assert "graph a second time" in str(error) and "Specify retain_graph=True" in str(error)
 else:
-    raise AssertionError("chunk 1's backward into chunk 0's freed graph was expected to fail")
+    raise AssertionError("no error")
 
 # %%
 # ``retain_graph=True`` in a training loop: another error
 # -------------------------------------------------------
 #
-# The message suggests ``retain_graph=True``. With an optimizer step after each chunk, that swaps
-# one error for another: chunk 0's graph saved the cell's weights, the step changed them in place,
-# and chunk 1's backward walks through chunk 0 again (:ref:`the in-place error <errors-inplace>`).
+# The message suggests ``retain_graph=True``. With a step after each chunk, that swaps errors:
+# chunk 0's graph saved the cell's weights, the step changed them in place, and chunk 1's backward
+# walks chunk 0 again (:ref:`the in-place error <errors-inplace>`).
 
 hidden = restart()
 optimizer = torch.optim.SGD(params, lr=0.01)
@@ -128,47 +149,57 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "modified by an inplace operation" in str(error)
 else:
-    raise AssertionError("backward through weights changed in place was expected to fail")
+    raise AssertionError("no error")
 
 # %%
-# Retained graph versus detached hidden state, chunk by chunk
-# -----------------------------------------------------------
+# Retained versus detached, chunk by chunk
+# ----------------------------------------
 #
-# Without optimizer steps between chunks (gradients accumulated over the whole sequence)
-# ``retain_graph=True`` runs. ``"retain"`` does that; ``"detach"`` detaches the hidden state at
-# the start of every chunk and steps the optimizer after each, a real truncated-BPTT loop. For
-# each chunk, ``graph_size`` of its loss just before its backward:
+# Without steps between chunks, ``retain_graph=True`` runs: that is ``"retain"``. ``"detach"``
+# detaches at every chunk and steps after each, a truncated-BPTT loop whose steps are checked
+# against the chunk's graph unrolled from the values it starts from. For each chunk, its loss's
+# ``graph_size`` before its backward:
 
 
-def measure(mode):
+def measure(mode, sizes=True):  # sizes=False: only the times
     hidden = restart()
     optimizer = torch.optim.SGD(params, lr=0.01)
-    nodes, held = [], []
-    for chunk in range(CHUNKS):
-        if mode == "detach":
-            hidden = hidden.detach()
-        hidden, loss = run_chunk(hidden, chunk)
-        count, size = graph_size(loss, EXCLUDE)
-        nodes.append(count)
-        held.append(size)
-        loss.backward(retain_graph=(mode == "retain"))
-        if mode == "detach":
-            optimizer.step()
-            optimizer.zero_grad()
-    return nodes, held
+    window = lambda step: run_chunk(start.detach(), chunk)[1]  # noqa: E731  the chunk, unrolled
+    checking = mode == "detach" and sizes
+    nodes, held, seconds = [], [], []
+    with (
+        checked(optimizer, window, cell=cell, readout=readout)
+        if checking
+        else contextlib.nullcontext()
+    ):
+        for chunk in range(CHUNKS):
+            began = time.perf_counter()
+            start = hidden.detach() if mode == "detach" else hidden
+            hidden, loss = run_chunk(start, chunk)
+            forward = time.perf_counter() - began
+            count, size = graph_size(loss, EXCLUDE) if sizes else (0, 0)  # not timed
+            nodes.append(count)
+            held.append(size)
+            began = time.perf_counter()
+            loss.backward(retain_graph=(mode == "retain"))
+            seconds.append(forward + time.perf_counter() - began)
+            if mode == "detach":
+                optimizer.step()
+                optimizer.zero_grad()
+    return nodes, held, seconds
 
 
 counts = {"retain": measure("retain")}
 retained_grads = [p.grad.clone() for p in params]  # what the 40 retained backward calls added up
 counts["detach"] = measure("detach")
-for mode, (nodes, held) in counts.items():
+for mode, (nodes, held, _) in counts.items():
     print(
         f"{mode}: nodes at chunks 1, 2, 40: {nodes[0]}, {nodes[1]}, {nodes[-1]}; "
         f"saved bytes: {held[0]}, {held[1]}, {held[-1]}"
     )
 
-retain_nodes, retain_held = counts["retain"]
-detach_nodes, detach_held = counts["detach"]
+retain_nodes, retain_held, _ = counts["retain"]
+detach_nodes, detach_held, _ = counts["detach"]
 assert len(set(detach_nodes)) == 1 and len(set(detach_held)) == 1  # flat
 node_steps = {b - a for a, b in pairwise(retain_nodes)}
 byte_steps = {b - a for a, b in pairwise(retain_held)}
@@ -177,15 +208,13 @@ assert len(byte_steps) == 1 and byte_steps.pop() > 0
 assert retain_nodes[0] == detach_nodes[0] and retain_held[0] == detach_held[0]
 
 # %%
-# Both start from the same graph. Retained, every chunk adds the same number of nodes and bytes,
-# and chunk 40's backward walks all 40 chunks. Detached, every chunk's graph has the same size.
+# Retained, every chunk adds the same nodes and bytes; detached, the size stays flat.
 #
-# What the retained backward calls computed
-# -----------------------------------------
+# What the retained calls computed
+# --------------------------------
 #
-# Each chunk's backward went back to the start, so the 40 calls added up the gradient of
-# untruncated backpropagation through time on the total loss: one backward of the summed chunk
-# losses gives it too, equal up to rounding.
+# Each chunk's backward went back to the start, so the 40 calls added up untruncated BPTT's
+# gradient of the total loss; one backward of the summed losses gives it too, up to rounding.
 
 hidden = restart()
 total = 0
@@ -199,37 +228,21 @@ print(f"max abs difference {difference:.1e}, largest gradient entry {largest:.1e
 assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6) for p, g in zip(params, retained_grads))
 
 # %%
-# So ``retain_graph=True`` here buys no truncation at all, at a cost that grows every chunk.
+# So ``retain_graph=True`` buys no truncation, at a cost that grows every chunk.
 #
 # Time per chunk
 # --------------
 #
-# The time of each chunk (forward and backward), fastest of 3 runs, as the machine that ran this
-# script measured it; drawn, never asserted. The top panel is ``graph_size``'s bytes from above.
+# Each chunk's forward and backward, fastest of 3 runs on the machine that ran this; drawn, never
+# asserted. The top panel: the bytes from above.
 
 
-def chunk_seconds(mode):
-    hidden = restart()
-    optimizer = torch.optim.SGD(params, lr=0.01)
-    seconds = []
-    for chunk in range(CHUNKS):
-        start = time.perf_counter()
-        if mode == "detach":
-            hidden = hidden.detach()
-        hidden, loss = run_chunk(hidden, chunk)
-        loss.backward(retain_graph=(mode == "retain"))
-        seconds.append(time.perf_counter() - start)
-        if mode == "detach":
-            optimizer.step()
-            optimizer.zero_grad()
-    return seconds
-
-
-runs = {mode: [chunk_seconds(mode) for _ in range(3)] for mode in counts}
+runs = {
+    mode: [counts[mode][2]] + [measure(mode, sizes=False)[2] for _ in range(2)] for mode in counts
+}
 fastest = {mode: [1e3 * min(times) for times in zip(*runs[mode])] for mode in runs}
 
 chunk_numbers = range(1, CHUNKS + 1)
-# The site's colours: with retain_graph, and with detach (the fix).
 RETAINED, FIX = "#8a63d2", "#1a9c6b"
 fig, (ax_bytes, ax_time) = plt.subplots(2, 1, figsize=(4.2, 5.6), sharex=True)
 for mode, color, label in (
@@ -251,5 +264,4 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# See also: the :doc:`error reference <../docs/errors>` for this cause among the others, and
-# :doc:`../docs/what-it-costs` for the same growth in another carried-state loop.
+# See also: :doc:`../docs/errors`, :doc:`../docs/what-it-costs`.

@@ -3,31 +3,55 @@ SAM: a second forward pass
 ==========================
 
 The fix: take SAM's second gradient from a second forward pass at the perturbed weights; each
-graph is then used once, with no ``retain_graph``. Backpropagating the first loss again with
-``retain_graph=True`` instead gives the old gradient unchanged, or an in-place error, or, after
-changes through ``.data``, a silently wrong mixture. A tiny regression shows each case, then
-trains with SAM and with plain descent.
+graph is used once, with no ``retain_graph``. Backpropagating the first loss again with
+``retain_graph=True`` gives the old gradient unchanged, or an in-place error, or, after changes
+through ``.data``, a silently wrong mixture.
 
 .. index:: SAM, sharpness-aware minimization, two-pass optimizer, optimizer step between backward passes
 """
 
 # %%
-# The perturbation step
-# ---------------------
-#
-# SAM moves every weight by ``rho * g / ‖g‖``, where ``g`` is the gradient at the current weights.
-# ``move`` applies or undoes that move in place, as SAM implementations usually do.
+# SAM moves the weights by ``rho * g / ‖g‖``, ``g`` the gradient at the current weights; ``move``
+# does or undoes it in place. ``checked``:
+# :doc:`plot_how_examples_are_checked`.
 
+import contextlib
 import copy
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
+from torch.func import functional_call
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # tiny tensors: one thread is fastest
+torch.set_num_threads(1)  # tiny tensors
 RHO = 0.05
+
+
+@contextlib.contextmanager
+def checked(optimizer, reference, **modules):
+    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    start, done = [p.detach().clone() for p in params], []
+
+    def check(opt, args, kwargs):
+        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
+        for p, want in zip(params, wanted):
+            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
+            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
+            assert torch.allclose(got, want, 1e-4, 1e-6), (
+                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            )
+        done.append(None)
+
+    handle = optimizer.register_step_pre_hook(check)
+    yield
+    handle.remove()
+    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
+        "< 3 steps, or one not moved"
+    )
+    print(f"{'/'.join(modules)}: {len(done)} steps checked")
 
 
 def ascent_direction(grads):
@@ -41,79 +65,66 @@ def move(params, steps, sign=1.0):
             param.add_(sign * step)
 
 
-def saved_params(model, compute):
-    """Names of the parameters that ``compute()`` saves for backward (run on a throwaway pass)."""
+def saved_params(model, compute):  # names of the parameters compute() saves for backward
     saved = []
-
-    def pack(tensor):
-        saved.append(tensor)
-        return tensor
-
-    with saved_tensors_hooks(pack, lambda tensor: tensor):
+    with saved_tensors_hooks(
+        lambda t: saved.append(t.untyped_storage().data_ptr()) or t, lambda t: t
+    ):
         compute()
-    storages = {t.untyped_storage().data_ptr() for t in saved}  # compared, never printed
-    names = [n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() in storages]
-    return names
+    return [n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() in saved]
 
 
-def same_grads(first, second):
+def same(first, second):
     return all(torch.equal(a, b) for a, b in zip(first, second))
 
 
+def mse(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+
 # %%
-# Reusing the old loss on a linear model: the old gradient, exactly
-# -----------------------------------------------------------------
+# Reusing the old loss: the old gradient
+# --------------------------------------
 #
-# A linear regression: backpropagate its loss keeping the graph, perturb the weights as SAM
-# does, then backpropagate the *same* loss tensor again.
+# Backpropagate a linear regression's loss keeping the graph, perturb the weights, then
+# backpropagate the *same* loss again:
 
 features = torch.randn(64, 3)
 targets = features @ torch.tensor([[1.5], [-2.0], [0.5]]) + 0.1 * torch.randn(64, 1)
 linear = nn.Linear(3, 1)
 params = list(linear.parameters())
-
-loss = ((linear(features) - targets) ** 2).mean()
+loss = mse(linear, features, targets)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 move(params, ascent_direction(first))
 again = torch.autograd.grad(loss, params)  # the first forward's loss, retained graph
-fresh = torch.autograd.grad(((linear(features) - targets) ** 2).mean(), params)  # new forward
-print(f"reused loss gives the first gradient exactly: {same_grads(again, first)}")
-print(f"a new forward gives a different gradient:     {not same_grads(fresh, first)}")
-assert same_grads(again, first) and not same_grads(fresh, first)
-
-# %%
-# No error: the "perturbed" gradient is the gradient at the old weights, so this SAM
-# step is plain gradient descent. The forward pass saved none of the parameters (the weight's
-# gradient needs only the input features), so nothing noticed the in-place change:
-
-saved = saved_params(linear, lambda: ((linear(features) - targets) ** 2).mean())
+fresh = torch.autograd.grad(mse(linear, features, targets), params)  # a new forward
+saved = saved_params(linear, lambda: mse(linear, features, targets))
+print(
+    f"the first gradient again: reused loss {same(again, first)}, new forward {same(fresh, first)}"
+)
 print(f"parameters the forward saved for backward: {saved}")
-assert saved == []
+assert same(again, first) and not same(fresh, first) and saved == []
 
 # %%
-# Reusing the old loss on a network with a hidden layer: an error
-# ---------------------------------------------------------------
+# No error: the "perturbed" gradient is the old one, and the step plain gradient descent. The
+# forward saved no parameter (the weight's gradient needs only the inputs), so nothing noticed.
 #
-# A small network for a 1-D regression. The hidden activations need a gradient, so the output
-# layer's weight *is* saved for backward, and autograd notices that it changed in place
-# (:ref:`the in-place error <errors-inplace>`).
+# With a hidden layer: an error
+# -----------------------------
+#
+# The hidden activations need a gradient, so the output layer's weight *is* saved, and autograd
+# notices its in-place change (:ref:`the in-place error <errors-inplace>`).
 
 torch.manual_seed(0)
 inputs = torch.linspace(-2, 2, 48).unsqueeze(1)
 outputs = torch.sin(1.5 * inputs) + 0.1 * torch.randn_like(inputs)
 start = nn.Sequential(nn.Linear(1, 16), nn.Tanh(), nn.Linear(16, 1))
-
-
-def mse(model):
-    return ((model(inputs) - outputs) ** 2).mean()
-
-
 net = copy.deepcopy(start)
 params = list(net.parameters())
-saved = saved_params(net, lambda: mse(net))
+saved = saved_params(net, lambda: mse(net, inputs, outputs))
 print(f"parameters the forward saved for backward: {saved}")
 assert saved == ["2.weight"]
-loss = mse(net)
+loss = mse(net, inputs, outputs)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 move(params, ascent_direction(first))
 try:
@@ -122,128 +133,145 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition('. ')[0]}")
     assert "modified by an inplace operation" in str(error)
 else:
-    raise AssertionError("the retained graph was expected to detect the in-place weight change")
+    raise AssertionError("no error")
 
 # %%
-# Changing the weights behind autograd's back: a silent mixture
-# --------------------------------------------------------------
+# Through ``.data``: a silent mixture
+# -----------------------------------
 #
-# Moving the weights through ``param.data`` hides the change from that check. The second backward
-# then runs with the *new* saved weight and the *old* saved activations, and returns a gradient
-# that is neither the old one nor the one at the perturbed weights.
+# Moving the weights through ``param.data`` hides the change. The second backward then mixes the
+# *new* saved weight with the *old* saved activations: neither gradient.
 
 net = copy.deepcopy(start)
 params = list(net.parameters())
-loss = mse(net)
+loss = mse(net, inputs, outputs)
 first = torch.autograd.grad(loss, params, retain_graph=True)
 for param, step in zip(params, ascent_direction(first)):
     param.data.add_(step)
 mixed = torch.autograd.grad(loss, params)
-at_perturbed = torch.autograd.grad(mse(net), params)
-print(f"equal to the gradient at the old weights:       {same_grads(mixed, first)}")
-print(f"equal to the gradient at the perturbed weights: {same_grads(mixed, at_perturbed)}")
-assert not same_grads(mixed, first) and not same_grads(mixed, at_perturbed)
+at_perturbed = torch.autograd.grad(mse(net, inputs, outputs), params)
+print(f"equal to the old gradient: {same(mixed, first)}; to the perturbed one: ", end="")
+print(same(mixed, at_perturbed))
+assert not same(mixed, first) and not same(mixed, at_perturbed)
 
 # %%
 # A correct SAM step
 # ------------------
 #
-# Each pass gets its own forward, and each graph is used once. The weights are restored from a
-# copy, because undoing the move by subtracting it is not exact in floating point (checked
-# below), and the update uses the second gradient.
+# Each pass gets its own forward. The weights are restored from a copy (undoing the move by
+# subtraction is not exact, checked below), and the optimizer steps with the second gradient.
+# The check's reference touches no weight: :func:`torch.func.functional_call` at the current
+# weights plus the move.
 
 
-def sam_step(model, lr, losses_seen):
+def sam_step(model, optimizer, x=inputs, y=outputs, reuse=False):
     params = list(model.parameters())
-    loss = mse(model)  # forward 1, at the current weights
-    grads = torch.autograd.grad(loss, params)
+    loss = mse(model, x, y)  # forward 1, at the current weights
+    grads = torch.autograd.grad(loss, params, retain_graph=reuse)
     saved = [param.detach().clone() for param in params]
     move(params, ascent_direction(grads))
-    sharp_grads = torch.autograd.grad(mse(model), params)  # forward 2, at the perturbed weights
+    second = loss if reuse else mse(model, x, y)  # reuse: the wrong way; else forward 2
+    sharp_grads = torch.autograd.grad(second, params)
     with torch.no_grad():
         for param, original, grad in zip(params, saved, sharp_grads):
-            param.copy_(original - lr * grad)
-    losses_seen.append(loss.item())
-    return grads, sharp_grads
+            param.copy_(original)
+            param.grad = grad
+    optimizer.step()
+    return loss.item(), grads, sharp_grads
 
 
-def sgd_step(model, lr, losses_seen):
-    params = list(model.parameters())
-    loss = mse(model)
-    grads = torch.autograd.grad(loss, params)
-    with torch.no_grad():
-        for param, grad in zip(params, grads):
-            param -= lr * grad
-    losses_seen.append(loss.item())
+def sam_reference(model, x=inputs, y=outputs):
+    def loss_at_moved_weights(step):
+        named = dict(model.named_parameters())
+        grads = torch.autograd.grad(mse(model, x, y), list(named.values()))
+        moved = {n: p + d for (n, p), d in zip(named.items(), ascent_direction(grads))}
+        return ((functional_call(model, moved, (x,)) - y) ** 2).mean()
+
+    return loss_at_moved_weights
 
 
 weights = torch.linspace(-1, 1, 1000)  # a move of 0.01 there and back, on 1,000 weights
 changed = int((weights + 0.01 - 0.01 != weights).sum())
-print(f"weights changed by a move there and back: {changed} of {weights.numel()}")
+print(f"weights changed by a move there and back: {changed} of 1000")
 assert changed > 0
 
 # %%
-# SAM's update direction differs from the plain gradient, and a step with a learning rate of zero
-# gives back exactly the starting weights.
+# SAM's direction differs from the plain gradient; a step with learning rate 0 restores the
+# weights exactly.
 
 probe = copy.deepcopy(start)
-plain, sharp = sam_step(probe, lr=0.0, losses_seen=[])
+_, plain, sharp = sam_step(probe, torch.optim.SGD(probe.parameters(), lr=0.0))
 cosine = torch.nn.functional.cosine_similarity(
     torch.cat([g.flatten() for g in plain]), torch.cat([g.flatten() for g in sharp]), dim=0
 )
-print(f"cosine between the plain and the SAM gradient: {cosine.item():.4f}")
-restored = same_grads(list(probe.parameters()), list(start.parameters()))
-print(f"weights exactly restored by a step with lr=0: {restored}")
-assert not same_grads(plain, sharp) and restored
+restored = same(probe.parameters(), start.parameters())
+print(f"cosine of the plain and SAM gradients: {cosine:.4f}; weights restored: {restored}")
+assert not same(plain, sharp) and restored
+
+# %%
+# The check passes three SAM steps, and stops at once the step that reuses the first loss
+# (linear model): its "SAM" gradient is the plain one.
+
+net = copy.deepcopy(start)
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+with checked(optimizer, sam_reference(net), net=net):
+    for _ in range(3):
+        sam_step(net, optimizer)
+
+optimizer = torch.optim.SGD(linear.parameters(), lr=0.1)
+try:
+    with checked(optimizer, sam_reference(linear, features, targets), linear=linear):
+        for _ in range(3):
+            sam_step(linear, optimizer, features, targets, reuse=True)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of linear.weight" in str(error)
+else:
+    raise AssertionError("the check passed")
 
 # %%
 # Training: SAM against plain gradient descent
 # --------------------------------------------
 #
-# Same starting weights, same learning rate; the loss is recorded at the unperturbed weights
-# before every step, and a forward pre-hook counts the forward passes.
+# Same start and learning rate; the loss is recorded at the unperturbed weights before each
+# step, and a forward pre-hook counts forward passes.
 
 steps, lr = 60, 0.1
 sgd_net, sam_net = copy.deepcopy(start), copy.deepcopy(start)
 forwards = {sgd_net: 0, sam_net: 0}
-
-
-def count_forward(module, args):
-    forwards[module] += 1
-
-
-sgd_net.register_forward_pre_hook(count_forward)
-sam_net.register_forward_pre_hook(count_forward)
+for net in forwards:
+    net.register_forward_pre_hook(
+        lambda module, args: forwards.update({module: forwards[module] + 1})
+    )
 sgd_losses, sam_losses = [], []
+sam_optimizer = torch.optim.SGD(sam_net.parameters(), lr=lr)
 for _ in range(steps):
-    sgd_step(sgd_net, lr, sgd_losses)
-    sam_step(sam_net, lr, sam_losses)
+    loss = mse(sgd_net, inputs, outputs)
+    grads = torch.autograd.grad(loss, list(sgd_net.parameters()))
+    with torch.no_grad():
+        for param, grad in zip(sgd_net.parameters(), grads):
+            param -= lr * grad
+    sgd_losses.append(loss.item())
+    sam_losses.append(sam_step(sam_net, sam_optimizer)[0])
 
 print(f"forward passes in {steps} steps: plain {forwards[sgd_net]}, SAM {forwards[sam_net]}")
 assert forwards[sgd_net] == steps and forwards[sam_net] == 2 * steps
 with torch.no_grad():
-    final_sgd, final_sam = mse(sgd_net).item(), mse(sam_net).item()
-print(f"loss at the start:              {sgd_losses[0]:.4f}")
-print(f"after {steps} steps, plain descent: {final_sgd:.4f}")
-print(f"after {steps} steps, SAM:           {final_sam:.4f}")
-assert sgd_losses[0] == sam_losses[0]
-assert final_sgd < sgd_losses[0] and final_sam < sam_losses[0]
-assert final_sam > final_sgd
+    final_sgd, final_sam = (mse(net, inputs, outputs).item() for net in (sgd_net, sam_net))
+print(
+    f"loss: start {sgd_losses[0]:.4f}; after {steps} steps: plain {final_sgd:.4f}, SAM {final_sam:.4f}"
+)
+assert sgd_losses[0] == sam_losses[0] and final_sam > final_sgd and final_sam < sam_losses[0]
 
 # %%
-# Both descend. SAM ends higher on this training loss, which is not what it targets (a flat
-# minimum, which a problem this small does not measure). Each of its steps costs two forward
-# passes (counted above) and two backward passes.
+# Both descend; SAM ends higher on this training loss, which it does not target (it seeks a flat
+# minimum), at two forward passes per step.
 
-INK, NEUTRAL = "#24292f", "#808080"  # the site's ink and neutral colour
+INK, NEUTRAL = "#24292f", "#808080"
 fig, ax = plt.subplots(figsize=(4.2, 3.2))
 ax.plot(range(steps), sgd_losses, color=NEUTRAL, linestyle="--", label="plain gradient descent")
 ax.plot(range(steps), sam_losses, color=INK, label=f"SAM (rho = {RHO})")
-ax.set(
-    xlabel="step",
-    ylabel="training loss (MSE)",
-    title="Both descend; SAM ends higher",
-)
+ax.set(xlabel="step", ylabel="training loss (MSE)", title="Both descend; SAM ends higher")
 ax.legend()
 fig.tight_layout()
 plt.show()
