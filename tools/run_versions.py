@@ -94,7 +94,8 @@ def install(venv: Path, release: str, requirements: list[str], base: Path | None
     done = pip(venv / "bin" / "python", "install", "-q", "-r", str(venv / "requirements.txt"),
                "-c", str(venv / "constraints.txt"))  # fmt: skip
     if done.returncode != 0:
-        return (done.stdout + done.stderr).strip().splitlines()[-1]
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        return next((ln for ln in lines if ln.startswith("ERROR: ")), lines[-1])
     (venv / "installed").write_text(stamp)
     return ""
 
