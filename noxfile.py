@@ -77,6 +77,16 @@ def standalone_python(session: nox.Session) -> str:
 
 
 @nox.session
+def versions(session: nox.Session) -> None:
+    """Run every download alone on each torch release in requirements/versions (a cached
+    virtualenv each; resumable) and write docs/torch_releases.py. Heavy: not part of tests.
+    `nox -s versions -- --release 2.4.1 --only wrappers.ipynb` runs a part."""
+    install(session, "docs")
+    session.run(*BUILD_SITE, "--if-stale")
+    session.run("python", "tools/run_versions.py", *session.posargs)
+
+
+@nox.session
 def serve(session: nox.Session) -> None:
     """Live preview with sphinx-autobuild (rebuilds on save; executed results stay cached)."""
     install(session, "docs")

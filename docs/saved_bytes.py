@@ -116,8 +116,8 @@ class AllocatedBytes:
             self._profile.__exit__(*exc)
         events = list(self._profile.profiler.kineto_results.events())
         memory = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-        spans = {
-            e.name().removeprefix("region:"): (e.start_ns(), e.end_ns())
+        spans = {  # start + duration: end_ns() exists only since torch 2.5
+            e.name().removeprefix("region:"): (e.start_ns(), e.start_ns() + e.duration_ns())
             for e in events
             if e.name().startswith("region:")
         }

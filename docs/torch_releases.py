@@ -1,0 +1,279 @@
+"""Which torch releases the site holds on: the results of `nox -s versions`, and how to show them.
+
+tools/run_versions.py ran every download of the site (page notebooks, gallery scripts and
+notebooks, helper modules) alone on each release, with the pins committed in
+requirements/versions/, and rewrote the block between the two "results" lines below; nothing else
+here is generated. docs/which-torch.md shows them; its downloaded notebook carries this file.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import defaultdict
+
+HOLDS = ("pass", "flaky")  # flaky: failed on a busy machine, then passed when run again
+# The differences docs/which-torch.md explains (its labels), each with texts only its failures show.
+EXPLAINED = {
+    "which-torch-profiler-events": ("end_ns",),
+    "which-torch-donated-buffers": ("donated buffers", "donated_buffer"),
+    "which-torch-compiled-retain-grad": ("hidden.grad", "retain_grad()"),
+    "which-torch-backward-doc": ("inferred from ``create_graph``", "new_wording", 'doc.index(";"'),
+    "which-torch-float-warning": ("float(): ",),
+    "which-torch-checkpoint-warning": ("Starting in PyTorch 2.9",),
+}
+
+# --- results: written by tools/run_versions.py ---
+# fmt: off
+RUN = {"date": "2026-11-27", "commit": "3d8de4e", "site_torch": "2.13.0"}
+NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6"}  # the numpy each release ran with
+# (release, download, outcome, first error, the line it points at); outcome: pass, fail,
+# flaky (failed, then passed when run again), extras (the page's extra requirements do not
+# install on this release), not run
+RESULTS = [
+    ("2.4.1", "autograd_graph.py", "pass", "", ""),
+    ("2.4.1", "backward-twice.ipynb", "pass", "", ""),
+    ("2.4.1", "ddp_worker.py", "pass", "", ""),
+    ("2.4.1", "errors.ipynb", "pass", "", ""),
+    ("2.4.1", "find_old_graph.py", "pass", "", ""),
+    ("2.4.1", "frameworks.ipynb", "pass", "", ""),
+    ("2.4.1", "history.ipynb", "pass", "", ""),
+    ("2.4.1", "how-this-site-works.ipynb", "pass", "", ""),
+    ("2.4.1", "index.ipynb", "pass", "", ""),
+    ("2.4.1", "ledger-explainer.ipynb", "pass", "", ""),
+    ("2.4.1", "ledger-forum-thread.ipynb", "pass", "", ""),
+    ("2.4.1", "ledger-neural-style-qa.ipynb", "fail", "AssertionError:", "In[3]: assert \"inferred from ``create_graph``\" in method_doc"),
+    ("2.4.1", "ledger-retain-grad-article.ipynb", "pass", "", ""),
+    ("2.4.1", "lost-leaf.ipynb", "pass", "", ""),
+    ("2.4.1", "neighbouring-errors.ipynb", "fail", "IndexError: list index out of range", "In[14]: print(f\"float(): {caught[0].category.__name__}: {caught[0].message.args[0].splitlines()[0]}\")"),
+    ("2.4.1", "plot_gan_step.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_gan_step.py", "pass", "", ""),
+    ("2.4.1", "plot_gradient_penalty.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_gradient_penalty.py", "pass", "", ""),
+    ("2.4.1", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_how_examples_are_checked.py", "pass", "", ""),
+    ("2.4.1", "plot_lstm_tbptt.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_lstm_tbptt.py", "pass", "", ""),
+    ("2.4.1", "plot_maml.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_maml.py", "pass", "", ""),
+    ("2.4.1", "plot_multitask_losses.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_multitask_losses.py", "pass", "", ""),
+    ("2.4.1", "plot_reinforce.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_reinforce.py", "pass", "", ""),
+    ("2.4.1", "plot_saliency.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_saliency.py", "pass", "", ""),
+    ("2.4.1", "plot_several_losses_time.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_several_losses_time.py", "pass", "", ""),
+    ("2.4.1", "plot_style_transfer_losses.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_style_transfer_losses.py", "pass", "", ""),
+    ("2.4.1", "plot_truncated_bptt.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_truncated_bptt.py", "pass", "", ""),
+    ("2.4.1", "plot_two_pass_sam.ipynb", "pass", "", ""),
+    ("2.4.1", "plot_two_pass_sam.py", "pass", "", ""),
+    ("2.4.1", "retain-and-create-graph.ipynb", "fail", "AssertionError:", "In[1]: assert new_wording in method_doc and old_wording not in method_doc"),
+    ("2.4.1", "retain-grad.ipynb", "pass", "", ""),
+    ("2.4.1", "saved_bytes.py", "pass", "", ""),
+    ("2.4.1", "several-losses.ipynb", "pass", "", ""),
+    ("2.4.1", "training-patterns.ipynb", "pass", "", ""),
+    ("2.4.1", "what-backward-frees.ipynb", "fail", "ValueError: substring not found", "In[7]: print(doc[start_at : doc.index(\";\", start_at) + 1])"),
+    ("2.4.1", "what-it-costs.ipynb", "pass", "", ""),
+    ("2.4.1", "where-the-graph-hides.ipynb", "pass", "", ""),
+    ("2.4.1", "which-torch.ipynb", "pass", "", ""),
+    ("2.4.1", "wrappers.ipynb", "fail", "AssertionError:", "In[10]: assert \"Starting in PyTorch 2.9\" in str(caught[1].message)"),
+    ("2.8.0", "autograd_graph.py", "pass", "", ""),
+    ("2.8.0", "backward-twice.ipynb", "pass", "", ""),
+    ("2.8.0", "ddp_worker.py", "flaky", "RuntimeError: Wait timeout", ""),
+    ("2.8.0", "errors.ipynb", "pass", "", ""),
+    ("2.8.0", "find_old_graph.py", "pass", "", ""),
+    ("2.8.0", "frameworks.ipynb", "pass", "", ""),
+    ("2.8.0", "history.ipynb", "pass", "", ""),
+    ("2.8.0", "how-this-site-works.ipynb", "pass", "", ""),
+    ("2.8.0", "index.ipynb", "pass", "", ""),
+    ("2.8.0", "ledger-explainer.ipynb", "pass", "", ""),
+    ("2.8.0", "ledger-forum-thread.ipynb", "pass", "", ""),
+    ("2.8.0", "ledger-neural-style-qa.ipynb", "pass", "", ""),
+    ("2.8.0", "ledger-retain-grad-article.ipynb", "pass", "", ""),
+    ("2.8.0", "lost-leaf.ipynb", "pass", "", ""),
+    ("2.8.0", "neighbouring-errors.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_gan_step.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_gan_step.py", "pass", "", ""),
+    ("2.8.0", "plot_gradient_penalty.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_gradient_penalty.py", "pass", "", ""),
+    ("2.8.0", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_how_examples_are_checked.py", "pass", "", ""),
+    ("2.8.0", "plot_lstm_tbptt.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_lstm_tbptt.py", "pass", "", ""),
+    ("2.8.0", "plot_maml.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_maml.py", "pass", "", ""),
+    ("2.8.0", "plot_multitask_losses.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_multitask_losses.py", "pass", "", ""),
+    ("2.8.0", "plot_reinforce.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_reinforce.py", "pass", "", ""),
+    ("2.8.0", "plot_saliency.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_saliency.py", "pass", "", ""),
+    ("2.8.0", "plot_several_losses_time.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_several_losses_time.py", "pass", "", ""),
+    ("2.8.0", "plot_style_transfer_losses.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_style_transfer_losses.py", "pass", "", ""),
+    ("2.8.0", "plot_truncated_bptt.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_truncated_bptt.py", "pass", "", ""),
+    ("2.8.0", "plot_two_pass_sam.ipynb", "pass", "", ""),
+    ("2.8.0", "plot_two_pass_sam.py", "pass", "", ""),
+    ("2.8.0", "retain-and-create-graph.ipynb", "pass", "", ""),
+    ("2.8.0", "retain-grad.ipynb", "pass", "", ""),
+    ("2.8.0", "saved_bytes.py", "pass", "", ""),
+    ("2.8.0", "several-losses.ipynb", "pass", "", ""),
+    ("2.8.0", "training-patterns.ipynb", "pass", "", ""),
+    ("2.8.0", "what-backward-frees.ipynb", "pass", "", ""),
+    ("2.8.0", "what-it-costs.ipynb", "pass", "", ""),
+    ("2.8.0", "where-the-graph-hides.ipynb", "pass", "", ""),
+    ("2.8.0", "which-torch.ipynb", "pass", "", ""),
+    ("2.8.0", "wrappers.ipynb", "fail", "AssertionError:", "In[10]: assert \"Starting in PyTorch 2.9\" in str(caught[1].message)"),
+    ("2.13.0", "autograd_graph.py", "pass", "", ""),
+    ("2.13.0", "backward-twice.ipynb", "pass", "", ""),
+    ("2.13.0", "ddp_worker.py", "pass", "", ""),
+    ("2.13.0", "errors.ipynb", "pass", "", ""),
+    ("2.13.0", "find_old_graph.py", "pass", "", ""),
+    ("2.13.0", "frameworks.ipynb", "pass", "", ""),
+    ("2.13.0", "history.ipynb", "pass", "", ""),
+    ("2.13.0", "how-this-site-works.ipynb", "pass", "", ""),
+    ("2.13.0", "index.ipynb", "pass", "", ""),
+    ("2.13.0", "ledger-explainer.ipynb", "pass", "", ""),
+    ("2.13.0", "ledger-forum-thread.ipynb", "pass", "", ""),
+    ("2.13.0", "ledger-neural-style-qa.ipynb", "pass", "", ""),
+    ("2.13.0", "ledger-retain-grad-article.ipynb", "pass", "", ""),
+    ("2.13.0", "lost-leaf.ipynb", "pass", "", ""),
+    ("2.13.0", "neighbouring-errors.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_gan_step.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_gan_step.py", "pass", "", ""),
+    ("2.13.0", "plot_gradient_penalty.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_gradient_penalty.py", "pass", "", ""),
+    ("2.13.0", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_how_examples_are_checked.py", "pass", "", ""),
+    ("2.13.0", "plot_lstm_tbptt.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_lstm_tbptt.py", "pass", "", ""),
+    ("2.13.0", "plot_maml.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_maml.py", "pass", "", ""),
+    ("2.13.0", "plot_multitask_losses.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_multitask_losses.py", "pass", "", ""),
+    ("2.13.0", "plot_reinforce.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_reinforce.py", "pass", "", ""),
+    ("2.13.0", "plot_saliency.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_saliency.py", "pass", "", ""),
+    ("2.13.0", "plot_several_losses_time.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_several_losses_time.py", "pass", "", ""),
+    ("2.13.0", "plot_style_transfer_losses.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_style_transfer_losses.py", "pass", "", ""),
+    ("2.13.0", "plot_truncated_bptt.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_truncated_bptt.py", "pass", "", ""),
+    ("2.13.0", "plot_two_pass_sam.ipynb", "pass", "", ""),
+    ("2.13.0", "plot_two_pass_sam.py", "pass", "", ""),
+    ("2.13.0", "retain-and-create-graph.ipynb", "pass", "", ""),
+    ("2.13.0", "retain-grad.ipynb", "pass", "", ""),
+    ("2.13.0", "saved_bytes.py", "pass", "", ""),
+    ("2.13.0", "several-losses.ipynb", "pass", "", ""),
+    ("2.13.0", "training-patterns.ipynb", "pass", "", ""),
+    ("2.13.0", "what-backward-frees.ipynb", "pass", "", ""),
+    ("2.13.0", "what-it-costs.ipynb", "pass", "", ""),
+    ("2.13.0", "where-the-graph-hides.ipynb", "pass", "", ""),
+    ("2.13.0", "which-torch.ipynb", "pass", "", ""),
+    ("2.13.0", "wrappers.ipynb", "pass", "", ""),
+    ("2.14.1", "autograd_graph.py", "pass", "", ""),
+    ("2.14.1", "backward-twice.ipynb", "pass", "", ""),
+    ("2.14.1", "ddp_worker.py", "pass", "", ""),
+    ("2.14.1", "errors.ipynb", "pass", "", ""),
+    ("2.14.1", "find_old_graph.py", "pass", "", ""),
+    ("2.14.1", "frameworks.ipynb", "pass", "", ""),
+    ("2.14.1", "history.ipynb", "pass", "", ""),
+    ("2.14.1", "how-this-site-works.ipynb", "pass", "", ""),
+    ("2.14.1", "index.ipynb", "pass", "", ""),
+    ("2.14.1", "ledger-explainer.ipynb", "pass", "", ""),
+    ("2.14.1", "ledger-forum-thread.ipynb", "pass", "", ""),
+    ("2.14.1", "ledger-neural-style-qa.ipynb", "pass", "", ""),
+    ("2.14.1", "ledger-retain-grad-article.ipynb", "pass", "", ""),
+    ("2.14.1", "lost-leaf.ipynb", "pass", "", ""),
+    ("2.14.1", "neighbouring-errors.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_gan_step.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_gan_step.py", "pass", "", ""),
+    ("2.14.1", "plot_gradient_penalty.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_gradient_penalty.py", "pass", "", ""),
+    ("2.14.1", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_how_examples_are_checked.py", "pass", "", ""),
+    ("2.14.1", "plot_lstm_tbptt.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_lstm_tbptt.py", "pass", "", ""),
+    ("2.14.1", "plot_maml.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_maml.py", "pass", "", ""),
+    ("2.14.1", "plot_multitask_losses.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_multitask_losses.py", "pass", "", ""),
+    ("2.14.1", "plot_reinforce.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_reinforce.py", "pass", "", ""),
+    ("2.14.1", "plot_saliency.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_saliency.py", "pass", "", ""),
+    ("2.14.1", "plot_several_losses_time.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_several_losses_time.py", "pass", "", ""),
+    ("2.14.1", "plot_style_transfer_losses.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_style_transfer_losses.py", "pass", "", ""),
+    ("2.14.1", "plot_truncated_bptt.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_truncated_bptt.py", "pass", "", ""),
+    ("2.14.1", "plot_two_pass_sam.ipynb", "pass", "", ""),
+    ("2.14.1", "plot_two_pass_sam.py", "pass", "", ""),
+    ("2.14.1", "retain-and-create-graph.ipynb", "pass", "", ""),
+    ("2.14.1", "retain-grad.ipynb", "pass", "", ""),
+    ("2.14.1", "saved_bytes.py", "pass", "", ""),
+    ("2.14.1", "several-losses.ipynb", "pass", "", ""),
+    ("2.14.1", "training-patterns.ipynb", "pass", "", ""),
+    ("2.14.1", "what-backward-frees.ipynb", "pass", "", ""),
+    ("2.14.1", "what-it-costs.ipynb", "pass", "", ""),
+    ("2.14.1", "where-the-graph-hides.ipynb", "pass", "", ""),
+    ("2.14.1", "which-torch.ipynb", "pass", "", ""),
+    ("2.14.1", "wrappers.ipynb", "pass", "", ""),
+]
+# fmt: on
+# --- end of results ---
+
+
+def summary() -> None:
+    """When and from which commit the results were made, and how many downloads hold on each."""
+    print(f"Run on {RUN['date']} from commit {RUN['commit']}; the site is built on torch "
+          f"{RUN['site_torch']}.")  # fmt: skip
+    for release in NUMPY:
+        rows = [row for row in RESULTS if row[0] == release]
+        held = sum(row[2] in HOLDS for row in rows)
+        flaky = sum(row[2] == "flaky" for row in rows)
+        note = f", {flaky} only when run again" if flaky else ""
+        print(f"torch {release}: {held} of {len(rows)} hold{note}")
+
+
+def item(name: str) -> str:
+    """A page's notebook, or a gallery example's script and notebook together; modules keep .py."""
+    stem, _, suffix = name.rpartition(".")
+    return stem if suffix == "ipynb" or stem.startswith("plot_") else name
+
+
+def by_page() -> dict[str, list[str]]:
+    """Print each page, example and module under the releases it holds on; return that mapping."""
+    holds = {item(name): list(NUMPY) for _, name, *_ in RESULTS}
+    for release, name, outcome, *_ in RESULTS:
+        if outcome not in HOLDS and release in holds[item(name)]:
+            holds[item(name)].remove(release)
+    groups = defaultdict(list)
+    for name, releases in sorted(holds.items()):
+        groups[", ".join(releases) or "none"].append(name)
+    for releases, names in sorted(groups.items(), key=lambda group: -group[0].count(",")):
+        print(f"holds on {releases} ({len(names)}):")
+        print(textwrap.fill(", ".join(names), 88, initial_indent="  ", subsequent_indent="  "))
+    return dict(holds)
+
+
+def failures() -> None:
+    """Print each failure and the difference that explains it (by its first error and failing
+    line, kept in RESULTS); fail for one that no difference explains."""
+    unexplained = []
+    for release, name, outcome, error, at in RESULTS:
+        if outcome in HOLDS or outcome == "not run":
+            continue
+        why = [key for key, texts in EXPLAINED.items() if any(t in error + at for t in texts)]
+        print(f"{release} {item(name)}: {why[0][12:] if why else 'UNEXPLAINED ' + error}")
+        unexplained += [] if why else [f"{release} {name}: {error}"]
+    missing = sorted({item(name) for _, name, outcome, *_ in RESULTS if outcome == "not run"})
+    print("not run yet:", ", ".join(missing) if missing else "none")
+    assert not unexplained, f"failures that no difference on the page explains: {unexplained}"
