@@ -2,8 +2,9 @@
 
 Why: sphinx-gallery pages are generated rst, so the theme's "view/edit source" links would point at
 files that are not in the repository; they must point at ``gallery/*.py``. And every page states the
-torch version its outputs were executed with, read from the running ``torch`` (never typed). It
-also writes ``robots.txt``, which must name the sitemap at the same public URL.
+torch version its outputs were executed with, read from the installed ``torch`` (never typed); the
+execution caches are keyed on it (``execution_key``). It also writes ``robots.txt``, which must
+name the sitemap at the same public URL.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def torch_version() -> str:
     """The installed torch's version (e.g. ``2.13.0+cpu``), read from its metadata: importing
     torch only for this would cost an unchanged rebuild about 2 s."""
     return version("torch")
+
+
+def execution_key() -> str:
+    """What every output depends on besides the code: both execution caches (pages and gallery)
+    are keyed on it, so a new torch or Python re-executes everything, and the stamp on each page
+    names the torch that produced its outputs."""
+    return f"torch {torch_version()}, Python {platform.python_version()}"
 
 
 def _check_torch(app: Sphinx) -> None:
