@@ -84,20 +84,11 @@ def _before_reading(app: Sphinx, env, docnames: list[str]) -> None:
 
 
 def site_files(app: Sphinx) -> list[Path]:
-    """The files every page is made with, besides its source."""
-    confdir = Path(app.confdir)
-    folders = [Path(__file__).parent, *(confdir / p for p in app.config.templates_path)]
-    folders += [confdir / p for p in app.config.html_static_path]
-    files = [path for folder in folders for path in folder.rglob("*") if path.is_file()]
-    inventories = [Path(s) for s in _strings(app.config.intersphinx_mapping) if Path(s).is_file()]
-    return sorted({confdir / "conf.py", *files, *inventories})
-
-
-def _strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    items = value.values() if isinstance(value, dict) else value if value else ()
-    return [s for item in items for s in _strings(item)]
+    """The files every page is made with: conf.py, and docs/_* (extensions, templates, static
+    files, inventories, kernel start-up)."""
+    files = Path(__file__).parents[1].glob("_*/**/*")
+    files = [f for f in files if f.is_file() and "__pycache__" not in f.parts]
+    return sorted([Path(app.confdir, "conf.py"), *files])
 
 
 def _pages_to_write(app: Sphinx, env) -> list[str]:

@@ -87,6 +87,8 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
 
 
 def setup(app: Sphinx) -> dict:
+    # A new key makes Sphinx read every page again (rebuild="env"), and so execute it again.
+    app.add_config_value("execution_key", execution_key(), "env")
     app.connect("builder-inited", _check_torch)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
