@@ -156,7 +156,7 @@ html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
 # The site's search ranking (see its header): pasted errors and readers' words find the page that
 # explains them. It relies on each page's index entries, which searchindex.js holds for every page
-# because every build writes every page (docs/_ext/reproducible_output.py).
+# after any kind of build (docs/_ext/reproducible_output.py carries over those of pages not written).
 html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False
