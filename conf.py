@@ -60,19 +60,20 @@ extensions = [
     "sphinx.ext.intersphinx",
     "sphinx_copybutton",
     "sphinx_design",
-    "sphinx_sitemap",
     "sphinxext.opengraph",
     "notfound.extension",
     # Local extensions (docs/_ext): each is small and says why it exists.
     "site_context",
+    "gallery_reset",
     "nb_execution",
     "forking_kernel",
     "nb_expectations",
     "reproducible_output",
-    "forget_failed_builds",
     "code_links",
-    "html_quality",
 ]
+# Every rendered page goes through the rewrites that make it valid HTML and free of axe violations
+# (docs/_ext/html_quality.py says which, and why each has no setting).
+template_bridge = "html_quality.QualityTemplates"
 
 root_doc = "index"
 templates_path = ["docs/_templates"]
@@ -160,7 +161,7 @@ html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
 # The site's search ranking (see its header): pasted errors and readers' words find the page that
 # explains them. It relies on each page's index entries, which searchindex.js holds for every page
-# because every build writes every page (docs/_ext/reproducible_output.py).
+# after any kind of build (docs/_ext/reproducible_output.py carries over those of pages not written).
 html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False
@@ -183,9 +184,8 @@ copybutton_exclude = ".linenos, .gp, .go"
 copybutton_prompt_text = r">>> |\.\.\. |\$ |In \[\d*\]: | {2,5}\.\.\.: "
 copybutton_prompt_is_regexp = True
 
-sitemap_url_scheme = "{link}"
-sitemap_show_lastmod = False
-sitemap_excludes = ["search.html", "genindex.html", "404.html"]  # search says noindex; not content
+# sitemap.xml lists every page (docs/_ext/reproducible_output.py writes it; search, genindex and 404
+# are not pages of content).
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
 # One card for every page, committed in docs/_extra (the site root): 1200 x 630, no version on it.

@@ -189,7 +189,7 @@ def audit(session: nox.Session) -> None:
     install(session, "tests")
     install_node_tools(session)
     session.run(*BUILD_SITE)
-    session.run("python", "tests/site_audit.py", *session.posargs)
+    session.run("python", "measure/site_audit.py", *session.posargs)
 
 
 @nox.session
@@ -197,4 +197,4 @@ def bench(session: nox.Session) -> None:
     """Print build timings: cold, unchanged rebuild, one-example edit, per-example execution.
     `nox -s bench -- --stress N`: N cold builds in a row beside a CPU load, and how many passed."""
     install(session, "tests")
-    session.run("python", "tests/bench_build.py", *session.posargs)
+    session.run("python", "measure/bench_build.py", *session.posargs)

@@ -296,7 +296,9 @@ def draw(*snaps: Snapshot, height: float | None = None) -> Graph:
             fig, ax = plt.subplots(figsize=(width, height))
             _draw_panel(ax, snap, where, width)
             fig.subplots_adjust(left=0, right=1, bottom=0.02, top=1 - 0.3 / height)
-            fig.savefig(buffer, format="svg", metadata={"Date": None}, transparent=True)
+            # no metadata: matplotlib then writes no RDF block (invalid inline in HTML) and no date
+            no_metadata = dict.fromkeys(("Creator", "Date", "Format", "Type"))
+            fig.savefig(buffer, format="svg", metadata=no_metadata, transparent=True)
             plt.close(fig)
         # matplotlib numbers ids from 1 in every SVG ("figure_1", "patch_1"): prefix them, and the
         # references to them, so that several drawings inline on one page keep unique ids.

@@ -11,7 +11,6 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -21,22 +20,19 @@ from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
-BUILD_SITE = ROOT / "tools" / "build_site.py"
 IN_CI = os.environ.get("CI") == "true"
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # the site's own extensions (nb_expectations, ...)
 sys.path.insert(0, str(ROOT / "tools"))  # the build script (build_site)
+sys.path.insert(0, str(ROOT / "measure"))  # the tools that measure the site (site_audit, ...)
 from build_site import can_isolate_network  # noqa: E402,F401  (one copy of the check)
-
-
-def myst_pages() -> list[Path]:
-    """MyST-NB notebook pages (Markdown files with a kernelspec)."""
-    pages = [ROOT / "index.md", *sorted((ROOT / "docs").glob("*.md"))]
-    return [p for p in pages if "kernelspec:" in p.read_text().split("\n---", 1)[0]]
-
-
-def gallery_scripts() -> list[Path]:
-    return sorted((ROOT / "gallery").glob("plot_*.py"))
+from builds import (  # noqa: E402,F401  (shared with the tools in measure/)
+    ANSI,
+    copy_tree,
+    gallery_scripts,
+    myst_pages,
+    read_notebook,
+    run_build,
+)
 
 
 def html_for(source: Path) -> Path:
@@ -54,13 +50,6 @@ def soup(path: Path) -> BeautifulSoup:
 def built_pages() -> list[Path]:
     """Every HTML page of the site."""
     return sorted(p for p in HTML.rglob("*.html") if "_static" not in p.parts)
-
-
-def read_notebook(page: Path):
-    """The notebook myst-nb reads from a MyST page (cells with their metadata and source lines)."""
-    from myst_nb.core.read import read_myst_markdown_notebook
-
-    return read_myst_markdown_notebook(page.read_text(encoding="utf-8"), add_source_map=True)
 
 
 def prints_something(source: str) -> bool:
@@ -85,42 +74,31 @@ def prints_something(source: str) -> bool:
     return isinstance(last, ast.Expr) and not isinstance(last.value, (ast.Call, ast.Constant))
 
 
-def copy_tree(dest: Path, paths: list[str] | None = None) -> Path:
-    """Copy the repository's files (as git sees them: tracked and untracked-but-not-ignored) to
-    dest, or only the given repository paths."""
-    if paths is None:
-        listed = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.split("\0")
-        paths = [p for p in listed if p and (ROOT / p).is_file()]
-    for rel in paths:
-        src = ROOT / rel
-        target = dest / rel
-        if src.is_dir():
-            shutil.copytree(
-                src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        elif src.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
-    return dest
+# What a small project needs to be built with the site's real configuration and extensions.
+BUILD_FILES = [
+    "conf.py",
+    "constraints.txt",
+    "docs/_ext",
+    "docs/_templates",
+    "docs/_static",
+    "docs/_ipython",
+    "docs/_inventories",
+    "docs/_extra",
+    "docs/matplotlibrc",
+]
+PAGE_HEADER = """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
 
-
-def run_build(
-    source: Path, *, offline: bool = False, extra: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess:
-    """Run the site's build script on a copy of the project (plain-text log, no colours)."""
-    command = [sys.executable, str(BUILD_SITE), "--source", str(source)]
-    if offline:
-        command.append("--offline")
-    command += ["--", "--no-color", *extra]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=source)
-    result.stdout, result.stderr = ANSI.sub("", result.stdout), ANSI.sub("", result.stderr)
-    return result
+"""
 
 
 @pytest.fixture(scope="session")
@@ -132,6 +110,7 @@ def site() -> Path:
 
 SECOND_BUILDS = ("cold build", "unchanged rebuild", "one-page edit rebuild")
 EDIT_WORD = "quokkaverification"  # on no page: after the edit, search must find the edited page
+RETITLED = "(retitled)"  # added to the edited gallery script's title
 
 
 @pytest.fixture(scope="session")
@@ -139,7 +118,8 @@ def second_build(tmp_path_factory):
     """One independent build, shared by the reproducibility and the search tests: a copy of the
     repository built cold (with no network where the machine allows it; CI requires it), then
     again unchanged, then after editing one page (its title, a word, a new cell) and one gallery
-    script. ``builds[kind]`` is a copy of the site after each build, with the build's log."""
+    script (its title and a new cell). ``builds[kind]`` is a copy of the site after each build,
+    with the build's log."""
     offline = can_isolate_network()
     if IN_CI and not offline:
         pytest.fail(
@@ -149,6 +129,8 @@ def second_build(tmp_path_factory):
     project = copy_tree(tmp / "site")
     page, script = myst_pages()[-1].relative_to(ROOT), gallery_scripts()[0].relative_to(ROOT)
     title = re.search(r"^# (.+)$", (project / page).read_text(), re.M).group(1)
+    script_text = (project / script).read_text()
+    script_title = re.search(r'^"""\n(.+)\n=+$', script_text, re.M).group(1)  # its RST title
     builds = {}
     for kind in SECOND_BUILDS:
         if kind == "one-page edit rebuild":
@@ -157,13 +139,23 @@ def second_build(tmp_path_factory):
             at = heading.start() if heading else len(text)
             text = text[:at] + f"{EDIT_WORD}\n\n" + text[at:]
             (project / page).write_text(text + '\n```{code-cell} ipython3\nprint("an edit")\n```\n')
-            with open(project / script, "a") as f:
-                f.write('\n# %%\n# An edit.\n\nprint("an edit")\n')
+            new = f"{script_title} {RETITLED}"
+            code = script_text.replace(
+                f'"""\n{script_title}\n{"=" * len(script_title)}\n',
+                f'"""\n{new}\n{"=" * len(new)}\n',
+                1,
+            )
+            (project / script).write_text(code + '\n# %%\n# An edit.\n\nprint("an edit")\n')
         result = run_build(project, offline=offline)
         log = result.stdout + result.stderr
         assert result.returncode == 0, f"the second build's {kind} failed:\n{log[-5000:]}"
         html = shutil.copytree(project / "_build" / "html", tmp / kind.replace(" ", "-"))
         builds[kind] = (html, log)
     return types.SimpleNamespace(
-        project=project, page=page, script=script, title=title, builds=builds
+        project=project,
+        page=page,
+        script=script,
+        title=title,
+        script_title=script_title,
+        builds=builds,
     )

@@ -7,7 +7,7 @@ import textwrap
 
 import nbformat
 import pytest
-from conftest import copy_tree, run_build
+from conftest import BUILD_FILES, PAGE_HEADER, copy_tree, run_build
 from nb_expectations import check_notebook, parse_expectation
 
 
@@ -87,18 +87,7 @@ def test_every_other_outcome_is_a_problem(cell, complaint):
     assert any(complaint in problem for problem in problems), problems
 
 
-BAD_PAGE = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
+BAD_PAGE = PAGE_HEADER + textwrap.dedent("""\
     # Broken on purpose
 
     ```{code-cell} ipython3
@@ -129,21 +118,8 @@ BAD_SCRIPT = textwrap.dedent('''\
 @pytest.fixture(scope="module")
 def broken_build(tmp_path_factory):
     """Build a minimal project (the real configuration, one broken page, one broken script)."""
-    project = copy_tree(
-        tmp_path_factory.mktemp("broken"),
-        [
-            "conf.py",
-            "constraints.txt",
-            "docs/_ext",
-            "docs/_templates",
-            "docs/_static",
-            "docs/_ipython",
-            "docs/_inventories",
-            "docs/_extra",
-            "docs/matplotlibrc",
-            "gallery/README.rst",
-        ],
-    )
+    project = copy_tree(tmp_path_factory.mktemp("broken"), BUILD_FILES)
+    (project / "gallery").mkdir()
     (project / "index.md").write_text(
         "# Home\n\n```{toctree}\ndocs/bad\nauto_examples/index\n```\n"
     )
@@ -184,7 +160,16 @@ def test_a_failed_build_leaves_nothing_that_looks_finished(broken_build):
     project, _, log = broken_build
     assert not (project / "_build" / "html" / "index.html").exists()
     assert (project / "_build" / "html-failed").is_dir()
-    assert not (project / "_build" / "doctrees" / "environment.pickle").exists()
     kept = project / "_build" / "html-failed.log"
     assert f"the full log to {kept}" in log
     assert "code cell 2 raised ZeroDivisionError" in kept.read_text()
+
+
+def test_the_next_build_fails_again_with_the_same_warnings(broken_build):
+    """Sphinx reads only changed pages: an unchanged run after a failed one would not repeat the
+    page's warnings and would report success (sphinx-doc/sphinx#725). Run last: it builds again."""
+    project, _, _ = broken_build
+    again = run_build(project)
+    log = again.stdout + again.stderr
+    assert again.returncode != 0, log[-3000:]
+    assert "docs/bad.md:20: WARNING: code cell 2 raised ZeroDivisionError" in log, log[-3000:]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 import zipfile
+from types import SimpleNamespace
 
 import nbformat
 from code_links import link_code
@@ -79,3 +82,65 @@ def test_code_links_resolve_names_aliases_and_tensor_methods_once_per_page():
         assert f'href="{url}"' in linked
     assert linked.count("<a ") == 3  # y.unknown is not linked, nor a second .backward()
     assert linked.index('href="u/backward"') < linked.index(span.format("z"))
+
+
+def test_the_sitemap_lists_every_page_sorted(tmp_path):
+    """sphinx-sitemap listed only the pages written in the last build, in the order written."""
+    from reproducible_output import _write_sitemap
+
+    app = SimpleNamespace(
+        outdir=str(tmp_path),
+        config=SimpleNamespace(html_baseurl="https://x/"),
+        env=SimpleNamespace(found_docs={"b", "index", "a/c"}),
+        builder=SimpleNamespace(format="html", get_target_uri=lambda docname: f"{docname}.html"),
+    )
+    _write_sitemap(app, None)
+    locs = re.findall(r"<loc>(.*?)</loc>", (tmp_path / "sitemap.xml").read_text())
+    assert locs == ["https://x/a/c.html", "https://x/b.html", "https://x/index.html"]
+
+
+def test_pages_not_written_keep_their_index_entries(tmp_path, monkeypatch):
+    """Sphinx drops the index entries of the pages it did not write (sphinx-doc/sphinx#12599)."""
+    import reproducible_output as ro
+
+    def index(docnames, entries):
+        data = {"docnames": docnames, "indexentries": entries, "titles": docnames}
+        (tmp_path / "searchindex.js").write_text(f"Search.setIndex({json.dumps(data)})")
+
+    app = SimpleNamespace(outdir=str(tmp_path))
+    index(["a", "b", "c"], {"x": [[0, "", False], [1, "", False]], "y": [[2, "i", True]]})
+    ro._remember_index_entries(app)
+    monkeypatch.setattr(ro, "_read", {"b"})  # b was read (and lost its entry), a and c were not
+    index(["a", "b", "c", "d"], {"z": [[3, "", False]]})
+    ro._complete_index_entries(app, None)
+    text = (tmp_path / "searchindex.js").read_text()
+    got = json.loads(text[len("Search.setIndex(") : -1])["indexentries"]
+    assert got == {"x": [[0, "", False]], "y": [[2, "i", True]], "z": [[3, "", False]]}
+
+
+def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch):
+    """sphinx-gallery's files for a script that is gone are deleted (not those of a script whose
+    name starts the same); a new torch or Python deletes every .md5, so every script runs again."""
+    import gallery_reset
+
+    gallery, out = tmp_path / "gallery", tmp_path / "auto_examples"
+    (out / "images" / "thumb").mkdir(parents=True)
+    gallery.mkdir()
+    (gallery / "plot_a_b.py").write_text("")
+    for stem in ("plot_a", "plot_a_b"):
+        for suffix in (".py", ".py.md5", ".rst", ".ipynb", ".zip", ".codeobj.json"):
+            (out / f"{stem}{suffix}").write_text("")
+        (out / "images" / f"sphx_glr_{stem}_001.svg").write_text("")
+        (out / "images" / "thumb" / f"sphx_glr_{stem}_thumb.svg").write_text("")
+    conf = {"examples_dirs": "gallery", "gallery_dirs": "auto_examples"}
+    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(sphinx_gallery_conf=conf))
+    monkeypatch.setattr(gallery_reset, "execution_key", lambda: "torch 1, Python 3")
+    (out / ".executed-with").write_text("torch 1, Python 3")
+    gallery_reset.keep_gallery_current(app)
+    left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert [p for p in left if "plot_a." in p or "plot_a_0" in p or "plot_a_t" in p] == []
+    assert "plot_a_b.py.md5" in left and "images/sphx_glr_plot_a_b_001.svg" in left
+    monkeypatch.setattr(gallery_reset, "execution_key", lambda: "torch 2, Python 3")
+    gallery_reset.keep_gallery_current(app)
+    assert not list(out.rglob("*.md5"))
+    assert (out / ".executed-with").read_text() == "torch 2, Python 3"

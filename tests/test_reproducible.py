@@ -4,7 +4,11 @@ A second, independent build (``second_build`` in conftest.py, shared with the se
 from a copy of the repository in another directory, cold (no caches) and with no network when the
 machine allows it (CI requires it). Its pages must equal the main build's; then an unchanged
 rebuild must execute nothing, and editing one page and one script must re-execute exactly those
-two, and write the edited title into every page's sidebar.
+two, and write the edited titles into every page's sidebar and every minigallery.
+
+A small project with the site's configuration (``small_site``) shows what a copy of the
+repository cannot: a new torch re-executes every page and script, and a removed script leaves
+nothing behind that breaks the next build.
 """
 
 from __future__ import annotations
@@ -12,9 +16,11 @@ from __future__ import annotations
 import os
 import re
 from datetime import date
+from importlib.metadata import version
 
+import pytest
 from bs4 import BeautifulSoup
-from conftest import ROOT
+from conftest import BUILD_FILES, PAGE_HEADER, RETITLED, ROOT, copy_tree, run_build
 from site_audit import build_differences
 
 
@@ -96,3 +102,115 @@ def test_editing_one_example_re_executes_only_it(second_build):
     shown = f"{second_build.title} (edited)".replace("`", "")  # the sidebar drops the markup
     stale = [str(rel) for rel, texts in sidebars.items() if shown not in texts]
     assert not stale, f"pages left with the old navigation after a title change: {stale}"
+
+
+def _thumbnail_titles(path) -> list[str]:
+    page = BeautifulSoup(path.read_text(), "html.parser")
+    return [div.get_text() for div in page.select(".sphx-glr-thumbnail-title")]
+
+
+def test_a_retitled_script_shows_its_new_title_in_every_minigallery(second_build):
+    """A page's minigallery shows each script's title: the pages listing the edited script are
+    read again (not executed: they depend on the script), and show its new title."""
+    html, _ = second_build.builds["one-page edit rebuild"]
+    script = second_build.script.as_posix()
+    listing = [
+        page.relative_to(ROOT).with_suffix(".html")
+        for page in [ROOT / "index.md", *sorted((ROOT / "docs").glob("*.md"))]
+        if re.search(rf"^\s*{re.escape(script)}\s*$", page.read_text(), re.M)
+    ]
+    assert listing, f"no page lists {script} in its minigallery"
+    new, old = f"{second_build.script_title} {RETITLED}", second_build.script_title
+    assert old in _thumbnail_titles(second_build.builds["cold build"][0] / listing[0])
+    stale = [str(page) for page in listing if new not in _thumbnail_titles(html / page)]
+    assert not stale, f"minigalleries still showing the old title of {script}: {stale}"
+
+
+# --- A small project: a new torch, a removed script --------------------------------------------
+
+# A new patch release: the same minor version, so the torch documentation's URL and with it
+# intersphinx_mapping (which alone would make Sphinx read every page again) stay the same.
+NEW_TORCH = "{}.{}.99".format(*version("torch").split(".")[:2])
+SCRIPT = '''"""
+{title}
+{underline}
+
+A script of the small project.
+"""
+
+# %%
+print("{name} ran")
+'''
+
+
+def _script(name: str) -> str:
+    title = f"The {name} script"
+    return SCRIPT.format(title=title, underline="=" * len(title), name=name)
+
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory):
+    """A page and two scripts built with the site's configuration: cold; then after a torch
+    upgrade (the installed torch's metadata says NEW_TORCH: a ``torch-<version>.dist-info`` first
+    on PYTHONPATH, and ``constraints.txt`` pins it, as after ``nox -s lock``); then after one
+    script is removed. Returns the project and each build's (return code, log)."""
+    tmp = tmp_path_factory.mktemp("small")
+    project = copy_tree(tmp / "site", BUILD_FILES)
+    (project / "index.md").write_text(
+        "# Home\n\n```{toctree}\ndocs/page\nauto_examples/index\n```\n"
+    )
+    (project / "docs" / "page.md").write_text(
+        PAGE_HEADER + '# A page\n\n```{code-cell} ipython3\nprint("the page ran")\n```\n'
+    )
+    (project / "gallery").mkdir()
+    (project / "gallery" / "README.rst").write_text("Examples\n========\n\nTwo scripts.\n")
+    for name in ("kept", "removed"):
+        (project / "gallery" / f"plot_{name}.py").write_text(_script(name))
+    builds = {}
+
+    def build(kind: str, env=None) -> None:
+        result = run_build(project, env=env)
+        builds[kind] = (result.returncode, result.stdout + result.stderr)
+
+    build("cold build")
+    metadata = tmp / "new-torch" / f"torch-{NEW_TORCH}.dist-info" / "METADATA"
+    metadata.parent.mkdir(parents=True)
+    metadata.write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {NEW_TORCH}\n")
+    constraints = project / "constraints.txt"
+    constraints.write_text(
+        re.sub(r"^torch==\S+", f"torch=={NEW_TORCH}", constraints.read_text(), flags=re.M)
+    )
+    path = os.pathsep.join(
+        filter(None, [str(metadata.parent.parent), os.environ.get("PYTHONPATH")])
+    )
+    upgraded = {**os.environ, "PYTHONPATH": path}
+    build("new torch", upgraded)
+    (project / "gallery" / "plot_removed.py").unlink()
+    build("script removed", upgraded)
+    return project, builds
+
+
+def test_a_new_torch_re_executes_every_page_and_script(small_site):
+    project, builds = small_site
+    for kind in ("cold build", "new torch"):
+        code, log = builds[kind]
+        assert code == 0, f"{kind} failed:\n{log[-5000:]}"
+        assert _executed(project, log) == ({"docs/page"}, 2), f"{kind}: {_executed(project, log)}"
+    # and each page names the torch that produced its outputs
+    for page in (project / "_build" / "html").rglob("*.html"):
+        stamp = BeautifulSoup(page.read_text(), "html.parser").select_one(".executed-with-torch")
+        if stamp is not None:
+            assert stamp.get_text() == f"torch {NEW_TORCH}", page
+
+
+def test_a_removed_script_leaves_nothing_behind(small_site):
+    """sphinx-gallery never deletes what it generated for a script; its orphan page failed the
+    next build under -W ("document isn't included in any toctree")."""
+    project, builds = small_site
+    code, log = builds["script removed"]
+    assert code == 0, f"the build after removing a script failed:\n{log[-5000:]}"
+    assert _executed(project, log) == (set(), 0)
+    left = [str(p) for p in (project / "auto_examples").rglob("*plot_removed*")]
+    left += [str(p) for p in (project / "_build" / "html").rglob("*plot_removed*")]
+    assert not left, f"files of the removed script are left: {left}"
+    assert (project / "_build" / "html" / "auto_examples" / "plot_kept.html").is_file()

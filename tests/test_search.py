@@ -6,8 +6,8 @@ site's ranking, ``docs/_static/search_scorer.js``): the first result must be a r
 least 90 % of the queries, and a right page must be within the first three for every query. The
 same holds from a local server and from the site opened from disk, with no request to another
 origin, and after every kind of build: cold, an unchanged rebuild and a one-page edit (Sphinx drops
-index entries from ``searchindex.js`` of pages it does not write, sphinx-doc/sphinx#12599; every
-build writes every page, ``docs/_ext/reproducible_output.py``). The builds are the second build
+index entries from ``searchindex.js`` of pages it does not write, sphinx-doc/sphinx#12599;
+``docs/_ext/reproducible_output.py`` carries them over). The builds are the second build
 that the reproducibility tests use (``second_build`` in conftest.py).
 
 A page added later fails here until it has search terms: an ``{index}`` line right after its H1

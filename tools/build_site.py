@@ -3,8 +3,9 @@
 Why a script: the same command must build the site for users, prove it offline in the tests, and
 be timed by the benchmark. The whole log (Sphinx, kernels, gallery) is shown and kept in
 ``<out>.log``. On failure it leaves nothing that looks finished: the output directory is moved to
-``<out>-failed`` and its log to ``<out>-failed.log`` (and the ``forget_failed_builds`` extension
-has already dropped Sphinx's saved environment, so the next build reads every page again).
+``<out>-failed`` and its log to ``<out>-failed.log``. While ``<out>-failed`` exists the build reads
+every page again (``-E``): Sphinx reads only changed pages, so an unchanged run after a failed one
+would not show the failing page's warnings again and would report success (sphinx-doc/sphinx#725).
 
     python tools/build_site.py [--offline] [--if-stale] [--source DIR] [--out DIR] [-- sphinx args]
 
@@ -89,7 +90,8 @@ def stamp_for(out: Path) -> Path:
 
 
 def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False) -> int:
-    command = sphinx_command(source, out, extra)
+    failed = out.with_name(out.name + "-failed")
+    command = sphinx_command(source, out, ["-E", *extra] if failed.exists() else extra)
     if no_network:
         command = offline(command)
     stamp_for(out).unlink(missing_ok=True)
@@ -110,8 +112,9 @@ def build(source: Path, out: Path, extra: list[str], *, no_network: bool = False
         digest = source_digest(source, extra, no_network)
         if digest is not None:
             stamp_for(out).write_text(digest)
+        shutil.rmtree(failed, ignore_errors=True)  # fixed: its evidence goes
+        failed.with_name(failed.name + ".log").unlink(missing_ok=True)
     else:
-        failed = out.with_name(out.name + "-failed")
         shutil.rmtree(failed, ignore_errors=True)
         if out.exists():
             out.rename(failed)

@@ -11,19 +11,21 @@ not from our pages, and none of it has a setting:
   paragraphs in ``site.css``) and the label goes, so the visible text names the control.
 * sphinx-gallery gives thumbnails a non-standard ``tooltip`` attribute: it becomes ``data-tooltip``
   (``site.css`` shows it as sphinx-gallery's stylesheet did).
-* matplotlib's inline SVG carries RDF ``<metadata>`` that is not valid in HTML: it is dropped.
 * Code blocks that scroll sideways must be reachable by keyboard: ``<pre>`` gets ``tabindex="0"``.
 * furo's two ``<aside>`` landmarks get distinct labels.
 
 Each rewrite matches the exact markup the pinned versions write; a change upstream shows up as a
-failing quality test, not as silently broken pages.
+failing quality test, not as silently broken pages. They apply to every rendered page through
+Sphinx's documented ``template_bridge`` setting (``conf.py``): Sphinx's own bridge, whose output is
+rewritten. (matplotlib's inline SVG carried RDF ``<metadata>``, invalid in HTML: the kernels' figure
+settings in ``docs/_ipython`` set its keys to ``None``, so matplotlib writes none.)
 """
 
 from __future__ import annotations
 
 import re
 
-from sphinx.application import Sphinx
+from sphinx.jinja2glue import BuiltinTemplateLoader
 
 CAPTION = re.compile(r'<p class="caption" role="heading">')
 SUMMARY = re.compile(
@@ -33,7 +35,6 @@ SUMMARY = re.compile(
     re.S,
 )
 TOOLTIP = re.compile(r'(<div class="sphx-glr-thumbcontainer"[^>]*?) tooltip="')
-SVG_METADATA = re.compile(r"\s*<metadata>\s*<rdf:RDF\b.*?</metadata>", re.S)
 CODE = re.compile(r'(<div class="highlight"><pre)>')
 ASIDES = {
     '<aside class="sidebar-drawer">': '<aside class="sidebar-drawer" aria-label="Site navigation">',
@@ -50,26 +51,14 @@ def fix_html(html: str) -> str:
         html,
     )
     html = TOOLTIP.sub(r'\1 data-tooltip="', html)
-    html = SVG_METADATA.sub("", html)
     html = CODE.sub(r'\1 tabindex="0">', html)
     for old, new in ASIDES.items():
         html = html.replace(old, new)
     return html
 
 
-def _wrap_renderer(app: Sphinx) -> None:
-    templates = getattr(app.builder, "templates", None)
-    if templates is None or app.builder.format != "html":
-        return
-    render = templates.render
+class QualityTemplates(BuiltinTemplateLoader):
+    """Sphinx's template bridge, with the rewrites above applied to every page it renders."""
 
-    def render_fixed(template: str, context: dict) -> str:
-        return fix_html(render(template, context))
-
-    templates.render = render_fixed
-
-
-def setup(app: Sphinx) -> dict:
-    app.connect("builder-inited", _wrap_renderer)
-    # Bump env_version when a rewrite changes: Sphinx then reads and writes every page again.
-    return {"env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}
+    def render(self, template: str, context: dict) -> str:
+        return fix_html(super().render(template, context))

@@ -6,18 +6,22 @@
 2. Reproducible downloads: cells get ids from their position (nbformat's are random), and the
    stream chunks the kernel splits printed text into are joined exactly (``nb_merge_streams`` adds
    a newline at each chunk boundary).
-3. No stale pages: the cache key is the cells' code only. The digest of each helper module a page
-   imports (``docs/autograd_graph.py``) and of the kernel start-up (``docs/_ipython``,
-   ``docs/matplotlibrc``) goes into cell metadata, and they are noted as the page's dependencies.
+3. No stale pages: the cache key is the cells' code only. A digest of what else the outputs depend
+   on goes into cell metadata: each helper module a page imports (``docs/autograd_graph.py``), the
+   kernel start-up (``docs/_ipython``, ``docs/matplotlibrc``), and the torch and Python versions
+   (``site_context.execution_key``), so a new torch re-executes every page. The files are noted as
+   the page's dependencies.
 4. Parallel readers: the main process creates and trims jupyter-cache's database before they fork
    (two creating it fail; a trim deletes another's records). Kernels get as long to start as a
    cell to run (nbclient's 60 s failed a busy cold build), and one more start (``_execute``).
 5. Downloads run alone: each executed notebook gets, before its first code cell, one collapsed
    cell per helper module it imports (``%%writefile <module>.py`` and the module's text, tagged
    ``helper-module``), so it writes the module next to itself. The page on the site is unchanged.
+   This is done while the page is read: a notebook rewritten later is newer than the page, which
+   its ``{nb-download}`` depends on, and Sphinx would read the page again on every build.
 
-Upstream: 1-4 are not reported to MyST-NB or jupyter-cache yet (searched 2026-11); reproductions
-are in this docstring at commit 87399b8.
+Upstream: 1-4 are not reported to MyST-NB or jupyter-cache yet (searched 2026-11); the reports we
+would file are in README.md, "Private APIs".
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import nbclient
 import nbformat
 from jupyter_cache.cache.main import JupyterCacheBase
 from myst_nb.core.execute.cache import NotebookClientCache
+from site_context import execution_key
 from sphinx.application import Sphinx
 
 IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
@@ -48,8 +53,9 @@ DOCS = Path(__file__).resolve().parents[1]
 
 
 def kernel_setup_digest() -> str:
-    """A digest of what every page's kernel starts with: IPython start-up and figure style."""
-    digest = hashlib.sha256()
+    """A digest of what every page's kernel starts with: IPython start-up, figure style, and the
+    torch and Python versions."""
+    digest = hashlib.sha256(execution_key().encode())
     for path in kernel_setup_files():
         digest.update(path.relative_to(DOCS).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()[:16]
@@ -119,14 +125,16 @@ _truncate_caches = JupyterCacheBase.truncate_caches
 
 
 def _prepare_cache(app: Sphinx) -> None:
-    config = getattr(app.env, "mystnb_config", None)  # set by myst-nb's builder-inited handler
-    if config is not None and config.execution_mode == "cache" and config.execution_cache_path:
+    if app.config.nb_execution_mode == "cache":
         from jupyter_cache import get_cache
 
-        cache = get_cache(config.execution_cache_path)  # creates the database
+        # myst-nb's default place when nb_execution_cache_path is empty
+        path = app.config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+        cache = get_cache(path)  # creates the database
         _truncate_caches(cache)
         cache.db.dispose()
-        execution.executenb = functools.partial(_execute, startup_timeout=config.execution_timeout)
+        timeout = app.config.nb_execution_timeout
+        execution.executenb = functools.partial(_execute, startup_timeout=timeout)
 
 
 def _execute(nb, **kwargs):
@@ -143,27 +151,27 @@ def _execute(nb, **kwargs):
 HELPER_TAG = "helper-module"
 
 
-def carry_helper_modules(app: Sphinx, env) -> None:
-    """Put the helper modules each executed notebook imports into it, as ``%%writefile`` cells."""
-    for docname in sorted(env.found_docs):
-        path = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
-        if not path.is_file():
-            continue
-        notebook = nbformat.read(path, as_version=4)
-        cells = [c for c in notebook.cells if HELPER_TAG not in c.metadata.get("tags", [])]
-        code = "\n".join(c.source for c in cells if c.cell_type == "code")
-        helpers = [
-            nbformat.v4.new_code_cell(
-                f"%%writefile {module.name}\n{module.read_text()}",
-                id=f"{HELPER_TAG}-{module.stem}",
-                metadata={"tags": [HELPER_TAG], "jupyter": {"source_hidden": True}},
-            )
-            for module in local_modules(code, Path(env.doc2path(docname)).parent)
-        ]
+def carry_helper_modules(app: Sphinx, doctree) -> None:
+    """Put the helper modules the page's executed notebook imports into it (``%%writefile``)."""
+    docname = app.env.docname
+    path = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
+    if "kernelspec" not in app.env.metadata[docname] or not path.is_file():
+        return
+    notebook = nbformat.read(path, as_version=4)
+    cells = [c for c in notebook.cells if HELPER_TAG not in c.metadata.get("tags", [])]
+    code = "\n".join(c.source for c in cells if c.cell_type == "code")
+    helpers = [
+        nbformat.v4.new_code_cell(
+            f"%%writefile {module.name}\n{module.read_text()}",
+            id=f"{HELPER_TAG}-{module.stem}",
+            metadata={"tags": [HELPER_TAG], "jupyter": {"source_hidden": True}},
+        )
+        for module in local_modules(code, Path(app.env.doc2path(docname)).parent)
+    ]
+    if helpers:
         first = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
-        if cells[:first] + helpers + cells[first:] != notebook.cells:
-            notebook.cells = cells[:first] + helpers + cells[first:]
-            nbformat.write(notebook, path)
+        notebook.cells = cells[:first] + helpers + cells[first:]
+        nbformat.write(notebook, path)
 
 
 def setup(app: Sphinx) -> dict:
@@ -171,5 +179,5 @@ def setup(app: Sphinx) -> dict:
     JupyterCacheBase.truncate_caches = lambda self: None  # done once, by _prepare_cache
     app.connect("builder-inited", _prepare_cache)
     app.connect("source-read", _note_local_modules)
-    app.connect("env-updated", carry_helper_modules)
+    app.connect("doctree-read", carry_helper_modules, priority=600)  # after nb_expectations
     return {"parallel_read_safe": True, "parallel_write_safe": True}

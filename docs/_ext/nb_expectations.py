@@ -81,10 +81,8 @@ def executed_notebook_path(app: Sphinx, docname: str) -> Path:
 
 
 def _check_doc(app: Sphinx, doctree) -> None:
-    from myst_nb.sphinx_ import NbMetadataCollector
-
     docname = app.env.docname
-    if NbMetadataCollector.get_exec_data(app.env, docname) is None:
+    if "kernelspec" not in app.env.metadata[docname]:
         return  # not a notebook page
     path = executed_notebook_path(app, docname)
     if not path.exists():

@@ -2,8 +2,9 @@
 
 Why: sphinx-gallery pages are generated rst, so the theme's "view/edit source" links would point at
 files that are not in the repository; they must point at ``gallery/*.py``. And every page states the
-torch version its outputs were executed with, read from the running ``torch`` (never typed). It
-also writes ``robots.txt``, which must name the sitemap at the same public URL.
+torch version its outputs were executed with, read from the installed ``torch`` (never typed); the
+execution caches are keyed on it (``execution_key``). It also writes ``robots.txt``, which must
+name the sitemap at the same public URL.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def torch_version() -> str:
     return version("torch")
 
 
+def execution_key() -> str:
+    """What every output depends on besides the code: both execution caches (pages and gallery)
+    are keyed on it, so a new torch or Python re-executes everything, and the stamp on each page
+    names the torch that produced its outputs."""
+    return f"torch {torch_version()}, Python {platform.python_version()}"
+
+
 def _check_torch(app: Sphinx) -> None:
     pinned = re.search(r"^torch==(\S+)", (ROOT / "constraints.txt").read_text(), re.M)
     if pinned and torch_version().split("+")[0] != pinned.group(1):
@@ -79,6 +87,8 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
 
 
 def setup(app: Sphinx) -> dict:
+    # A new key makes Sphinx read every page again (rebuild="env"), and so execute it again.
+    app.add_config_value("execution_key", execution_key(), "env")
     app.connect("builder-inited", _check_torch)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,7 +10,10 @@
  *
  * What this does instead: it replaces Search._performSearch (the function that turns a parsed
  * query into the list of results) and keeps everything else of searchtools.js (the page, the
- * query parsing, the stemmer, the result list and its summaries).
+ * query parsing, the stemmer, the result list and its summaries). Search._performSearch and
+ * Search._index are private: the documented Scorer.score(result) can only rescore the pages that
+ * contain every query word, and is not given the query (sphinx-doc/sphinx#13649; README.md,
+ * "Private APIs", has the measurements of the documented scorer alone and of Pagefind).
  *
  *  - Words found nowhere on the site are ignored, so a pasted message still finds its page.
  *  - Each query word found on a page scores by where it is found there (page title, index
@@ -143,10 +146,14 @@ const SiteSearch = (() => {
     return (perWord * shared.reduce((sum, s) => sum + idf(s), 0) * shared.length) / unit.size;
   };
 
-  const rank = (query, searchTerms, excludedTerms) => {
+  const ready = () => {
     const index = Search._index;
     if (prepared === null || prepared.index !== index) prepared = { index, ...prepare(index) };
-    const { docs, textFiles, idf, inDoc } = prepared;
+    return prepared;
+  };
+
+  const rank = (query, searchTerms, excludedTerms) => {
+    const { docs, textFiles, idf, inDoc } = ready();
     const known = [...searchTerms].filter((s) => idf(s) > 0);
     const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
     const queryNormal = normal(query);
@@ -202,7 +209,7 @@ const SiteSearch = (() => {
   // The replacement of Search._performSearch: the same result rows, best last (searchtools.js
   // shows them by popping from the end of the list).
   const performSearch = (query, searchTerms, excludedTerms) => {
-    _removeChildren(document.getElementById("search-progress"));
+    document.getElementById("search-progress")?.replaceChildren(); // "Preparing search..."
     const index = Search._index;
     return rank(query, searchTerms, excludedTerms)
       .map(({ doc, score, anchor }) => [
@@ -225,9 +232,9 @@ const SiteSearch = (() => {
 
   // For the browser console: why each page ranks where it does, e.g.
   // SiteSearch.explain("memory leak") -> [{page, score, words, phrases, share}, ...]
+  // (The query's stems, as the search page finds them for a query without "-excluded" words.)
   const explain = (query) => {
-    const [, searchTerms, excludedTerms] = Search._parseQuery(query);
-    return rank(query, searchTerms, excludedTerms).map((r) => ({
+    return rank(query, new Set(ready().stems(query)), new Set()).map((r) => ({
       page: r.doc.docname,
       score: +r.score.toFixed(2),
       words: +r.wordScore.toFixed(2),

@@ -6,8 +6,10 @@ c.InteractiveShell.xmode = "Minimal"
 c.InteractiveShell.colors = "nocolor"
 c.HistoryManager.enabled = False
 c.IPKernelApp.log_level = "ERROR"  # silence the start-up notice about TCP on loopback
-# Figures: SVG (crisp at any width, text stays text), no date in the file (two builds must agree),
-# and the style of docs/matplotlibrc, untouched by the inline backend (its own rc is emptied).
+# Figures: SVG (crisp at any width, text stays text), and the style of docs/matplotlibrc, untouched
+# by the inline backend (its own rc is emptied). No metadata: with every key None matplotlib writes
+# no RDF <metadata> block (not valid in HTML) and no date (two builds must agree).
 c.InlineBackend.figure_formats = {"svg"}
-c.InlineBackend.print_figure_kwargs = {"bbox_inches": "tight", "metadata": {"Date": None}}
+_NO_METADATA = dict.fromkeys(("Creator", "Date", "Format", "Type"))
+c.InlineBackend.print_figure_kwargs = {"bbox_inches": "tight", "metadata": _NO_METADATA}
 c.InlineBackend.rc = {}

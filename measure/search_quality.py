@@ -6,7 +6,7 @@ runs them on ``search.html`` of a built site, in Chromium, exactly as a reader w
 page and the mean reciprocal rank (MRR: the mean of 1/rank of the first right page, 0 when none is
 listed). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures.
 
-    python tests/search_quality.py [--site _build/html] [--file] [--verbose]
+    python measure/search_quality.py [--site _build/html] [--file] [--verbose]
 """
 
 from __future__ import annotations
@@ -224,7 +224,6 @@ def main() -> int:
     parser.add_argument("--file", action="store_true", help="open the site from disk (file://)")
     parser.add_argument("--verbose", action="store_true", help="list every query, not only misses")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))
     outcomes, problems = measure(args.site.resolve(), from_disk=args.file)
     print("\n".join(report_lines(outcomes, verbose=args.verbose)))
     for problem in problems:

@@ -10,14 +10,15 @@ it shows where the cold build's time goes, and the floor it is measured against:
 * **floor** = the two added up; **cold / floor** says what kernels, parallel readers and the
   gallery's own machinery cost on top of the work itself.
 
-Targets on 2 cores: cold <= 60 s, cold / floor <= 3, unchanged rebuild / cold <= 0.10, each
-gallery script <= 5 s. Timings vary with the machine's load: read them on an idle machine.
+Targets on 2 cores: cold <= 60 s, cold / floor <= 3, unchanged rebuild / cold <= 0.10, rebuild
+after editing one page / cold <= 0.10, each gallery script <= 5 s. The ratios are measured in one
+run, so they hold on a busy machine too; the absolute times do not. Timings vary with the machine's load: read them on an idle machine.
 
 ``--stress N`` instead runs N cold builds in a row, each in a fresh copy with fresh matplotlib and
 torch caches (as on a new machine), while one busy process per core loads the machine, and reports
 how many succeeded; each failed build's full log is kept in ``_build/stress/``.
 
-    python tests/bench_build.py [--stress N]
+    python measure/bench_build.py [--stress N]
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ import time
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from conftest import copy_tree, gallery_scripts, myst_pages, read_notebook, run_build  # noqa: E402
+from builds import ROOT, copy_tree, gallery_scripts, myst_pages, read_notebook, run_build
 
-TARGETS = {"cold": 60.0, "floor_ratio": 3.0, "ratio": 0.10, "script": 5.0}
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # forking_kernel
+
+TARGETS = {"cold": 60.0, "floor_ratio": 3.0, "ratio": 0.10, "page_ratio": 0.10, "script": 5.0}
 
 
 def timed(function, *args) -> tuple[float, object]:
@@ -212,11 +213,12 @@ def main() -> None:
         page = project / "docs" / "how-this-site-works.md"
         page.write_text(page.read_text() + "\n<!-- An edit for the benchmark. -->\n")
         page_edit, _ = timed(build_or_exit, project)
-        print(f"  rebuild after editing one page:            {page_edit:6.1f} s", flush=True)
+        print(f"  rebuild after editing one page:            {page_edit:6.1f} s  ({page_edit / cold:.3f} of cold) "
+              f"[<= {TARGETS['page_ratio']}] {verdict(page_edit / cold <= TARGETS['page_ratio'])}", flush=True)  # fmt: skip
         script = project / "gallery" / gallery_scripts()[0].name
         script.write_text(script.read_text() + "\n# An edit for the benchmark.\n")
         script_edit, _ = timed(build_or_exit, project)
-        print(f"  rebuild after editing one script:          {script_edit:6.1f} s", flush=True)
+        print(f"  rebuild after editing one script:          {script_edit:6.1f} s  ({script_edit / cold:.3f} of cold)", flush=True)  # fmt: skip
         pages, scripts = page_times(project), script_times(project)
         forked, plain = kernel_start_seconds(forked=True), kernel_start_seconds(forked=False)
         sphinx_only = sphinx_without_execution(copy_tree(Path(tmp) / "noexec"))

@@ -10,7 +10,7 @@ It measures, on ``_build/html`` as it is (build first with ``nox -s docs``):
 * **the site's shell**: robots.txt naming the sitemap, a sitemap listing every content page, the
   404 page, and the link-preview metadata (``og:`` tags with the social card, ``twitter:card``);
 * **search**: the share of the queries of ``tests/search_queries.toml`` whose first result on the
-  search page is the page that answers them, and the mean reciprocal rank (``tests/search_quality.py``);
+  search page is the page that answers them, and the mean reciprocal rank (``measure/search_quality.py``);
 * **reproducibility**: a second build, from a clean copy of the repository in a temporary folder,
   compared byte for byte with ``_build/html`` (pages and downloads; ``--no-second-build`` skips);
 * **Lighthouse** (mobile) scores for the home page and the largest pages: performance,
@@ -24,7 +24,7 @@ figure (the tests, ``tests/test_quality.py``, assert the binary targets; Lightho
 on the machine and are only reported). The tools are pinned in ``.ci/node/package.json``; install
 them with ``npm ci --ignore-scripts --prefix .ci/node`` (``.ci/run`` does).
 
-    python tests/site_audit.py [--lighthouse N] [--no-gzip] [--no-second-build]
+    python measure/site_audit.py [--lighthouse N] [--no-gzip] [--no-second-build]
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def build_differences(site: Path, other: Path) -> dict[str, list[str]]:
 def second_build_differences(site: Path) -> tuple[dict[str, set[Path]], dict[str, list[str]]]:
     """Build a clean copy of the repository in a temporary folder and compare it with ``site``:
     return the files compared, by kind, and :func:`build_differences`."""
-    from conftest import copy_tree, run_build
+    from builds import copy_tree, run_build
 
     with tempfile.TemporaryDirectory() as tmp:
         project = copy_tree(Path(tmp) / "site")
