@@ -83,7 +83,7 @@ def versions(session: nox.Session) -> None:
     `nox -s versions -- --release 2.4.1 --only wrappers.ipynb` runs a part."""
     install(session, "docs")
     session.run(*BUILD_SITE, "--if-stale")
-    session.run("python", "tools/run_versions.py", *session.posargs)
+    session.run("python", "measure/run_versions.py", *session.posargs)
 
 
 @nox.session

@@ -1,6 +1,6 @@
 """Which torch releases the site holds on: the results of `nox -s versions`, and how to show them.
 
-tools/run_versions.py ran every download of the site (page notebooks, gallery scripts and
+measure/run_versions.py ran every download of the site (page notebooks, gallery scripts and
 notebooks, helper modules) alone on each release, with the pins committed in
 requirements/versions/, and rewrote the block between the two "results" lines below; nothing else
 here is generated. docs/which-torch.md shows them; its downloaded notebook carries this file.
@@ -22,7 +22,7 @@ EXPLAINED = {
     "which-torch-checkpoint-warning": ("Starting in PyTorch 2.9",),
 }
 
-# --- results: written by tools/run_versions.py ---
+# --- results: written by measure/run_versions.py ---
 # fmt: off
 RUN = {"date": "2026-11-27", "commit": "3d8de4e", "site_torch": "2.13.0"}
 NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6"}  # the numpy each release ran with

@@ -19,7 +19,7 @@ interrupted run, or a run after one page changed, runs only what has no result y
 runs the named downloads again). A download that fails is run once more at the end, alone: if it
 then passes, it is recorded as "flaky", with the first error (a timeout on a busy machine).
 
-    python tools/run_versions.py [--release X ...] [--only NAME ...] [--fresh] [--jobs N]
+    python measure/run_versions.py [--release X ...] [--only NAME ...] [--fresh] [--jobs N]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ DOWNLOADS = ROOT / "_build" / "html" / "_downloads"
 PINS = ROOT / "requirements" / "versions"
 VENVS = Path(os.environ.get("TORCH_RELEASES", ROOT / ".nox" / "torch-releases"))
 RESULTS = ROOT / "docs" / "torch_releases.py"  # its results block is rewritten here
-BEGIN, END = "# --- results: written by tools/run_versions.py ---", "# --- end of results ---"
+BEGIN, END = "# --- results: written by measure/run_versions.py ---", "# --- end of results ---"
 TIMEOUT = 900  # as tests/test_downloads_run_alone.py
 RUN_NOTEBOOK = (
     "import sys, nbformat, nbclient; nb = nbformat.read(sys.argv[1], as_version=4); "
