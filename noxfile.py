@@ -6,9 +6,12 @@ so nothing here can pull an unpinned torch.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
+import zlib
 from pathlib import Path
 
 import nox
@@ -125,10 +128,36 @@ def linkcheck(session: nox.Session) -> None:
     )
 
 
+INVENTORIES = ROOT / "docs" / "_inventories"
+
+
+def record_inventory(name: str, kind: str, source: str) -> None:
+    """Record in docs/_inventories/provenance.json what ``<name>.inv`` is (official or
+    synthesized), where it came from, its object count and its SHA-256 (tests/test_inventories.py
+    checks them, so a file edited by hand no longer matches its record)."""
+    path = INVENTORIES / f"{name}.inv"
+    data = path.read_bytes()
+    header_end = 0
+    for _ in range(4):  # "# Sphinx inventory version 2", project, version, "...zlib."
+        header_end = data.index(b"\n", header_end) + 1
+    body = zlib.decompress(data[header_end:]).decode()
+    provenance = INVENTORIES / "provenance.json"
+    records = json.loads(provenance.read_text()) if provenance.exists() else {}
+    records[path.name] = {
+        "kind": kind,
+        "source": source,
+        "objects": sum(1 for line in body.splitlines() if line.strip()),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    provenance.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+
+
 @nox.session
 def inventories(session: nox.Session) -> None:
-    """Vendor the official intersphinx inventories of the pinned torch and of this Python into
-    docs/_inventories (the build then needs no network). Needs network; after a torch pin change."""
+    """Replace docs/_inventories with the official intersphinx inventories of the pinned torch and
+    of this Python, and record them as official in docs/_inventories/provenance.json. Needs the
+    documentation hosts (not only the package index); run it after a torch pin change, then change
+    the README's row for docs/_inventories from "synthesized" to "official"."""
     install(session, "docs")
     session.install("sphobjinv", *CONSTRAINTS)
     torch_minor = session.run(
@@ -143,6 +172,7 @@ def inventories(session: nox.Session) -> None:
         session.run(
             "sphobjinv", "convert", "zlib", "-q", "-u", url, f"docs/_inventories/{name}.inv"
         )
+        record_inventory(name, "official", url)
 
 
 @nox.session(reuse_venv="never")

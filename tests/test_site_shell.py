@@ -88,31 +88,6 @@ def test_torch_names_link_to_the_official_docs(site):
     )  # y.backward()
 
 
-def test_code_links_only_use_inventory_targets(site):
-    import sphobjinv as soi
-
-    major_minor = ".".join(torch.__version__.split(".")[:2])
-    base = f"https://docs.pytorch.org/docs/{major_minor}/"
-    known = {
-        base + o.uri_expanded for o in soi.Inventory(ROOT / "docs/_inventories/torch.inv").objects
-    }
-    for source in myst_pages():
-        for link in soup(html_for(source)).select("a.code-link"):
-            assert link["href"] in known, f"{source.name}: {link['href']}"
-
-
-def test_vendored_inventories_match_the_installed_torch():
-    """docs/_inventories must be vendored again (`nox -s inventories`) when the torch pin changes."""
-    import sphobjinv as soi
-
-    vendored = soi.Inventory(ROOT / "docs" / "_inventories" / "torch.inv").version
-    minor = ".".join(torch.__version__.split(".")[:2])
-    assert vendored.startswith(minor), (
-        f"docs/_inventories/torch.inv is for torch {vendored}, the pin is {torch.__version__}: "
-        "run `nox -s inventories`"
-    )
-
-
 def test_every_requirement_is_pinned_and_every_install_uses_the_pins():
     pins = {
         line.split("==")[0].lower().replace("_", "-")
