@@ -203,9 +203,10 @@ LOCK_HEADER = """\
 
 def lock_text(freeze: str) -> str:
     """constraints.txt as `nox -s lock` writes it from the `pip freeze` of an environment holding
-    every requirements/*.txt: the header, then ``name==version`` lines sorted by name (as pip freeze sorts them), without local
-    version labels (``torch==2.13.0+cpu`` is pinned as ``torch==2.13.0``, which the CPU build and
-    PyPI's build both satisfy). tests/test_lock.py compares the committed file with this."""
+    every requirements/*.txt: the header, then ``name==version`` lines sorted by name (as pip
+    freeze sorts them), without local version labels (``torch==2.13.0+cpu`` is pinned as
+    ``torch==2.13.0``, which the CPU build and PyPI's build both satisfy). tests/test_lock.py
+    compares the committed file with this."""
     pins = []
     for line in freeze.splitlines():
         if not line.strip() or line.startswith("#"):
