@@ -102,7 +102,7 @@ def test_every_install_uses_the_constraints():
         for number, line in enumerate(config.read_text().splitlines(), 1):
             if re.search(r"\bpip3? install\b", line) and "-c constraints.txt" not in line:
                 unpinned.append(f"{config.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not unpinned, "installs without -c constraints.txt:\n" + "\n".join(unpinned)
     installs_nox = [c for c in configs if "-r requirements/nox.txt -c constraints.txt" in
                     c.read_text()]  # fmt: skip
     assert len(installs_nox) == 3, "nox itself: .ci/run, pages.yml and Read the Docs pin it"
-    assert not unpinned, "installs without -c constraints.txt:\n" + "\n".join(unpinned)
