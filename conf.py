@@ -46,7 +46,9 @@ import site_context  # noqa: E402
 # --- Project ------------------------------------------------------------------------------------
 project = "retain_graph, explained"
 author = "the retain_graph, explained authors"
-copyright = "2026, the retain_graph, explained authors"  # fixed year: builds must be reproducible
+# Fixed year: builds must be reproducible. Furo prints this in every page's footer, so the footer
+# names the licences (README.md, "Licence"): code in LICENSE, text in LICENSE-TEXT.
+copyright = "2026, the retain_graph, explained authors. Code: BSD-3-Clause; text: CC-BY-4.0"
 
 REPOSITORY = "https://github.com/retain-graph-explained/retain-graph-explained"
 BRANCH = "main"
@@ -148,7 +150,7 @@ sphinx_gallery_conf = {
     "backreferences_dir": "_build/backreferences",
 }
 
-# --- Intersphinx, offline: the official inventories, vendored by `nox -s inventories` --------------
+# --- Intersphinx, offline: vendored inventories (what they are: docs/_inventories/provenance.json)
 intersphinx_mapping = {
     "torch": (TORCH_DOCS, str(ROOT / "docs" / "_inventories" / "torch.inv")),
     "python": (PYTHON_DOCS, str(ROOT / "docs" / "_inventories" / "python.inv")),

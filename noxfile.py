@@ -6,9 +6,13 @@ so nothing here can pull an unpinned torch.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import shutil
 import sys
+import zlib
 from pathlib import Path
 
 import nox
@@ -44,7 +48,9 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Build the site with no network, then test it (browser tests need Chromium; CI requires it)."""
-    install(session, "tests")
+    # Every requirements/*.txt, so that this environment is the lock's (tests/test_lock.py compares
+    # its `pip freeze` with constraints.txt); tests.txt alone would do for the other tests.
+    session.install(*requirement_args(), *CONSTRAINTS)
     if shutil.which("npm"):
         install_node_tools(session)  # the pinned Nu checker and axe-core for tests/test_quality.py
     offline = can_isolate_network()
@@ -64,16 +70,33 @@ def tests(session: nox.Session) -> None:
     )
 
 
+def requirement_args() -> list[str]:
+    """``-r requirements/<name>.txt`` for every requirements file: what the lock pins."""
+    files = sorted((ROOT / "requirements").glob("*.txt"))
+    return [arg for path in files for arg in ("-r", path.relative_to(ROOT).as_posix())]
+
+
 def standalone_python(session: nox.Session) -> str:
-    """A virtualenv holding only requirements/examples.txt (torch, numpy, matplotlib and a kernel),
-    in which tests/test_downloads_run_alone.py runs every download as a reader would."""
-    folder = ROOT / ".nox" / "standalone"
-    python = folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    if not python.exists():
-        session.run("python", "-m", "venv", str(folder))
-    session.run(str(python), "-m", "pip", "install", "--quiet", "-r", "requirements/examples.txt",
-                *CONSTRAINTS, external=True)  # fmt: skip
-    return str(python)
+    """Virtualenvs in which tests/test_downloads_run_alone.py runs every download as a reader
+    would, with no network: ``.nox/standalone`` holds only requirements/examples.txt (torch, numpy,
+    matplotlib and a kernel). A page that runs more libraries names them, pinned, in its download's
+    first cell and lists them in ``requirements/<page>.txt``; the download of that page alone runs
+    in ``.nox/standalone-<page>``, which holds requirements/examples.txt and exactly those. Both
+    are installed here, before the tests, with the pins of constraints.txt. Returns the python of
+    ``.nox/standalone``; the test finds ``standalone-<page>`` next to it."""
+    pages = sorted(
+        path.stem for path in (ROOT / "requirements").glob("*.txt")
+        if (ROOT / "docs" / f"{path.stem}.md").exists()
+    )  # fmt: skip
+    for page in [None, *pages]:
+        folder = ROOT / ".nox" / ("standalone" if page is None else f"standalone-{page}")
+        python = folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+        if not python.exists():
+            session.run("python", "-m", "venv", str(folder))
+        extra = [] if page is None else ["-r", f"requirements/{page}.txt"]
+        session.run(str(python), "-m", "pip", "install", "--quiet", "-r", "requirements/examples.txt",
+                    *extra, *CONSTRAINTS, external=True)  # fmt: skip
+    return str(ROOT / ".nox" / "standalone" / python.relative_to(folder))
 
 
 @nox.session
@@ -135,10 +158,36 @@ def linkcheck(session: nox.Session) -> None:
     )
 
 
+INVENTORIES = ROOT / "docs" / "_inventories"
+
+
+def record_inventory(name: str, kind: str, source: str) -> None:
+    """Record in docs/_inventories/provenance.json what ``<name>.inv`` is (official or
+    synthesized), where it came from, its object count and its SHA-256 (tests/test_inventories.py
+    checks them, so a file edited by hand no longer matches its record)."""
+    path = INVENTORIES / f"{name}.inv"
+    data = path.read_bytes()
+    header_end = 0
+    for _ in range(4):  # "# Sphinx inventory version 2", project, version, "...zlib."
+        header_end = data.index(b"\n", header_end) + 1
+    body = zlib.decompress(data[header_end:]).decode()
+    provenance = INVENTORIES / "provenance.json"
+    records = json.loads(provenance.read_text()) if provenance.exists() else {}
+    records[path.name] = {
+        "kind": kind,
+        "source": source,
+        "objects": sum(1 for line in body.splitlines() if line.strip()),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    provenance.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n")
+
+
 @nox.session
 def inventories(session: nox.Session) -> None:
-    """Vendor the official intersphinx inventories of the pinned torch and of this Python into
-    docs/_inventories (the build then needs no network). Needs network; after a torch pin change."""
+    """Replace docs/_inventories with the official intersphinx inventories of the pinned torch and
+    of this Python, and record them as official in docs/_inventories/provenance.json. Needs the
+    documentation hosts (not only the package index); run it after a torch pin change, then change
+    the README's row for docs/_inventories from "synthesized" to "official"."""
     install(session, "docs")
     session.install("sphobjinv", *CONSTRAINTS)
     torch_minor = session.run(
@@ -153,17 +202,45 @@ def inventories(session: nox.Session) -> None:
         session.run(
             "sphobjinv", "convert", "zlib", "-q", "-u", url, f"docs/_inventories/{name}.inv"
         )
+        record_inventory(name, "official", url)
+
+
+LOCK_HEADER = """\
+# The one lock file: every package any nox session installs, pinned. Written by `nox -s lock`
+# (every requirements/*.txt installed under these pins, then `pip freeze`); never edit it by hand.
+"""
+
+
+def lock_text(freeze: str) -> str:
+    """constraints.txt as `nox -s lock` writes it from the `pip freeze` of an environment holding
+    every requirements/*.txt: the header, then ``name==version`` lines sorted by name (as pip
+    freeze sorts them), without local version labels (``torch==2.13.0+cpu`` is pinned as
+    ``torch==2.13.0``, which the CPU build and PyPI's build both satisfy). tests/test_lock.py
+    compares the committed file with this."""
+    pins = []
+    for line in freeze.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, equals, version = line.partition("==")
+        if not equals or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ValueError(
+                f"pip freeze gave {line!r}, not name==version: install it from an index"
+            )
+        pins.append(f"{name}=={version.split('+')[0]}")
+    pins = sorted(set(pins), key=lambda pin: pin.partition("==")[0].lower())  # pip freeze's order
+    return LOCK_HEADER + "".join(f"{pin}\n" for pin in pins)
 
 
 @nox.session(reuse_venv="never")
 def lock(session: nox.Session) -> None:
-    """Regenerate constraints.txt: resolve requirements/*.txt afresh and pin everything."""
-    for name in ("tests", "dev", "nox"):
-        session.install("-r", f"requirements/{name}.txt")
+    """Rewrite constraints.txt: install every requirements/*.txt into a fresh environment under the
+    current pins, then write its `pip freeze` (lock_text). Every pinned package keeps its version,
+    so the same inputs give the same file; a package no pin covers (a new requirement or a new
+    dependency) gets its newest release. To move a pin, delete its line first. (A machine-wide pip
+    constraint, such as a cap on torch, can only narrow what is installed; it is never written.)"""
+    session.install(*requirement_args(), *CONSTRAINTS)
     frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
-    header = (ROOT / "constraints.txt").read_text().splitlines()[:2]
-    pins = [line.replace("+cpu", "") for line in frozen.splitlines() if "==" in line]
-    (ROOT / "constraints.txt").write_text("\n".join([*header, *sorted(pins, key=str.lower)]) + "\n")
+    (ROOT / "constraints.txt").write_text(lock_text(frozen))
 
 
 def install_node_tools(session: nox.Session) -> None:

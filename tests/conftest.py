@@ -159,3 +159,13 @@ def second_build(tmp_path_factory):
         script_title=script_title,
         builds=builds,
     )
+
+
+def expected_pages() -> list[str]:
+    """Every HTML page the site must have, known from its sources (not from _build): each page of
+    ``index.md`` and ``docs/*.md``, each gallery script, the gallery index, search, genindex and
+    404. Tests parametrized with it fail one by one without a built site, instead of collecting
+    nothing; ``test_links`` checks that the built site has exactly these pages."""
+    sources = [ROOT / "index.md", *sorted((ROOT / "docs").glob("*.md")), *gallery_scripts()]
+    pages = {html_for(source).relative_to(HTML).as_posix() for source in sources}
+    return sorted(pages | {"auto_examples/index.html", "search.html", "genindex.html", "404.html"})

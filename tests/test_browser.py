@@ -10,7 +10,16 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import HTML, IN_CI, built_pages, gallery_scripts, html_for, myst_pages
+from conftest import (
+    HTML,
+    IN_CI,
+    ROOT,
+    expected_pages,
+    gallery_scripts,
+    html_for,
+    myst_pages,
+    read_notebook,
+)
 from site_audit import CHROMIUM, CHROMIUM_FLAGS, serve
 
 if CHROMIUM is None:
@@ -66,7 +75,7 @@ def page(browser, server):
     context.close()
 
 
-PAGES = [p.relative_to(HTML).as_posix() for p in built_pages()] if HTML.exists() else []
+PAGES = expected_pages()  # from the sources: without a built site each test fails, none is empty
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -87,26 +96,49 @@ def test_theme_toggle_cycles_the_theme(page, server):
     assert page.evaluate("document.body.dataset.theme") == seen[-1], "the choice is not remembered"
 
 
-@pytest.mark.parametrize("source", [*myst_pages(), *gallery_scripts()], ids=lambda p: p.name)
+def code_blocks(source) -> tuple[int, int]:
+    """(code blocks the page shows, of which visible unfolded), counted from the page's source."""
+    if source.suffix == ".py":
+        from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+        blocks = split_code_and_text_blocks(str(source))[1]
+        count = sum(1 for label, text, _ in blocks if label == "code" and text.strip())
+        return count, count
+    if source not in myst_pages():
+        return 0, 0  # a Markdown page without a kernel: no code cells
+    tags = [
+        c.metadata.get("tags", []) for c in read_notebook(source).cells if c.cell_type == "code"
+    ]
+    shown = [t for t in tags if not {"remove-cell", "remove-input"} & set(t)]
+    return len(shown), sum(1 for t in shown if "hide-input" not in t)
+
+
+SOURCES = [ROOT / "index.md", *sorted((ROOT / "docs").glob("*.md")), *gallery_scripts()]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
 def test_copy_buttons_sit_on_code_not_outputs(page, server, source):
+    """Every code block has a copy button, no output has one, and the first visible block's button
+    copies exactly its code, without prompts. A page with no code (from its source) has none."""
     path = html_for(source).relative_to(HTML).as_posix()
     page.goto(f"{server}/{path}", wait_until="networkidle")
     on_outputs = page.locator(
         "div.cell_output button.copybtn, div.sphx-glr-script-out button.copybtn"
     ).count()
     assert on_outputs == 0
+    count, visible_count = code_blocks(source)
     code = page.locator("div.cell_input div.highlight pre, div.highlight-Python div.highlight pre")
-    if code.count() == 0:
-        return
-    assert (
-        page.locator("div.cell_input button.copybtn, div.highlight-Python button.copybtn").count()
-        == code.count()
-    )
+    assert code.count() == count, f"{count} code blocks in the source, {code.count()} on the page"
+    buttons = page.locator("div.cell_input button.copybtn, div.highlight-Python button.copybtn")
+    assert buttons.count() == count
     visible = page.locator(
         "div.cell_input div.highlight pre:visible, div.highlight-Python div.highlight pre:visible"
     )
-    if visible.count() == 0:
-        return  # all code folded away (hide-input)
+    assert visible.count() == visible_count
+    if count == 0:
+        assert page.locator("button.copybtn").count() == 0, "copy buttons on a page with no code"
+        return
+    assert visible_count, f"{path}: every code cell is folded (hide-input); show one"
     first = visible.first
     first.hover()
     first.locator("xpath=..").locator("button.copybtn").click()

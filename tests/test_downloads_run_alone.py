@@ -5,13 +5,17 @@ examples.txt; `nox -s tests` creates that environment and names its python in $S
 
 They run with ATEN_CPU_CAPABILITY=default (the build runs the default kernels), so an exact
 assertion that holds only with one CPU's vector kernels fails here. Notebooks run with nbclient,
-which lets a cell tagged ``raises-exception`` raise; scripts run with ``python -W error``, as the
-build runs them. Two run at a time.
+which lets a cell tagged ``raises-exception`` raise; then, as the build does
+(docs/_ext/nb_expectations.py), each such cell must have raised exactly the error its
+``expect-error`` declares. Scripts run with ``python -W error``, as the build runs them. Two run at
+a time.
 
 A page that runs more libraries lists them in ``requirements/<page>.txt`` (frameworks: Lightning,
 Accelerate, Transformers, vector-quantize-pytorch). Its notebook must name them, at their
-``constraints.txt`` pins, in its first cell; they are installed for that notebook alone (pip
-``--prefix`` into its folder, on its PYTHONPATH), never into $STANDALONE_PYTHON's environment.
+``constraints.txt`` pins, in its first cell; it runs in ``.nox/standalone-<page>`` (next to
+$STANDALONE_PYTHON's environment), which holds requirements/examples.txt and exactly those, and
+which `nox -s tests` installs before the tests: nothing is installed here, and nothing needs the
+network.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ PYTHON = os.environ.get("STANDALONE_PYTHON")
 TIMEOUT = 900
 RUN_NOTEBOOK = (
     "import sys, nbformat, nbclient; nb = nbformat.read(sys.argv[1], as_version=4); "
-    f"nbclient.NotebookClient(nb, timeout={TIMEOUT}, kernel_name='python3').execute()"
+    f"nbclient.NotebookClient(nb, timeout={TIMEOUT}, kernel_name='python3').execute(); "
+    "nbformat.write(nb, sys.argv[1])"  # the executed notebook, for its declared errors
 )
 DOWNLOADS = sorted(
     [f"{page.stem}.ipynb" for page in myst_pages() if page.parent.name == "docs"]
@@ -54,25 +59,31 @@ def extra_packages(name: str) -> list[str]:
     return [pins[canonical(package)] for package in wanted if package.strip()]
 
 
-def install_extras(name: str, folder: Path) -> tuple[str | None, str]:
-    """Install the notebook's extra packages into ``folder``; (error text or None, PYTHONPATH)."""
+def page_python(name: str, folder: Path) -> tuple[str | None, str]:
+    """The Python to run the download in (error text or None, python): $STANDALONE_PYTHON, or for
+    a page with requirements/<page>.txt, that of ``.nox/standalone-<page>``, whose packages the
+    notebook's first cell must name."""
     pins = extra_packages(name)
     if not pins:
-        return None, ""
+        return None, PYTHON
     first_cell = "".join(json.loads((folder / name).read_text())["cells"][0]["source"])
     unnamed = [pin for pin in pins if pin not in first_cell]
     if unnamed:
         return f"{name}'s first cell does not name {unnamed} (constraints.txt)", ""
-    prefix = folder / ".extra"
-    install = [PYTHON, "-m", "pip", "install", "--quiet", "--prefix", str(prefix), *pins]
-    done = subprocess.run([*install, "-c", str(ROOT / "constraints.txt")], capture_output=True,
-                          text=True)  # fmt: skip
-    if done.returncode:
-        return f"installing {pins} failed:\n{done.stdout}{done.stderr}"[-3000:], ""
-    where = "import sys, sysconfig; v = {'base': sys.argv[1], 'platbase': sys.argv[1]}; "
-    where += "print(sysconfig.get_path('purelib', vars=v), sysconfig.get_path('platlib', vars=v))"
-    paths = subprocess.run([PYTHON, "-c", where, str(prefix)], capture_output=True, text=True)
-    return None, os.pathsep.join(dict.fromkeys(paths.stdout.split()))
+    env = Path(PYTHON).parents[1]
+    python = env.with_name(f"{env.name}-{Path(name).stem}") / Path(PYTHON).relative_to(env)
+    if not python.exists():
+        return f"{python} is missing: `nox -s tests` installs it with {pins}", ""
+    return None, str(python)
+
+
+def declared_errors(path: Path) -> str | None:
+    """What differs, in the executed notebook at ``path``, from the errors its cells declare."""
+    import nbformat
+    from nb_expectations import check_notebook
+
+    problems = check_notebook(nbformat.read(path, as_version=4))
+    return "\n".join(f"cell {index}: {problem}" for index, problem in problems) or None
 
 
 def run_alone(name: str, folder: Path) -> str | None:
@@ -81,26 +92,26 @@ def run_alone(name: str, folder: Path) -> str | None:
     if not found:
         return f"the site offers no download named {name}"
     shutil.copy(found[0], folder / name)
-    error, extra_path = install_extras(name, folder)
+    error, python = page_python(name, folder)
     if error:
         return error
     keep = ("HOME", "LANG", "TMPDIR", "PATH")
     env = {key: os.environ[key] for key in keep if key in os.environ}
-    if extra_path:
-        env["PYTHONPATH"] = extra_path
     env |= {"ATEN_CPU_CAPABILITY": "default", "IPYTHONDIR": str(folder / ".ipython")}
-    env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     if name.endswith(".py"):
-        command = [PYTHON, "-W", "error", name]
+        command = [python, "-W", "error", name]
     else:
-        command = [PYTHON, "-c", RUN_NOTEBOOK, name]
+        command = [python, "-c", RUN_NOTEBOOK, name]
     try:
         done = subprocess.run(
             command, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT + 60
         )
     except subprocess.TimeoutExpired:
         return f"still running after {TIMEOUT + 60} s"
-    return None if done.returncode == 0 else ANSI.sub("", done.stdout + done.stderr)[-3000:]
+    if done.returncode:
+        return ANSI.sub("", done.stdout + done.stderr)[-3000:]
+    return declared_errors(folder / name) if name.endswith(".ipynb") else None
 
 
 @pytest.fixture(scope="module")

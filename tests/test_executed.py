@@ -12,6 +12,7 @@ import re
 
 import pytest
 from conftest import (
+    ANSI,
     HTML,
     gallery_scripts,
     html_for,
@@ -74,27 +75,61 @@ def test_myst_cells_show_their_outputs(site, page):
             ), f"{where}: this cell prints or draws, but the page shows no output under it"
 
 
+def _text(node) -> str:
+    return " ".join(node.get_text().split())
+
+
+def _output_texts(cell: dict) -> list[str]:
+    """The text a notebook cell's outputs show: streams, plain-text results, error lines."""
+    texts = []
+    for output in cell.get("outputs", []):
+        if output["output_type"] == "stream":
+            texts.append("".join(output["text"]))
+        elif output["output_type"] == "error":
+            texts.append(f"{output['ename']}: {output['evalue']}")
+        elif set(output.get("data", {})) == {"text/plain"}:  # rich outputs render otherwise
+            texts.append("".join(output["data"]["text/plain"]))
+    return [" ".join(ANSI.sub("", text).split()) for text in texts if text.strip()]
+
+
 @pytest.mark.parametrize("page", MYST, ids=lambda p: p.name)
 def test_myst_page_download_is_the_executed_notebook(site, page):
-    """The executed notebook offered for download has an output wherever the page shows one."""
-    executed = (
-        site.parent / "jupyter_execute" / page.relative_to(site.parents[1]).with_suffix(".ipynb")
-    )
-    assert executed.exists(), f"{executed} missing"
-    notebook = json.loads(executed.read_text())
-    code = [c for c in notebook["cells"] if c["cell_type"] == "code" and not helper(c)]
-    assert all(c.get("execution_count") for c in code), f"{page.name}: unexecuted cells in download"
-    rendered = soup(html_for(page)).select("div.cell")
-    for cell, html in zip(code, rendered, strict=False):
-        if html.select_one("div.cell_output"):
-            assert cell["outputs"], (
-                f"{page.name}: downloaded notebook lacks an output the page shows"
-            )
+    """The notebook the page offers for download is the executed page: cell for cell the same code,
+    every cell executed, an output wherever the page shows one and none where it shows none, and
+    the text of every output shown on the page."""
     links = [a["href"] for a in soup(html_for(page)).select("a.reference.download")]
+    offered = [h for h in links if h.endswith(f"/{page.stem}.ipynb")]
     if page.parent.name == "docs":
-        assert any(h.endswith(f"/{page.stem}.ipynb") for h in links), (
+        assert offered, (
             f"{page.name}: offer the executed notebook with {{nb-download}}`{page.stem}.ipynb`"
         )
+        download = (html_for(page).parent / offered[0]).resolve()
+    else:  # the home page offers no download; its executed copy is still checked
+        download = site.parent / "jupyter_execute" / f"{page.stem}.ipynb"
+    assert download.exists(), f"{download} missing"
+    notebook = json.loads(download.read_text())
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code" and not helper(c)]
+    code = [c for c in code if "remove-cell" not in c.get("metadata", {}).get("tags", [])]
+    assert all(c.get("execution_count") for c in code), f"{page.name}: unexecuted cells in download"
+    rendered = soup(html_for(page)).select("div.cell")
+    assert len(code) == len(rendered), (
+        f"{page.name}: the download has {len(code)} code cells, the page shows {len(rendered)}"
+    )
+    for number, (cell, html) in enumerate(zip(code, rendered, strict=True), 1):
+        where = f"{page.name}, code cell {number}"
+        source = html.select_one("div.cell_input")
+        if source is not None:
+            assert _text(source) == " ".join("".join(cell["source"]).split()), (
+                f"{where}: the download's code is not the page's"
+            )
+        shown = html.select_one("div.cell_output")
+        assert bool(shown) == bool(cell["outputs"]), (
+            f"{where}: the page {'shows' if shown else 'shows no'} output, the download "
+            f"{'has' if cell['outputs'] else 'has none'}"
+        )
+        page_text = _text(shown) if shown else ""
+        for text in _output_texts(cell):
+            assert text in page_text, f"{where}: the download's output {text[:200]!r} is not shown"
 
 
 TIMERS = re.compile(r"\b(?:perf_counter|process_time|monotonic|timeit)\b|\btime\.time\(")

@@ -21,17 +21,23 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
+# The one canonical host. GitHub Pages builds every push to main (reusing the execution caches);
+# Read the Docs builds the same pages as a mirror, and its pages name these as canonical too
+# (``<link rel="canonical">``, ``og:url``, the sitemap and robots.txt), so search engines index one
+# copy. $SITE_URL overrides it for a fork that publishes elsewhere.
 DEFAULT_SITE_URL = "https://retain-graph-explained.github.io/"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def site_url(path_only: bool = False) -> str:
-    """The public URL of the site: $SITE_URL, else Read the Docs' canonical URL, else the default."""
-    url = (
-        os.environ.get("SITE_URL")
-        or os.environ.get("READTHEDOCS_CANONICAL_URL")
-        or DEFAULT_SITE_URL
-    )
+    """The site's canonical URL ($SITE_URL, else the default), on every host, Read the Docs included.
+
+    ``path_only=True`` gives instead the path this build is served from, which the 404 page's
+    links start with: on Read the Docs the path of its own URL (such as ``/en/latest/``), since
+    the 404 page must link within the host that serves it."""
+    url = os.environ.get("SITE_URL") or DEFAULT_SITE_URL
+    if path_only:
+        url = os.environ.get("READTHEDOCS_CANONICAL_URL") or url
     url = url if url.endswith("/") else url + "/"
     return urlparse(url).path if path_only else url
 
