@@ -25,7 +25,9 @@ logger = logging.getLogger(__name__)
 # Read the Docs builds the same pages as a mirror, and its pages name these as canonical too
 # (``<link rel="canonical">``, ``og:url``, the sitemap and robots.txt), so search engines index one
 # copy. $SITE_URL overrides it for a fork that publishes elsewhere.
-DEFAULT_SITE_URL = "https://retain-graph-explained.github.io/"
+DEFAULT_SITE_URL = (
+    "https://retain-graph-explained.github.io/retain-graph-explained/"  # project site
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
