@@ -4,9 +4,9 @@ Why this exists: "Trying to backward through the graph a second time" says *that
 reached a part of the graph which an earlier backward pass had already freed, but not *which*
 part. The usual culprit is a tensor carried over from an earlier iteration: a hidden state, a
 running loss total, something computed before the loop, or kept on a module attribute. This
-module walks the loss's graph (``grad_fn`` and ``next_functions``), tries to read every saved
-tensor of every node (reading a freed one raises the very same ``RuntimeError``), and reports the
-nodes whose saved tensors are gone. When the forward pass ran under
+module walks the loss's graph (``grad_fn`` and ``next_functions``), checks every saved tensor of
+every node without unpacking it (reading a freed one raises the very same ``RuntimeError``), and
+reports the nodes whose saved tensors are gone. When the forward pass ran under
 ``torch.autograd.set_detect_anomaly(True)``, autograd stored the Python stack that created each
 node in ``node.metadata["traceback_"]``, and the report names the line of your code that built
 the old part of the graph.
