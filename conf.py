@@ -67,6 +67,7 @@ extensions = [
     "forget_failed_builds",
     "code_links",
     "html_quality",
+    "ledger_summary",
 ]
 
 root_doc = "index"
