@@ -70,7 +70,9 @@ def test_every_claim_is_proved_by_an_asserting_cell(source):
     for claim_id, _, _, body in ALL[source]:
         cells = CELL.findall(body)
         asserting = [
-            c for c in cells if "raises-exception" not in c and re.search(r"^\s*assert ", c, re.M)
+            c
+            for c in cells
+            if "raises-exception" not in c and re.search(r"^\s*(assert |with watch\()", c, re.M)
         ]
         assert asserting, f"{claim_id}: no executed code cell with an assert"
         for cell in cells:
