@@ -72,6 +72,7 @@ extensions = [
     "nb_expectations",
     "reproducible_output",
     "code_links",
+    "ledger_summary",
 ]
 # Every rendered page goes through the rewrites that make it valid HTML and free of axe violations
 # (docs/_ext/html_quality.py says which, and why each has no setting).

@@ -1,0 +1,99 @@
+"""The ledger's counts and claim tables, computed from the claim sections when the site is built.
+
+Why: each ledger page (``docs/ledger-*.md``) has one section per claim: a label
+``(ledger-000-5)=``, the heading ``## 000-5: <the claim in our words>`` and, after an empty line,
+its verdict badge. ``docs/ledger.md`` sums the verdicts up and lists every claim; typed by hand,
+those numbers and rows stood in five places. A code cell cannot compute them: a page's notebook
+download runs alone, without the other pages' Markdown. So when Sphinx reads ``docs/ledger.md``
+(``source-read``), its placeholders become Markdown: ```` ```{ledger-summary} ```` the totals and
+a table of verdicts per text, ```` ```{ledger-claims} 000 ```` text 000's claims (link, badge,
+claim). Unreplaced, they are unknown directives, which fail the strict build; so does a label not
+followed by its heading and a badge on the scale. ``tests/test_ledger.py`` checks the rest
+(numbering, badge colours, a proving cell per claim). The overview is read again whenever a ledger
+page changes (``env.note_dependency``).
+"""
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from sphinx.errors import ExtensionError
+
+# The verdict scale of docs/ledger.md: verdict -> (sphinx-design badge colour, words for a count).
+VERDICTS = {
+    "correct": ("success", "hold"),
+    "incomplete": ("info", "are true but incomplete"),
+    "misleading": ("warning", "are misleading"),
+    "outdated": ("secondary", "describe an older PyTorch"),
+    "wrong": ("danger", "are wrong"),
+}
+CLAIM = re.compile(r"^\(ledger-(\d{3})-(\d+)\)=\n(?:## \1-\2: (.+)\n\n\{bdg-\w+\}`(\w+)`)?", re.M)
+PLACEHOLDER = re.compile(r"^```\{ledger-(summary|claims)\}[ \t]*(\d{3})?[ \t]*\n```[ \t]*$", re.M)
+HYPHEN = "\N{NON-BREAKING HYPHEN}"  # a claim id never breaks in a table cell
+
+
+def badge(verdict: str) -> str:
+    return f"{{bdg-{VERDICTS[verdict][0]}}}`{verdict}`"
+
+
+def read_claims(docs: Path) -> dict[str, list[tuple[str, str, str, str]]]:
+    """{text number: [(page, claim id, claim, verdict), ...]} from the ledger pages."""
+    texts = {}
+    for path in sorted(docs.glob("ledger-*.md")):
+        for text, n, claim, verdict in CLAIM.findall(path.read_text(encoding="utf-8")):
+            if verdict not in VERDICTS:
+                raise ExtensionError(
+                    f"{path.name}, (ledger-{text}-{n})=: the label must be followed by "
+                    f"'## {text}-{n}: <claim>', an empty line and a badge: {', '.join(VERDICTS)}"
+                )
+            texts.setdefault(text, []).append((path.stem, f"{text}-{n}", claim, verdict))
+    return dict(sorted(texts.items()))
+
+
+def table(head: list, rows: list) -> str:
+    return "\n".join(
+        "| " + " | ".join(map(str, cells)) + " |" for cells in [head, ["---"] * len(head), *rows]
+    )
+
+
+def summary(texts) -> str:
+    counts = {text: Counter(claim[3] for claim in claims) for text, claims in texts.items()}
+    total = sum(counts.values(), Counter())
+    said = [f"{total[v]} {words}" for v, (_, words) in VERDICTS.items()]
+    rows = [
+        [f"{{doc}}`{text} <{claims[0][0]}>`", *(counts[text][v] for v in VERDICTS), len(claims)]
+        for text, claims in texts.items()
+    ]
+    rows.append(["**all**", *(total[v] for v in VERDICTS), f"**{total.total()}**"])
+    return (
+        f"Between them the texts make **{total.total()} technical claims**: "
+        f"{', '.join(said[:-1])} and {said[-1]}.\n\n"
+        + table(["text", *map(badge, VERDICTS), "claims"], rows)
+    )
+
+
+def fill_in(app, docname: str, source: list[str]) -> None:
+    if docname != "docs/ledger":
+        return
+    docs = Path(app.srcdir) / "docs"
+    for path in docs.glob("ledger-*.md"):
+        app.env.note_dependency(str(path))
+    texts = read_claims(docs)
+
+    def replace(match: re.Match) -> str:
+        if match[1] == "summary":
+            return summary(texts)
+        if match[2] not in texts:
+            raise ExtensionError(f"ledger.md: {{ledger-claims}} {match[2]}: no such text")
+        rows = [
+            [f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`", badge(v), claim]
+            for _, id_, claim, v in texts[match[2]]
+        ]
+        return table(["claim", "verdict", "what the text says, in our words"], rows)
+
+    source[0] = PLACEHOLDER.sub(replace, source[0])
+
+
+def setup(app) -> dict:
+    app.connect("source-read", fill_in)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
