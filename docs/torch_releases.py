@@ -232,8 +232,12 @@ RESULTS = [
 
 
 def summary() -> None:
-    """When and from which commit the results were made, and how many downloads hold on each."""
-    print(f"Run on {RUN['date']} from commit {RUN['commit']}; the site is built on torch "
+    """From which commit the results were made, and how many downloads hold on each.
+
+    The run's date stays in RUN, not on the page: a page showing a date cannot be told
+    from one that leaks its build date (tests/test_reproducible.py).
+    """
+    print(f"Run from commit {RUN['commit']}; the site is built on torch "
           f"{RUN['site_torch']}.")  # fmt: skip
     for release in NUMPY:
         rows = [row for row in RESULTS if row[0] == release]

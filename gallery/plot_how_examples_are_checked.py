@@ -30,7 +30,8 @@ assert torch.equal(x.grad, 2 * x.detach())
 # An expected error is caught, printed and checked
 # ------------------------------------------------
 #
-# The ``else`` branch fails the script if, one day, the error does not come.
+# A second :meth:`~torch.Tensor.backward` finds the graph freed; the ``else`` branch fails the
+# script if, one day, the error does not come.
 
 try:
     y.backward()

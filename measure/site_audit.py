@@ -121,9 +121,20 @@ def serve(site: Path = HTML, *, gzip: bool = False) -> Iterator[str]:
     are sent gzip-compressed to clients that accept it, as GitHub Pages and Read the Docs do (for
     Lighthouse, whose timings follow the bytes transferred)."""
 
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from site_context import site_url
+
+    prefix = site_url(path_only=True)  # "/retain-graph-explained/" on GitHub Pages
+
     class Handler(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
+
+        def translate_path(self, path):
+            """Serve the site at its root and at its canonical path, which the 404 page links to."""
+            if prefix != "/" and path.startswith(prefix):
+                path = "/" + path[len(prefix) :]
+            return super().translate_path(path)
 
         def do_GET(self):
             path = Path(self.translate_path(self.path))
