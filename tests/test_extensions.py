@@ -144,3 +144,16 @@ def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch)
     gallery_reset.keep_gallery_current(app)
     assert not list(out.rglob("*.md5"))
     assert (out / ".executed-with").read_text() == "torch 2, Python 3"
+
+
+def test_the_execution_key_changes_with_the_figure_style(tmp_path, monkeypatch):
+    """Gallery scripts draw with docs/matplotlibrc too, and sphinx-gallery's cache looks only at
+    each script: a new style must run them again, as a new torch does."""
+    import site_context
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "matplotlibrc").write_text("font.size: 12\n")
+    monkeypatch.setattr(site_context, "ROOT", tmp_path)
+    before = site_context.execution_key()
+    (tmp_path / "docs" / "matplotlibrc").write_text("font.size: 14\n")
+    assert site_context.execution_key() != before

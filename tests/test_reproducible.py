@@ -143,6 +143,10 @@ print("{name} ran")
 '''
 
 
+# A page whose label another page links to (by the title of the section it marks).
+OTHER = "# Other\n\n(moved)=\n## First\n\nText.\n\n## Second\n\nText.\n"
+
+
 def _script(name: str) -> str:
     title = f"The {name} script"
     return SCRIPT.format(title=title, underline="=" * len(title), name=name)
@@ -157,10 +161,12 @@ def small_site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("small")
     project = copy_tree(tmp / "site", BUILD_FILES)
     (project / "index.md").write_text(
-        "# Home\n\n```{toctree}\ndocs/page\nauto_examples/index\n```\n"
+        "# Home\n\n```{toctree}\ndocs/page\ndocs/other\nauto_examples/index\n```\n"
     )
+    (project / "docs" / "other.md").write_text(OTHER)
     (project / "docs" / "page.md").write_text(
-        PAGE_HEADER + '# A page\n\n```{code-cell} ipython3\nprint("the page ran")\n```\n'
+        PAGE_HEADER + "# A page\n\nSee {ref}`moved`.\n\n"
+        '```{code-cell} ipython3\nprint("the page ran")\n```\n'
     )
     (project / "gallery").mkdir()
     (project / "gallery" / "README.rst").write_text("Examples\n========\n\nTwo scripts.\n")
@@ -187,6 +193,9 @@ def small_site(tmp_path_factory):
     build("new torch", upgraded)
     (project / "gallery" / "plot_removed.py").unlink()
     build("script removed", upgraded)
+    moved = OTHER.replace("(moved)=\n", "").replace("## Second", "(moved)=\n## Second")
+    (project / "docs" / "other.md").write_text(moved)
+    build("label moved", upgraded)
     return project, builds
 
 
@@ -214,3 +223,15 @@ def test_a_removed_script_leaves_nothing_behind(small_site):
     left += [str(p) for p in (project / "_build" / "html").rglob("*plot_removed*")]
     assert not left, f"files of the removed script are left: {left}"
     assert (project / "_build" / "html" / "auto_examples" / "plot_kept.html").is_file()
+
+
+def test_a_moved_label_updates_the_pages_that_link_to_it(small_site):
+    """Only the page that moved a label is read again, and no title changed; a page that links
+    to the label (and is not its toctree parent, which Sphinx writes again anyway) is written
+    again all the same, with its new section's title."""
+    project, builds = small_site
+    code, log = builds["label moved"]
+    assert code == 0, f"the build after moving a label failed:\n{log[-5000:]}"
+    page = (project / "_build" / "html" / "docs" / "page.html").read_text()
+    link = BeautifulSoup(page, "html.parser").select_one('a[href="other.html#moved"]')
+    assert link is not None and link.get_text() == "Second", link

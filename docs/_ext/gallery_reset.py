@@ -7,8 +7,9 @@ warnings become errors, so a warning an example does not show on purpose fails t
 sphinx-gallery re-runs an example only when its ``.md5`` differs from the script's; it never deletes
 what it generated for a script that is gone, and under ``-W`` that orphan page fails the next build
 ("document isn't included in any toctree"). Before it runs, the files of removed scripts are
-deleted, and when torch or Python changed (``site_context.execution_key``), every ``.md5``: the
-documented way to make it run an example again (sphinx-gallery, "Rerunning stale examples").
+deleted, and when torch, Python or the figure style changed (``site_context.execution_key``),
+every ``.md5``: the documented way to make it run an example again (sphinx-gallery, "Rerunning
+stale examples").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
    a newline at each chunk boundary).
 3. No stale pages: the cache key is the cells' code only. A digest of what else the outputs depend
    on goes into cell metadata: each helper module a page imports (``docs/autograd_graph.py``), the
-   kernel start-up (``docs/_ipython``, ``docs/matplotlibrc``), and the torch and Python versions
+   kernel start-up (``docs/_ipython``), and the torch and Python versions and the figure style
    (``site_context.execution_key``), so a new torch re-executes every page. The files are noted as
    the page's dependencies.
 4. Parallel readers: the main process creates and trims jupyter-cache's database before they fork
@@ -53,8 +53,8 @@ DOCS = Path(__file__).resolve().parents[1]
 
 
 def kernel_setup_digest() -> str:
-    """A digest of what every page's kernel starts with: IPython start-up, figure style, and the
-    torch and Python versions."""
+    """A digest of what every page's kernel starts with: IPython start-up, and the torch and
+    Python versions and the figure style."""
     digest = hashlib.sha256(execution_key().encode())
     for path in kernel_setup_files():
         digest.update(path.relative_to(DOCS).as_posix().encode() + path.read_bytes())
@@ -108,7 +108,7 @@ def _copy_cached_outputs(source, merged) -> None:
 
 
 def kernel_setup_files() -> list[Path]:
-    return sorted((DOCS / "_ipython").rglob("*.py")) + [DOCS / "matplotlibrc"]
+    return sorted((DOCS / "_ipython").rglob("*.py"))
 
 
 def _note_local_modules(app: Sphinx, docname: str, source: list[str]) -> None:

@@ -6,8 +6,9 @@ Why: an incremental build differed from a cold one in six ways, and two cold bui
   next/previous links or an old cross-reference text after a page was retitled or moved
   (sphinx-doc/sphinx#5506), and old links after the intersphinx inventories or the extensions
   changed. Every page is written again when what pages show of each other changed: any page's
-  title, section headings or toctrees, or the files every page is made with (``conf.py``,
-  ``docs/_ext``, templates, static files, inventories). Otherwise only the pages read are written.
+  title, section headings, labels (a link to a moved or removed label must change or fail) or
+  toctrees, or the files every page is made with (``conf.py``, ``docs/_ext``, templates, static
+  files, inventories). Otherwise only the pages read (and their toctree parents) are written.
 * The search index keeps a page's index entries only if the page was written in this build (its
   entries live in the environment, which Sphinx saves before writing; sphinx-doc/sphinx#12599):
   the entries of the pages not written are carried over from the previous ``searchindex.js``.
@@ -65,11 +66,13 @@ def _normalise_downloads(app: Sphinx, exception: Exception | None) -> None:
 
 
 def _note_navigation(app: Sphinx, doctree: nodes.document) -> None:
-    """What other pages show of this one: its section titles (the first is its title) and its
-    toctrees. Kept in the environment, as Sphinx keeps a page's title."""
-    sections = [str(section[0]) for section in doctree.findall(nodes.section)]
+    """What other pages show of this one: its section titles (the first is its title) with their
+    anchors, its toctrees, and the targets other pages link to (labels). Kept in the environment,
+    as Sphinx keeps a page's title."""
+    sections = [(str(section[0]), section["ids"]) for section in doctree.findall(nodes.section)]
     toctrees = [repr(sorted(node.attributes.items())) for node in doctree.findall(addnodes.toctree)]
-    app.env.site_navigation[app.env.docname] = (sections, toctrees)
+    targets = sorted(doctree.nameids.items())
+    app.env.site_navigation[app.env.docname] = (sections, toctrees, targets)
 
 
 def _merge_navigation(app: Sphinx, env, docnames, other) -> None:
@@ -184,4 +187,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("build-finished", _complete_index_entries)
     app.connect("build-finished", _write_sitemap)
     app.connect("build-finished", _normalise_downloads)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # env_version: what _note_navigation keeps changed, so every page is read again once.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}

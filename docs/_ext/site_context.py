@@ -9,6 +9,7 @@ name the sitemap at the same public URL.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -70,10 +71,13 @@ def torch_version() -> str:
 
 
 def execution_key() -> str:
-    """What every output depends on besides the code: both execution caches (pages and gallery)
-    are keyed on it, so a new torch or Python re-executes everything, and the stamp on each page
-    names the torch that produced its outputs."""
-    return f"torch {torch_version()}, Python {platform.python_version()}"
+    """What every output depends on besides the code: the torch and Python versions, and the
+    figure style (``docs/matplotlibrc``, read by page kernels and gallery scripts alike; the
+    gallery's cache looks at each script alone). Both execution caches (pages and gallery) are
+    keyed on it, so a change re-executes everything, and the stamp on each page names the torch
+    that produced its outputs."""
+    style = hashlib.sha256((ROOT / "docs" / "matplotlibrc").read_bytes()).hexdigest()[:12]
+    return f"torch {torch_version()}, Python {platform.python_version()}, style {style}"
 
 
 def _check_torch(app: Sphinx) -> None:
