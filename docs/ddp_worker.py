@@ -215,7 +215,9 @@ def train_fsdp(kind: str, name: str, rank: int, world_size: int) -> str:
             plain.load_state_dict(weights)
             reference_loss(plain, name, step, world_size).backward()
             for n, p in plain.named_parameters():
-                if grads[n] is None or not torch.allclose(grads[n], p.grad, rtol=1e-4, atol=1e-6):
+                if grads[n] is None or not grads[n].any():
+                    return f"step {step}: {n} got no gradient"
+                if not torch.allclose(grads[n], p.grad, rtol=1e-4, atol=1e-6):
                     return f"step {step}: the gradient of {n} is not the reference's"
             opt.step()
     except RuntimeError as error:
