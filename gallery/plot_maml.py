@@ -175,8 +175,8 @@ assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapt
 #
 # Adapting the module itself, ``p.sub_(...)`` raises "a leaf Variable that requires grad is being
 # used in an in-place operation" (asserted). For a plain SGD step on leaves, such as MAML's outer
-# update, doing it under ``torch.no_grad()`` is the right fix (shown in :doc:`../docs/lost-leaf`). In the
-# inner loop it is harmful: the adapted parameters must stay a function of the meta-parameters,
+# update, doing it under ``torch.no_grad()`` is the right fix (:ref:`leaf-rules`). In the inner
+# loop it is harmful: the adapted parameters must stay a function of the meta-parameters,
 # and an update outside the graph cuts it out of the meta-gradient. ``p.data -= ...``,
 # ``torch.no_grad()`` and an inner ``torch.optim.SGD`` step all run, give the first-order
 # gradient (up to rounding) and overwrite the meta-parameters (of a copy, here).
