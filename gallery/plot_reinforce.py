@@ -43,15 +43,15 @@ def checked(optimizer, reference, **modules):
     params = [p for group in optimizer.param_groups for p in group["params"]]
     start, done = [p.detach().clone() for p in params], []
 
-    def check(opt, args, kwargs):
+    def check(*_):
         wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
         for p, want in zip(params, wanted):
-            got, want = (torch.zeros_like(p) if g is None else g for g in (p.grad, want))
-            ratio = f"norm ratio {got.norm() / want.norm():.3g}"
-            assert torch.allclose(got, want, 1e-4, 1e-6), (
-                f"step {len(done)}: wrong gradient of {names[p]} ({ratio})"
+            got, step = p.grad, f"step {len(done)}:"
+            assert got is not None and got.any(), f"{step} {names[p]} got no gradient"
+            assert want is not None and got.allclose(want, 1e-4, 1e-6), (
+                f"{step} wrong gradient of {names[p]}"
             )
-        done.append(None)
+        done.append(0)
 
     handle = optimizer.register_step_pre_hook(check)
     yield
@@ -97,12 +97,17 @@ def surrogate(policy, states, actions, returns, acting_log_probs):  # with the p
 # --------------------------------------------------------
 #
 # Each update walks its own episode's graph once, at the weights that acted. The reference
-# recomputes the loss from the stored states and actions.
+# recomputes the ratio-weighted loss from the stored states and actions, through probabilities.
 
-torch.manual_seed(2)
+
+def reference(step):
+    probs = policy(states).softmax(-1).gather(1, actions[:, None]).squeeze(1)
+    return -(probs / log_probs.detach().exp() * returns).sum()
+
+
+torch.manual_seed(8)  # three episodes that reach an end: non-zero returns
 policy = mlp(2)
 optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
-reference = lambda step: surrogate(policy, states, actions, returns, log_probs.detach())  # noqa: E731
 with checked(optimizer, reference, policy=policy):
     for episode in range(3):
         states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
@@ -175,24 +180,35 @@ else:
 #
 # After an update, the episode is off-policy: the loss recomputed on it does not give the
 # current policy's gradient. Weighting each term by the ratio of the current policy's
-# probability to the acting policy's (PPO's ratio, unclipped) restores it. Exactly, for two
-# actions with rewards 1 and 0, after one update, in expectation over the acting policy:
+# probability to the acting policy's (PPO's ratio, unclipped) restores it for an episode of one
+# action, but not over two. Exact expectations over the acting policy, two actions with rewards
+# 1 and 0, after one update:
 
 logits = torch.zeros(2, requires_grad=True)
 reward = torch.tensor([1.0, 0.0])
 acting = logits.softmax(0).detach()  # the probabilities that sampled the episode
 (first,) = torch.autograd.grad((logits.softmax(0) * reward).sum(), logits)
 logits = (logits + first).detach().requires_grad_()  # after update 1 (learning rate 1)
-log_p = logits.log_softmax(0)
-current, recomputed, weighted = (
-    torch.autograd.grad((weights * reward).sum(), logits, retain_graph=True)[0][0].item()
-    for weights in (log_p.exp(), acting * log_p, acting * log_p.exp() / acting)
-)
-print(f"d return / d logit 0: the current policy's {current:.3f}; expected update 2, ", end="")
-print(f"recomputed {recomputed:.3f}, ratio-weighted {weighted:.3f}")
-assert abs(recomputed - current) > 0.03 and abs(weighted - current) < 1e-6
+p = logits.softmax(0)
+expected = {  # of the return, per episode; two steps: reward 1 if both actions are 0
+    "current policy": (p * reward).sum(),
+    "recomputed": (acting * p.log() * reward).sum(),
+    "ratio-weighted": (acting * p / acting * reward).sum(),
+    "2 steps: current": p[0] ** 2,
+    "2 steps: ratio-weighted": acting[0] ** 2 * 2 * p[0] / acting[0],  # ratio 1 + ratio 2
+}
+slope = {k: torch.autograd.grad(v, logits, retain_graph=True)[0][0] for k, v in expected.items()}
+print("d/d logit 0 (update 2):", ", ".join(f"{k} {v:.3f}" for k, v in slope.items()))
+assert abs(slope["recomputed"] - slope["current policy"]) > 0.03
+assert abs(slope["ratio-weighted"] - slope["current policy"]) < 1e-6
+assert abs(slope["2 steps: ratio-weighted"] - slope["2 steps: current"]) > 0.03
 
 # %%
+# Over several steps, the states and the other actions behind each return are still the acting
+# policy's: the ratio-weighted loss matches the current policy's gradient only at the acting
+# weights, hence PPO's clipped ratio. The check compares each update with that loss at the
+# current weights.
+#
 # So act without a graph, store the acting log-probabilities *detached*, and let each update
 # build a fresh graph:
 
