@@ -303,7 +303,9 @@ def run(world_size: int = 2, timeout: float = 240.0, attempts: int = 2) -> dict[
             continue
         if ranks.returncode != 0:
             raise RuntimeError(f"ddp_worker.py exited with {ranks.returncode}:\n{err[-3000:]}")
-        return {int(rank): results for rank, results in json.loads(out).items()}
+        # gloo can print to stdout on some releases (2.8, 2.9): the JSON is the last line
+        last = out.strip().splitlines()[-1]
+        return {int(rank): results for rank, results in json.loads(last).items()}
     raise RuntimeError(f"ddp_worker: {attempts} attempts stalled for {timeout} s each")
 
 
