@@ -53,6 +53,9 @@ _FRAME = re.compile(
     r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
 )
 _FREED = "Trying to backward through the graph a second time"
+# Saved tensors show their unpack hook and data (torch 2.13 and 2.14 do; 2.8 and older do not):
+# without them, looking at a hooked saved tensor means unpacking it.
+UNPACKS_TO_LOOK = not hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ def _freed_names(fn: object) -> tuple[str, ...]:
     the checkpointed forward (and updates BatchNorm's running statistics). So each saved tensor is
     looked at through ``_raw_saved_*``: a hook or packed data means it is alive; only when both are
     gone is the ordinary attribute read, which then runs no hook and raises if it was freed.
+    Releases whose saved tensors lack ``unpack_hook`` (2.8 and older, of those run) are read
+    directly, so there a checkpointed forward runs again.
     """
     if isinstance(fn, torch.autograd.function.BackwardCFunction):  # a custom autograd.Function
         try:
@@ -119,7 +124,9 @@ def _freed_names(fn: object) -> tuple[str, ...]:
     for attr in sorted(a for a in dir(fn) if a.startswith("_raw_saved_")):
         raw = getattr(fn, attr)
         items = raw if isinstance(raw, (list, tuple)) else [raw]
-        if any(item.unpack_hook is not None or item.data is not None for item in items):
+        if UNPACKS_TO_LOOK:
+            pass  # no way to look without unpacking: read it (this runs a hook)
+        elif any(item.unpack_hook is not None or item.data is not None for item in items):
             continue  # alive (a hooked tensor is not unpacked here)
         name = attr.removeprefix("_raw_saved_")
         try:

@@ -115,10 +115,15 @@ def first_error(text: str, name: str) -> tuple[str, str]:
 
 
 def run_alone(python: Path, download: Path, log: Path) -> dict:
-    """Run one download alone in an empty folder, as tests/test_downloads_run_alone.py does."""
+    """Run one download alone in an empty folder, as tests/test_downloads_run_alone.py does; a
+    helper module with the helper modules it imports beside it (its page offers them together)."""
     with tempfile.TemporaryDirectory(prefix="torch-release-") as tmp:
         folder = Path(tmp)
         shutil.copy(download, folder / download.name)
+        if download.suffix == ".py" and not download.stem.startswith("plot_"):
+            for name in re.findall(r"^(?:from|import) (\w+)", download.read_text(), re.M):
+                for sibling in DOWNLOADS.glob(f"*/{name}.py"):
+                    shutil.copy(sibling, folder / sibling.name)
         keep = ("HOME", "LANG", "TMPDIR", "PATH")
         env = {key: os.environ[key] for key in keep if key in os.environ}
         env |= {"ATEN_CPU_CAPABILITY": "default", "IPYTHONDIR": str(folder / ".ipython")}
