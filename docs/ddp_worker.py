@@ -30,15 +30,16 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
+
 try:
     from outcome import watch
 except ImportError as error:  # downloaded alone
     raise ImportError("ddp_worker.py needs outcome.py in the same folder: the wrappers page "
                       "offers both downloads") from error  # fmt: skip
-from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def make_model() -> nn.Module:
