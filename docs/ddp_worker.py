@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 try:
@@ -207,7 +207,11 @@ def train_fsdp(kind: str, name: str, rank: int, world_size: int) -> str:
     if kind == "FullyShardedDataParallel":  # FSDP1: on a machine without a GPU, name the device
         model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=True)
     else:
-        fully_shard(model, mesh=init_device_mesh("cpu", (world_size,)))  # FSDP2, on the CPU
+        try:
+            from torch.distributed.fsdp import fully_shard  # FSDP2: public since torch 2.6
+        except ImportError:
+            return "ImportError: torch.distributed.fsdp has no fully_shard before torch 2.6"
+        fully_shard(model, mesh=init_device_mesh("cpu", (world_size,)))  # on the CPU
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     start, _ = _full(model, kind)
     try:
@@ -223,7 +227,11 @@ def train_fsdp(kind: str, name: str, rank: int, world_size: int) -> str:
                 if grads[n] is None or not grads[n].any():
                     return f"step {step}: {n} got no gradient"
                 if not torch.allclose(grads[n], p.grad, rtol=1e-4, atol=1e-6):
-                    return f"step {step}: the gradient of {n} is not the reference's"
+                    ratio = (grads[n].norm() / p.grad.norm()).item()
+                    return (
+                        f"step {step}: the gradient of {n} is not the reference's "
+                        f"(its norm is {ratio:.3g} times the reference's)"
+                    )  # as watch says
             opt.step()
     except RuntimeError as error:
         return f"RuntimeError: {str(error).splitlines()[0]}"
@@ -308,7 +316,7 @@ def run(world_size: int = 2, timeout: float = 240.0, attempts: int = 2) -> dict[
             continue
         if ranks.returncode != 0:
             raise RuntimeError(f"ddp_worker.py exited with {ranks.returncode}:\n{err[-3000:]}")
-        # gloo can print to stdout on some releases (2.8, 2.9): the JSON is the last line
+        # gloo can print to stdout on some releases (2.8): the JSON is the last line
         last = out.strip().splitlines()[-1]
         return {int(rank): results for rank, results in json.loads(last).items()}
     raise RuntimeError(f"ddp_worker: {attempts} attempts stalled for {timeout} s each")

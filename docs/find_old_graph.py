@@ -34,7 +34,10 @@ A custom ``autograd.Function``'s node that a backward ran refuses ``ctx.saved_te
 not it saved anything; it is reported with ``saved=("ctx.saved_tensors",)`` and fails a second
 pass only if its ``backward`` reads ``ctx.saved_tensors`` (the finder cannot see which). Tensors a
 Function keeps on ``ctx`` directly are invisible to autograd and to this module. Saved tensors
-are never unpacked: their unpack hooks (checkpointing, offloading) do not run.
+are not unpacked, so their unpack hooks (checkpointing, offloading) do not run, where torch shows
+a saved tensor's hook (2.13 and 2.14 do; 2.8 and older do not, and there each is unpacked: a
+checkpointed block runs again per saved tensor, holding its activations until backward and
+updating BatchNorm's statistics. On those releases run the finder in a debugging run only).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ _FRAME = re.compile(
     r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
 )
 _FREED = "Trying to backward through the graph a second time"
-# Saved tensors show their unpack hook and data (torch 2.13 and 2.14 do; 2.8 and older do not):
+# Saved tensors show their unpack hook and data (pytorch/pytorch#164358; 2.13 and 2.14 do, 2.8 not):
 # without them, looking at a hooked saved tensor means unpacking it.
 UNPACKS_TO_LOOK = not hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
 
@@ -130,7 +133,7 @@ def _freed_names(fn: object) -> tuple[str, ...]:
             continue  # alive (a hooked tensor is not unpacked here)
         name = attr.removeprefix("_raw_saved_")
         try:
-            getattr(fn, f"_saved_{name}")  # no hook left to run: this only raises or returns None
+            getattr(fn, f"_saved_{name}")  # raises if freed (on torch <= 2.8 this may run a hook)
         except RuntimeError as error:  # the error backward() would raise, raised early
             if _FREED in str(error):
                 freed.append(name)
@@ -157,9 +160,9 @@ def _where(fn: object) -> tuple[str | None, int | None, str | None]:
 def find_old_graph(loss: torch.Tensor) -> Report:
     """Walk ``loss.grad_fn``'s graph and report the nodes an earlier backward pass freed.
 
-    Call it before ``loss.backward()``. It unpacks no saved tensor (no unpack hook runs, so a
-    checkpointed block is not re-run), so the backward pass afterwards behaves exactly as it would
-    have.
+    Call it before ``loss.backward()``. Where torch shows saved tensors' hooks it unpacks none
+    (no checkpointed block is re-run), so the backward pass afterwards behaves as it would have;
+    on torch 2.8 and older see the module's limits.
     """
     if loss.grad_fn is None:
         raise ValueError("loss has no grad_fn: it does not require grad (no graph to search)")

@@ -111,7 +111,7 @@ optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
 with checked(optimizer, reference, policy=policy):
     for episode in range(3):
         returns = torch.zeros(1)
-        while not returns.any():  # an episode cut off at the tenth step has no gradient: skip it
+        while not returns.any():  # cut off at the tenth step: a zero gradient, skipped
             states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
         optimizer.zero_grad()
         (-(log_probs * returns).sum()).backward()

@@ -121,7 +121,7 @@ def run_alone(python: Path, download: Path, log: Path) -> dict:
         folder = Path(tmp)
         shutil.copy(download, folder / download.name)
         if download.suffix == ".py" and not download.stem.startswith("plot_"):
-            for name in re.findall(r"^(?:from|import) (\w+)", download.read_text(), re.M):
+            for name in re.findall(r"^\s*(?:from|import) (\w+)", download.read_text(), re.M):
                 for sibling in DOWNLOADS.glob(f"*/{name}.py"):
                     shutil.copy(sibling, folder / sibling.name)
         keep = ("HOME", "LANG", "TMPDIR", "PATH")
@@ -210,6 +210,7 @@ def write_results(releases: list[str], downloads: list[Path]) -> None:
         )
         for d in downloads:
             r = found.get(d.name, {"outcome": "not run", "error": "", "at": ""})
+            r = r | {"error": r["error"].replace(str(VENVS), "$TORCH_RELEASES")}  # no machine path
             rows.append(f"    ({json.dumps(release)}, {json.dumps(d.name)}, {json.dumps(r['outcome'])}, "
                         f"{json.dumps(r['error'], ensure_ascii=False)}, {json.dumps(r['at'], ensure_ascii=False)}),")  # fmt: skip
     block = "\n".join([
