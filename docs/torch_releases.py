@@ -9,6 +9,7 @@ here is generated. docs/which-torch.md shows them; its downloaded notebook carri
 from __future__ import annotations
 
 import datetime
+import os
 import textwrap
 from collections import defaultdict
 
@@ -28,7 +29,7 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "2026-11-27", "commit": "b503e9e (with uncommitted changes)", "site_torch": "2.13.0"}
+RUN = {"date": "2026-11-27", "commit": "4ab5344", "site_torch": "2.13.0"}
 NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6"}  # the numpy each release ran with
 # (release, download, outcome, first error, the line it points at); outcome: pass, fail,
 # flaky (failed, then passed when run again), extras (the page's extra requirements do not
@@ -36,7 +37,7 @@ NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6
 RESULTS = [
     ("2.4.1", "autograd_graph.py", "pass", "", ""),
     ("2.4.1", "backward-twice.ipynb", "pass", "", ""),
-    ("2.4.1", "ddp_worker.py", "fail", "ResourceWarning: Implicitly cleaning up <TemporaryDirectory '/tmp/tmpvcxt361u'>", ""),
+    ("2.4.1", "ddp_worker.py", "pass", "", ""),
     ("2.4.1", "errors.ipynb", "pass", "", ""),
     ("2.4.1", "find_old_graph.py", "pass", "", ""),
     ("2.4.1", "frameworks.ipynb", "extras", "ERROR: Cannot install -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 1), -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 2), -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 4) and vector-quantize-pytorch because these package versions have conflicting dependencies.", ""),
@@ -86,7 +87,7 @@ RESULTS = [
     ("2.4.1", "wrappers.ipynb", "fail", "AssertionError:", "In[18]: assert \"non-empty donated buffers\" in after_step and first == \"works\""),
     ("2.8.0", "autograd_graph.py", "pass", "", ""),
     ("2.8.0", "backward-twice.ipynb", "pass", "", ""),
-    ("2.8.0", "ddp_worker.py", "fail", "ImportError: ddp_worker.py needs outcome.py in the same folder: the wrappers page offers both downloads", ""),
+    ("2.8.0", "ddp_worker.py", "pass", "", ""),
     ("2.8.0", "errors.ipynb", "pass", "", ""),
     ("2.8.0", "find_old_graph.py", "pass", "", ""),
     ("2.8.0", "frameworks.ipynb", "pass", "", ""),
@@ -133,10 +134,10 @@ RESULTS = [
     ("2.8.0", "what-it-costs.ipynb", "pass", "", ""),
     ("2.8.0", "where-the-graph-hides.ipynb", "pass", "", ""),
     ("2.8.0", "which-torch.ipynb", "pass", "", ""),
-    ("2.8.0", "wrappers.ipynb", "fail", "AssertionError:", "In[29]: assert outcome == \"3 steps: every gradient equals the reference's; all 4 parameters moved\""),
+    ("2.8.0", "wrappers.ipynb", "fail", "AssertionError: step 0: the gradient of 0.weight is not the reference's (its norm is 2 times the reference's)", "In[29]: assert outcome == \"3 steps: every gradient equals the reference's; all 4 parameters moved\", outcome"),
     ("2.13.0", "autograd_graph.py", "pass", "", ""),
     ("2.13.0", "backward-twice.ipynb", "pass", "", ""),
-    ("2.13.0", "ddp_worker.py", "fail", "ImportError: ddp_worker.py needs outcome.py in the same folder: the wrappers page offers both downloads", ""),
+    ("2.13.0", "ddp_worker.py", "pass", "", ""),
     ("2.13.0", "errors.ipynb", "pass", "", ""),
     ("2.13.0", "find_old_graph.py", "pass", "", ""),
     ("2.13.0", "frameworks.ipynb", "pass", "", ""),
@@ -186,7 +187,7 @@ RESULTS = [
     ("2.13.0", "wrappers.ipynb", "pass", "", ""),
     ("2.14.1", "autograd_graph.py", "pass", "", ""),
     ("2.14.1", "backward-twice.ipynb", "pass", "", ""),
-    ("2.14.1", "ddp_worker.py", "fail", "ImportError: ddp_worker.py needs outcome.py in the same folder: the wrappers page offers both downloads", ""),
+    ("2.14.1", "ddp_worker.py", "pass", "", ""),
     ("2.14.1", "errors.ipynb", "pass", "", ""),
     ("2.14.1", "find_old_graph.py", "pass", "", ""),
     ("2.14.1", "frameworks.ipynb", "pass", "", ""),
@@ -292,4 +293,6 @@ def failures() -> None:
         unexplained += [] if why else [f"{release} {name}: {error}"]
     missing = sorted({item(name) for _, name, outcome, *_ in RESULTS if outcome == "not run"})
     print("not run yet:", ", ".join(missing) if missing else "none")
+    if os.environ.get("TORCH_RELEASES_RERUN"):  # nox -s versions, before it rewrites RESULTS
+        return
     assert not unexplained, f"failures that no difference on the page explains: {unexplained}"
