@@ -8,7 +8,6 @@ here is generated. docs/which-torch.md shows them; its downloaded notebook carri
 
 from __future__ import annotations
 
-import datetime
 import os
 import textwrap
 from collections import defaultdict
@@ -29,7 +28,7 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "2026-11-27", "commit": "4ab5344", "site_torch": "2.13.0"}
+RUN = {"date": "27 November 2026", "commit": "4ab5344", "site_torch": "2.13.0"}
 NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6"}  # the numpy each release ran with
 # (release, download, outcome, first error, the line it points at); outcome: pass, fail,
 # flaky (failed, then passed when run again), extras (the page's extra requirements do not
@@ -243,11 +242,11 @@ RESULTS = [
 def summary() -> None:
     """When and from which commit the results were made, and how many downloads hold on each.
 
-    The date is spelt out ("27 November 2026"): it is the run's, committed with the results, and
-    tests/test_reproducible.py looks for the build's date in ISO form to catch a leaked one.
+    The date is spelt out ("27 November 2026"), here and in the notebook that carries this module:
+    it is the run's, committed with the results, and tests/test_reproducible.py looks for the
+    build's date in ISO form to catch a leaked one.
     """
-    day = datetime.date.fromisoformat(RUN["date"])
-    print(f"Run on {day.day} {day:%B %Y} from commit {RUN['commit']}; the site is built on torch "
+    print(f"Run on {RUN['date']} from commit {RUN['commit']}; the site is built on torch "
           f"{RUN['site_torch']}.")  # fmt: skip
     for release in NUMPY:
         rows = [row for row in RESULTS if row[0] == release]

@@ -194,8 +194,9 @@ def write_results(releases: list[str], downloads: list[Path]) -> None:
     """docs/torch_releases.py: every release's result for every download offered now."""
     changed = git("status", "--porcelain", "--", "docs", "gallery", "index.md", "conf.py")
     changed = [ln for ln in changed.splitlines() if not ln.endswith(RESULTS.name)]
+    today = datetime.datetime.now(datetime.UTC).date()
     run = {
-        "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+        "date": f"{today.day} {today:%B %Y}",  # spelt out: see torch_releases.summary
         "commit": git("rev-parse", "--short", "HEAD")
         + (" (with uncommitted changes)" * bool(changed)),
         "site_torch": requirement_lines(ROOT / "requirements" / "examples.txt")[0].split("==")[1],
