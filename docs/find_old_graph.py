@@ -35,9 +35,9 @@ not it saved anything; it is reported with ``saved=("ctx.saved_tensors",)`` and 
 pass only if its ``backward`` reads ``ctx.saved_tensors`` (the finder cannot see which). Tensors a
 Function keeps on ``ctx`` directly are invisible to autograd and to this module. Saved tensors
 are not unpacked, so their unpack hooks (checkpointing, offloading) do not run, where torch shows
-a saved tensor's hook (2.13 and 2.14 do; 2.8 and older do not, and there each is unpacked: a
-checkpointed block runs again per saved tensor, holding its activations until backward and
-updating BatchNorm's statistics. On those releases run the finder in a debugging run only).
+a saved tensor's hook (2.13 and 2.14 do; 2.4 and 2.8 do not, 2.9 to 2.12 not run). Where it does
+not, each is unpacked: a checkpointed block runs again per saved tensor, updating BatchNorm's
+statistics. On those releases run the finder in a debugging run only.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _freed_names(fn: object) -> tuple[str, ...]:
             continue  # alive (a hooked tensor is not unpacked here)
         name = attr.removeprefix("_raw_saved_")
         try:
-            getattr(fn, f"_saved_{name}")  # raises if freed (on torch <= 2.8 this may run a hook)
+            getattr(fn, f"_saved_{name}")  # raises if freed (where hooks are hidden, this may run one)
         except RuntimeError as error:  # the error backward() would raise, raised early
             if _FREED in str(error):
                 freed.append(name)
@@ -162,7 +162,7 @@ def find_old_graph(loss: torch.Tensor) -> Report:
 
     Call it before ``loss.backward()``. Where torch shows saved tensors' hooks it unpacks none
     (no checkpointed block is re-run), so the backward pass afterwards behaves as it would have;
-    on torch 2.8 and older see the module's limits.
+    on torch 2.4 and 2.8 see the module's limits.
     """
     if loss.grad_fn is None:
         raise ValueError("loss has no grad_fn: it does not require grad (no graph to search)")
