@@ -133,7 +133,7 @@ def _freed_names(fn: object) -> tuple[str, ...]:
             continue  # alive (a hooked tensor is not unpacked here)
         name = attr.removeprefix("_raw_saved_")
         try:
-            getattr(fn, f"_saved_{name}")  # raises if freed (where hooks are hidden, this may run one)
+            getattr(fn, f"_saved_{name}")  # raises if freed (may run a hook where hidden)
         except RuntimeError as error:  # the error backward() would raise, raised early
             if _FREED in str(error):
                 freed.append(name)
