@@ -28,7 +28,7 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "27 November 2026", "commit": "c4a4fe1", "site_torch": "2.13.0"}
+RUN = {"date": "27 November 2026", "commit": "9169ef9", "site_torch": "2.13.0"}
 NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6"}  # the numpy each release ran with
 # (release, download, outcome, first error, the line it points at); outcome: pass, fail,
 # flaky (failed, then passed when run again), extras (the page's extra requirements do not
