@@ -10,7 +10,8 @@ promise is stronger: a cell may raise only if it names the error it shows, as ce
     ```
 
 and the build checks the exception type (exactly) and the message fragment (``in`` the message)
-against what the kernel really raised. Any other exception, a cell tagged without
+against what the kernel really raised. Where torch releases word the error differently, the value
+is a list of such strings, one per wording, and the error must match one of them. Any other exception, a cell tagged without
 ``expect-error``, an expected error that did not happen, or a cell left unexecuted is a warning with
 the page and line, and ``-W`` turns it into a failed build.
 """
@@ -55,15 +56,20 @@ def check_cell(cell: nbformat.NotebookNode) -> str | None:
     if expected is None:
         return f"is tagged `{TAG}` but does not say which error: add `:{KEY}: Type: fragment`"
     try:
-        ename, fragment = parse_expectation(expected)
+        wordings = [parse_expectation(value) for value in _as_list(expected)]
     except ValueError as exc:
         return str(exc)
+    wanted = " or ".join(f"{ename} containing {fragment!r}" for ename, fragment in wordings)
     if not errors:
-        return f"was expected to raise {ename} ({fragment!r}) but raised nothing"
-    if errors[0].ename != ename or fragment not in errors[0].evalue:
-        got = f"{errors[0].ename}: {errors[0].evalue}"
-        return f"was expected to raise {ename} containing {fragment!r}, got {got}"
+        return f"was expected to raise {wanted} but raised nothing"
+    if not any(errors[0].ename == e and f in errors[0].evalue for e, f in wordings):
+        return f"was expected to raise {wanted}, got {errors[0].ename}: {errors[0].evalue}"
     return None
+
+
+def _as_list(expected: object) -> list:
+    """One wording, or a list of them (a release that words the error differently)."""
+    return list(expected) if isinstance(expected, (list, tuple)) and expected else [expected]
 
 
 def check_notebook(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
