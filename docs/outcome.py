@@ -44,10 +44,8 @@ def checked(optimizer, reference, *, train=None, steps=3, **named):
     start, done, trained = [p.detach().clone() for p in meant], [], {id(p) for p in meant}
 
     def compare():
-        at, got = (
-            f"step {len(done) - 1}:",
-            [None if p.grad is None else p.grad.clone() for p in params],
-        )
+        at = f"step {len(done) - 1}:"
+        got = [None if p.grad is None else p.grad.clone() for p in params]
         with torch.enable_grad():
             wanted = torch.autograd.grad(reference(len(done) - 1), params, allow_unused=True)
         for p, grad, want in zip(params, got, wanted):
