@@ -228,32 +228,29 @@ def other_table() -> dict:
     return table
 
 
-ROUTES = {  # what readers report, and where the fix is (docs/hooks.md's sections)
-    "Module.register_forward_pre_hook": "forward hook not called: [call the module](#hooks-forward)",
-    "Module.register_forward_hook": "forward hook not called: [call the module](#hooks-forward)",
-    "Module.register_full_backward_pre_hook": "not called on a frozen layer: [guard](#hooks-guard)",
-    "Module.register_full_backward_hook": "\"Output 0 of BackwardHookFunction is a view\": "
-    "[tensor hooks](#hooks-guard)",
-    "Module.register_backward_hook": "grad_input is not the module's: [legacy](#hooks-legacy)",
-    "register_module_backward_hook": "\"Cannot use both regular backward hooks and full…\": "
-    "[legacy](#hooks-legacy)",
-    "Tensor.register_hook on lin.weight": "not called with autograd.grad: "
-    "[name it](#hooks-autograd-grad)",
-    "Tensor.register_hook on the output": "\"cannot register a hook on a tensor that doesn't "
-    "require gradient\": [guard](#hooks-guard)",
-    "Tensor.register_post_accumulate_grad_hook": "optimizer in backward never steps: "
-    "[backward()](#hooks-autograd-grad)",
-    "Node.register_hook on out.grad_fn": "\"'NoneType' object has no attribute "
-    "'register_hook'\": [guard](#hooks-guard)",
+ROUTES = {  # what readers report, and the section with the fix (docs/hooks.md)
+    "Module.register_forward_pre_hook": "[not called](#hooks-forward)",
+    "Module.register_forward_hook": "[not called](#hooks-forward)",
+    "Module.register_full_backward_pre_hook": "[not called on a frozen layer](#hooks-guard)",
+    "Module.register_full_backward_hook": "[\"Output 0 of BackwardHookFunction is a view\"](#hooks-guard)",
+    "Module.register_backward_hook": "[grad_input is not the module's](#hooks-legacy)",
+    "register_module_backward_hook": "[\"Cannot use both…\"](#hooks-legacy)",
+    "Tensor.register_hook on lin.weight": "[not called with autograd.grad](#hooks-autograd-grad)",
+    "Tensor.register_hook on the output": "[\"cannot register a hook on a tensor that doesn't "
+    "require gradient\"](#hooks-guard)",
+    "Tensor.register_post_accumulate_grad_hook": "[optimizer in backward never steps]"
+    "(#hooks-autograd-grad)",
+    "Node.register_hook on out.grad_fn": "[\"'NoneType' object has no attribute "
+    "'register_hook'\"](#hooks-guard)",
+    "register_multi_grad_hook on weight, bias": "[\"A leaf node was passed to "
+    "_will_engine_execute_node\"](#hooks-autograd-grad)",
+    "saved_tensors_hooks": "pack not called: nothing saved",
+    "save_on_cpu": "no memory saved: nothing saved",
     "Node.register_prehook on out.grad_fn": "as Node.register_hook",
-    "register_multi_grad_hook on weight, bias": "\"A leaf node was passed to "
-    "_will_engine_execute_node\": [backward()](#hooks-autograd-grad)",
-    "saved_tensors_hooks": "pack not called: nothing saved without a gradient to compute",
-    "save_on_cpu": "no memory saved under no_grad: nothing was saved",
 } | {
     f"register_module_{kind}": "as the Module method"
     for kind in ("forward_pre_hook", "forward_hook", "full_backward_pre_hook", "full_backward_hook")
-}
+}  # fmt: skip
 
 
 def markdown(table: dict, notes: dict) -> str:
