@@ -72,7 +72,8 @@ def test_every_claim_is_proved_by_an_asserting_cell(source):
         asserting = [
             c
             for c in cells
-            if "raises-exception" not in c and re.search(r"^\s*(assert |with watch\()", c, re.M)
+            if "raises-exception" not in c
+            and re.search(r"^\s*(assert |with (watch|checked)\()", c, re.M)
         ]
         assert asserting, f"{claim_id}: no executed code cell with an assert"
         for cell in cells:
