@@ -41,6 +41,7 @@ def checked(optimizer, reference, *, train=None, steps=3, **named):
             names.setdefault(p, f"{key}.{name}".strip("."))
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
     meant = params if train is None else list(train)
+    assert meant, "the optimizer holds no parameter meant to train: nothing to check"
     start, done, trained = [p.detach().clone() for p in meant], [], {id(p) for p in meant}
 
     def compare():
