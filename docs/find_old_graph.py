@@ -88,7 +88,13 @@ _FREED = "Trying to backward through the graph a second time"
 # without them, looking at a hooked saved tensor means unpacking it.
 UNPACKS_TO_LOOK = not hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, torch.dtype, torch.device)
-_RESETS = {"ZeroBackward0", "FillBackward0", "FillBackward1", "FillBackward2", "CopyBackwards"}
+_RESETS = {"ZeroBackward0", "FillBackward0", "FillBackward1", "FillBackward2"}  # zero_(), fill_()
+_WRITES = {
+    "CopyBackwards",
+    "CopySlices",
+    "IndexPutBackward0",
+    "MaskedFillBackward0",
+}  # copy_(), x[i] = v
 _MARK: int | None = None  # the sequence number autograd gives the first node of this step
 
 
@@ -580,10 +586,12 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
         node = stack.pop()
         children = kids[node]
         name = type(node).__name__
-        if name in _RESETS and any(old(c) for c in children):
-            return {"CopyBackwards": "copy_()", "ZeroBackward0": "zero_()"}.get(name, "fill_()")
+        if name in _RESETS | _WRITES and any(old(c) for c in children):
+            return {"ZeroBackward0": "zero_()", "CopyBackwards": "copy_()"}.get(
+                name, "fill_()" if name in _RESETS else "x[i] = v"
+            )
         for child in children:
-            if child not in seen and (not old(child) or type(child).__name__ in _RESETS):
+            if child not in seen and (not old(child) or type(child).__name__ in _RESETS | _WRITES):
                 seen.add(child)
                 stack.append(child)
     return None
@@ -721,6 +729,13 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         ),
     )
 
+    def old_kind(fn) -> str:
+        if state.get(fn):
+            return "its graph was freed by an earlier backward()"
+        if state.get(fn) == ():
+            return "made before mark_step()"
+        return "made in an earlier step (what its graph saved was freed)"
+
     carriers, holding = [], []
     groups: dict = collections.defaultdict(list)  # old tensors kept side by side: a history
     for fn, paths in by_node.items():
@@ -738,15 +753,28 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         leaves = _leaves_below(fn, kids, trains)
         leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
         here = paths[0]
-        if reset:
+        if reset in ("zero_()", "fill_()"):
             kind, verdict = (
                 f"reset in place ({reset}), the old graph kept behind the new value",
                 "reset",
             )
-            reason = "zero_(), fill_() or copy_() on a tensor with history keeps that history"
+            reason = "zero_() or fill_() on a tensor with history keeps that history"
             fix = (
                 f"reset it as a new tensor, {here} = torch.zeros_like({here}), or detach it "
                 f"first: {here} = {here}.detach().zero_()"
+            )
+        elif reset:
+            kind, verdict = (
+                f"written in place ({reset}) into a tensor that carries an earlier step's graph",
+                "state",
+            )
+            reason = (
+                "a write into a tensor with history keeps that history below the new values; "
+                "state (a cache, a buffer) carried from step to step"
+            )
+            fix = (
+                f"{here} = {here}.detach() at the start of each step, before writing into it; "
+                "a statistic: update it under torch.no_grad()"
             )
         elif not old(fn):
             kind, verdict = "rebuilt this step from its value of an earlier step", "state"
@@ -763,7 +791,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             if reaches_trained.get(fn):
                 reason += f"; if they are values built from {leaf_names}, which still trains, recompute them instead"
         elif reaches_trained.get(fn):
-            kind, verdict = "an earlier step's tensor", "recompute"
+            kind, verdict = old_kind(fn), "recompute"
             what, verb = (
                 (trains_what[1], "train") if len(leaves) > 1 else (trains_what[0], "trains")
             )
@@ -773,7 +801,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             )
             fix = "compute it inside the step; if it is meant as a constant (a target, a teacher's output, a sample kept for later), detach it"
         else:
-            kind, verdict = "an earlier step's tensor", "detach"
+            kind, verdict = old_kind(fn), "detach"
             reason = f"a constant for this step: its graph reaches no {trains_what[0]}"
             fix = f"{here} = {here}.detach(), or compute it under torch.no_grad()"
         carriers.append(Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count))

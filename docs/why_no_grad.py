@@ -242,7 +242,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "why_no_grad: the loss has no graph (no grad_fn, requires_grad=False), so no .grad can be "
             "written: it was computed under torch.no_grad() or inference_mode, or from values without "
             "history (.detach(), .item(), numpy, torch.tensor(...)); backward() on it raises 'element 0 "
-            "of tensors does not require grad'"
+            "of tensors does not require grad'; compute it with gradients enabled, from the model's outputs"
         )
     tensors = _named(expected)
     modules = [
@@ -251,78 +251,88 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         if isinstance(value, torch.nn.Module)
         for n, m in value.named_modules()
     ]
-    names = {id(t): n for n, t in tensors}
-
-    # the loss's graph: its nodes, the leaves it reaches, what it saved, whether a pass ran
-    nodes, kids, leaves, saved, ran, alive_graph = [], {}, {}, [], False, False
+    held = {  # what the optimizers named hold, and the parameters of the modules named
+        "opt": {id(p) for v in expected.values() if isinstance(v, torch.optim.Optimizer)
+                for g in v.param_groups for p in g["params"]},
+        "module": {id(p): f"{n}.{pn}".lstrip(".") for n, m in modules
+                   for pn, p in m.named_parameters(recurse=False)},
+    }  # fmt: skip
+    g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
     if loss is not None and loss.grad_fn is not None:
         seen, todo = {loss.grad_fn}, [loss.grad_fn]
         while todo:
             fn = todo.pop()
-            nodes.append(fn)
-            kids[fn] = [c for c, _ in fn.next_functions if c is not None]
-            variable = getattr(fn, "variable", None) if not kids[fn] else None
+            g.nodes.append(fn)
+            g.kids[fn] = [c for c, _ in fn.next_functions if c is not None]
+            variable = getattr(fn, "variable", None) if not g.kids[fn] else None
             if isinstance(variable, torch.Tensor):
-                leaves[id(variable)] = (variable, fn)
+                g.leaves[id(variable)] = (variable, fn)
             values, freed, alive = _saved(fn)
-            saved += values
-            ran, alive_graph = ran or freed, alive_graph or alive
-            for child in kids[fn]:
+            g.saved += values
+            g.ran, g.alive = g.ran or freed, g.alive or alive
+            for child in g.kids[fn]:
                 if child not in seen:
                     seen.add(child)
                     todo.append(child)
-    reached = {id(v) for v, _ in leaves.values()}
-    with_grad = [v for v, _ in leaves.values() if v.grad is not None]
-    inside = _in_backward()
+    g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None]
+    g.inside = _in_backward()
+    g.dead = _dead_relus(g.nodes) if g.alive and not g.ran else set()
     if loss is None:
         graph = "no loss given (only the tensors' own state was read)"
     elif loss.grad_fn is None:
         graph = "the loss is a leaf: it has no graph"
     else:
         state = (
-            "a backward pass ran through it" if ran
-            else "no backward pass has run through it yet, or one ran with retain_graph=True" if alive_graph
+            "a backward pass ran through it" if g.ran
+            else "no backward pass has run through it yet, or one ran with retain_graph=True" if g.alive
             else "whether a backward ran through it cannot be told (it saved no tensor)"
         )  # fmt: skip
+        plural = "s" if len(g.leaves) != 1 else ""
         graph = (
-            f"the loss's graph ({len(nodes)} nodes, {len(leaves)} leaf tensor{'s' if len(leaves) != 1 else ''}; {state}); "
+            f"the loss's graph ({len(g.nodes)} nodes, {len(g.leaves)} leaf tensor{plural}; {state}); "
             f"{len(tensors)} tensor{'s' if len(tensors) != 1 else ''} named"
         )
-    dead = _dead_relus(nodes, kids) if alive_graph and not ran else set()
-
     findings = []
     for name, t in tensors:
         grad = None if (t.grad_fn is not None and not t.retains_grad) else t.grad
         amount = "None" if grad is None else "zero" if not grad.any() else "nonzero"
-        rule, why, fix = _rule(
-            t,
-            grad,
-            names,
-            leaves,
-            reached,
-            with_grad,
-            saved,
-            loss,
-            ran,
-            alive_graph,
-            inside,
-            dead,
-            kids,
-            modules,
-        )
-        findings.append(Finding(name, amount, rule, why, fix))
+        findings.append(Finding(name, amount, *_rule(t, grad, g)))
     notes = []
-    if loss is not None and loss.grad_fn is not None and len(leaves) and not reached & set(names):
+    if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the tensors named: it reaches only "
-            + ", ".join(
-                names.get(i, f"a leaf {tuple(v.shape)}") for i, (v, _) in list(leaves.items())[:4]
-            )
+            + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
         )
     return Report(tuple(findings), graph, tuple(notes))
 
 
-def _dead_relus(nodes: list, kids: dict) -> set:
+@dataclass
+class _Context:
+    """The loss's graph as read once: nodes, children, leaves reached, saved tensors, state."""
+
+    loss: torch.Tensor | None
+    names: dict  # id -> the name given
+    modules: list  # (name, module) of the modules named, and their submodules
+    held: dict  # "opt": ids the optimizers hold; "module": id -> name of the modules' parameters
+    nodes: list = field(default_factory=list)
+    kids: dict = field(default_factory=dict)
+    leaves: dict = field(default_factory=dict)  # id -> (tensor, its AccumulateGrad node)
+    saved: list = field(default_factory=list)  # saved tensors readable without a hook
+    ran: bool = False  # a backward pass freed some node's saved tensors
+    alive: bool = False  # some saved tensor is alive
+    with_grad: list = field(default_factory=list)
+    inside: bool = False
+    dead: set = field(default_factory=set)
+
+    def label(self, t: torch.Tensor) -> str:
+        return (
+            self.names.get(id(t))
+            or self.held["module"].get(id(t))
+            or f"a leaf of shape {tuple(t.shape)}"
+        )
+
+
+def _dead_relus(nodes: list) -> set:
     """ReLU nodes whose saved output is all zero (read only where no unpack hook would run)."""
     dead = set()
     for fn in nodes:
@@ -352,27 +362,12 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
     return True
 
 
-def _rule(
-    t,
-    grad,
-    names,
-    leaves,
-    reached,
-    with_grad,
-    saved,
-    loss,
-    ran,
-    alive_graph,
-    inside,
-    dead,
-    kids,
-    modules,
-):
+def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
+    loss = g.loss
     if t.grad_fn is not None and not t.retains_grad:
         op = type(t.grad_fn).__name__
-        below = _leaves_below(t.grad_fn)
-        source = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in below) or "no leaf"
+        source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
         if op in _COPIES:
             return (
                 "not a leaf: a copy",
@@ -386,7 +381,7 @@ def _rule(
             "call .retain_grad() on it before backward(), or read the gradient of the leaf it was made from",
         )
     if not t.requires_grad:
-        copy = _copy_on_graph(t, leaves, names, saved)
+        copy = _copy_on_graph(t, g)
         frozen = isinstance(t, torch.nn.Parameter)
         why = ("frozen: requires_grad is False (requires_grad_(False), or a frozen layer)" if frozen
                else "requires_grad is False: autograd records nothing for it and builds no AccumulateGrad")  # fmt: skip
@@ -395,93 +390,129 @@ def _rule(
             why + (f"; {copy} is on the graph instead" if copy else ""),
             "set requires_grad=True (or requires_grad_()) before the forward pass that builds the loss",
         )
-    if loss is not None and id(t) not in reached and (loss.grad_fn is not None or loss is not t):
-        if loss.grad_fn is None:
-            return (
-                "not on the graph: the loss is a leaf",
-                "the loss was made from values without history (torch.tensor(...) of results, .item(), "
-                "numpy, .detach() then requires_grad_()), so its graph reaches nothing",
-                "compute the loss with torch operations on the model's outputs, without .item(), numpy "
-                "or torch.tensor(...)",
-            )
-        copy = _copy_on_graph(t, leaves, names, saved)
-        if copy:
-            return (
-                "not on the graph: a copy is",
-                f"{copy} is on the loss's graph instead of it",
-                _copy_fix(copy),
-            )
-        kept = _copy_kept(t, modules)
-        if kept:
-            return (
-                "not on the graph: a copy is kept",
-                f"{kept}, kept on the module, has no history: the forward pass uses it instead of the parameter",
-                _copy_fix(kept),
-            )
-        return (
-            "not on the graph",
-            "the loss's graph does not reach it, nor a copy of it: its value entered without history "
-            "(a forward pass under torch.no_grad() or inference_mode, .detach() or .data, .item() or "
-            "numpy, torch.tensor(...) around a result, a reentrant checkpoint whose inputs need no grad), "
-            "or it is not used for this loss (a branch not taken, a layer not called)",
-            "find where its module's output enters the loss and remove the cut there",
-        )
+    if loss is not None and id(t) not in g.leaves and loss is not t:
+        return _not_reached(t, g)
     if grad is None:
-        if inside:
-            return (
-                "read during backward",
-                "called inside a backward pass (a hook): a leaf's .grad is written by its AccumulateGrad "
-                "node, after the module and tensor hooks that run on the way",
-                "read it after backward() returns, or use t.register_post_accumulate_grad_hook(fn)",
-            )
-        if loss is None:
-            return (
-                "no backward yet",
-                "its .grad was never written, or was set to None",
-                "run backward() first",
-            )
-        if ran:
-            if with_grad:
-                return (
-                    "not written by this pass",
-                    "other leaves of this graph got gradients, this one did not: backward(inputs=[...]) "
-                    "without it, or its .grad was set to None after backward() (zero_grad() on an "
-                    "optimizer or module holding it, p.grad = None)",
-                    "include it in inputs=, or read .grad before zero_grad()",
-                )
-            return (
-                "cleared or never written",
-                "a pass ran through the graph but no leaf of it has a .grad: it was "
-                "torch.autograd.grad (which returns gradients and writes no .grad), or .grad was "
-                "cleared after backward() (optimizer.zero_grad() or model.zero_grad() before your read; "
-                "set_to_none=True is the default since torch 2.0)",
-                "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
-            )
-        relu = (
-            bool(dead) and id(t) in leaves and _cut_by(dead, loss.grad_fn, leaves[id(t)][1], kids)
-        )
-        return (
-            "read before backward" + ("; will be zero: dead ReLU" if relu else ""),
-            "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
-            "when backward() reaches it (if you ran backward(retain_graph=True), it was cleared since)"
-            + (
-                "; every path from the loss to it passes through a ReLU whose output is all zero, so "
-                "that gradient will be zero"
-                if relu
-                else ""
-            ),
-            "call loss.backward() first, then read .grad"
-            + (
-                "; for the dead ReLU: a lower learning rate, another initialisation, or LeakyReLU"
-                if relu
-                else ""
-            ),
-        )
+        return _not_written(t, g)
     if grad.any():
         return ("has a gradient", "", "")
-    hooks = _hooks(t, modules)
-    if loss is not None and not ran and alive_graph:
-        relu = dead and id(t) in leaves and _cut_by(dead, loss.grad_fn, leaves[id(t)][1], kids)
+    return _zero(t, grad, g)
+
+
+def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
+    """The loss's graph does not reach ``t``: say what stands in its place, where it can tell."""
+    if g.loss.grad_fn is None:
+        return (
+            "not on the graph: the loss is a leaf",
+            "the loss was made from values without history (torch.tensor(...) of results, .item(), "
+            "numpy, .detach() then requires_grad_()), so its graph reaches nothing",
+            "compute the loss with torch operations on the model's outputs, without .item(), numpy "
+            "or torch.tensor(...)",
+        )
+    copy = _copy_on_graph(t, g)
+    if copy:
+        return (
+            "not on the graph: a copy is",
+            f"{copy} is on the loss's graph instead of it",
+            _copy_fix(copy),
+        )
+    kept = _copy_kept(t, g.modules)
+    if kept:
+        return (
+            "not on the graph: a copy is kept",
+            f"{kept}, kept on the module, has no history: the forward pass uses it instead of the parameter",
+            _copy_fix(kept),
+        )
+    if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
+        loose = [n for i, n in g.held["module"].items() if i not in g.held["opt"]]
+        return (
+            "not on the graph: replaced",
+            "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
+            "nn.Parameter (or .to() of a parameter) replaced it after the optimizer was made"
+            + (f"; not in the optimizer: {', '.join(loose[:3])}" if loose else ""),
+            "make the optimizer after the model is final, or assign into the parameter (with "
+            "torch.no_grad(): p.copy_(new)) instead of replacing it",
+        )
+    foreign = [
+        v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
+    ]
+    if foreign and not set(g.leaves) & (set(g.names) | set(g.held["module"])):
+        return (
+            "not on the graph: the loss starts from a new leaf",
+            f"the loss's graph reaches only {', '.join(g.label(v) for v in foreign[:3])}, none of "
+            "yours: a tensor built from values (torch.tensor([...], requires_grad=True) of losses, "
+            "numpy) stands between your model and the loss",
+            "combine the losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
+            "torch.tensor([...])",
+        )
+    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    siblings = [
+        i for i, n in g.held["module"].items() if n.rpartition(".")[0] == owner and i != id(t)
+    ]
+    cut = ""
+    if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
+        cut = f"none of {owner}'s parameters is on the graph, while other modules' are: {owner}'s output is cut before the loss; "
+    return (
+        "not on the graph",
+        cut
+        + "the loss's graph does not reach it, nor a copy of it: its value entered without history "
+        "(a forward pass under torch.no_grad() or inference_mode, .detach() or .data, .item() or "
+        "numpy, torch.tensor(...) around a result, a reentrant checkpoint whose inputs need no grad), "
+        "or it is not used for this loss (a branch not taken, a layer not called)",
+        "find where its module's output enters the loss and remove the cut there",
+    )
+
+
+def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
+    """On the graph (or no loss given) and ``.grad`` is None: a question of when it is read."""
+    if g.inside:
+        return (
+            "read during backward",
+            "called inside a backward pass (a hook): a leaf's .grad is written by its AccumulateGrad "
+            "node, after the module and tensor hooks that run on the way",
+            "read it after backward() returns, or use t.register_post_accumulate_grad_hook(fn)",
+        )
+    if g.loss is None:
+        return (
+            "no backward yet",
+            "its .grad was never written, or was set to None",
+            "run backward() first",
+        )
+    if g.ran and g.with_grad:
+        return (
+            "not written by this pass",
+            "other leaves of this graph got gradients, this one did not: backward(inputs=[...]) "
+            "without it, or its .grad was set to None after backward() (zero_grad() on an "
+            "optimizer or module holding it, p.grad = None)",
+            "include it in inputs=, or read .grad before zero_grad()",
+        )
+    if g.ran:
+        return (
+            "cleared or never written",
+            "a pass ran through the graph but no leaf of it has a .grad: it was "
+            "torch.autograd.grad (which returns gradients and writes no .grad), or .grad was "
+            "cleared after backward() (optimizer.zero_grad() or model.zero_grad() before your read; "
+            "set_to_none=True is the default since torch 2.0)",
+            "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
+        )
+    relu = bool(g.dead) and _cut_by(g.dead, g.loss.grad_fn, g.leaves[id(t)][1], g.kids)
+    return (
+        "read before backward" + ("; will be zero: dead ReLU" if relu else ""),
+        "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
+        "when backward() reaches it (if you ran backward(retain_graph=True), it was cleared since)"
+        + ("; every path from the loss to it passes through a ReLU whose output is all zero, so "
+           "that gradient will be zero" if relu else ""),
+        "call loss.backward() first, then read .grad"
+        + ("; for the dead ReLU: a lower learning rate, another initialisation, or LeakyReLU" if relu else ""),
+    )  # fmt: skip
+
+
+def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, str]:
+    """``.grad`` is all zero: say what can make it so, and what the graph shows."""
+    hooks = _hooks(t, g.modules)
+    node = g.leaves.get(id(t), (None, None))[1]
+    if g.loss is not None and not g.ran and g.alive:
+        relu = bool(g.dead) and node is not None and _cut_by(g.dead, g.loss.grad_fn, node, g.kids)
         return (
             "zero: not written yet" + (", and will be zero: dead ReLU" if relu else ""),
             "these zeros are from before this backward (zero_grad(set_to_none=False))"
@@ -489,20 +520,27 @@ def _rule(
                "the gradient backward() writes will be zero too" if relu else ""),
             "a dead ReLU: lower the learning rate, change the initialisation, or use LeakyReLU" if relu else "",
         )  # fmt: skip
-    changed = grad._version > 0
-    return (
-        "zero",
+    functions = {f for f in g.nodes if isinstance(f, torch.autograd.function.BackwardCFunction)}
+    if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
+        return (
+            "zero: from a custom Function",
+            "every path from the loss to it passes through a custom autograd.Function, which gives "
+            "zeros (not None) for an output the loss does not use",
+            "in its forward, call ctx.set_materialize_grads(False), and return None from backward "
+            "for an input whose outputs got no gradient",
+        )
+    why = (
         "the gradient written is zero: the derivative is zero here (a dead ReLU, a mask, a "
-        "constant output, a gradient that was clipped or scaled to zero)"
-        + (f"; hooks that could zero it: {', '.join(hooks)}" if hooks else "")
-        + (
-            "; the .grad tensor was changed in place after it was made (zero_grad(set_to_none=False) "
-            "after backward(), or an accumulation): "
-            if changed
-            else ""
-        ),
-        "call this before backward() to see a dead ReLU while the graph is alive; check the hooks listed",
+        "constant output, a gradient clipped or scaled to zero)"
     )
+    if hooks:
+        why += f"; hooks that could zero it: {', '.join(hooks)}"
+    if grad._version > 0:
+        why += (
+            "; the .grad tensor was changed in place after it was made (zero_grad(set_to_none=False) "
+            "after backward(), or an accumulation)"
+        )
+    return ("zero", why, "call this before backward() to see a dead ReLU while the graph is alive")
 
 
 def _leaves_below(fn) -> list[torch.Tensor]:
@@ -519,19 +557,19 @@ def _leaves_below(fn) -> list[torch.Tensor]:
     return found
 
 
-def _copy_on_graph(t: torch.Tensor, leaves: dict, names: dict, saved: list) -> str | None:
+def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
     """A leaf the graph reaches, or a tensor it saved, that shares ``t``'s memory or its values."""
-    for variable, _ in leaves.values():
+    for variable, _ in g.leaves.values():
         if variable is t:
             continue
-        label = names.get(id(variable), f"a leaf of shape {tuple(variable.shape)}")
+        label = g.label(variable)
         if _same_memory(variable, t):
             return f"{label}, which shares its memory (made by .detach() or .data, then requires_grad_())"
         if variable.dtype != t.dtype and _equal_values(variable, t):
             return f"{label}, a {variable.dtype} copy made outside the graph (a cached cast)"
         if _equal_values(variable, t):
             return f"{label}, a copy with its values (.clone(), torch.tensor(), nn.Parameter(t.clone()), deepcopy)"
-    for value in saved:
+    for value in g.saved:
         if value is t or value.requires_grad:
             continue
         if _same_memory(value, t) and value.shape != t.shape:
