@@ -46,6 +46,7 @@ __all__ = ["Finding", "Report", "why_no_grad"]
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _FREED = "Trying to backward through the graph a second time"
 _SHOWS_HOOKS = hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
+_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
     "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
     "CloneBackward0": "a copy made by .clone()",
@@ -144,9 +145,10 @@ def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
             raise
         return [], False, bool(raw)  # a custom Function's tensors are not read here
     values, freed, alive = [], False, False
-    for attr in dir(fn):
-        if not attr.startswith("_raw_saved_"):
-            continue
+    attrs = _SAVED_ATTRS.get(type(fn))
+    if attrs is None:  # dir() is slow: once per node type
+        attrs = _SAVED_ATTRS[type(fn)] = tuple(a for a in dir(fn) if a.startswith("_raw_saved_"))
+    for attr in attrs:
         raw = getattr(fn, attr)
         for item in raw if isinstance(raw, (list, tuple)) else [raw]:
             if item is None or not _SHOWS_HOOKS:
