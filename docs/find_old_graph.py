@@ -132,7 +132,9 @@ class FreedNode:
             what = "made before mark_step()"
         text = f"{self.node} ({what})"
         if self.lineno:
-            text += f", made by {Path(self.filename).name} line {self.lineno}: {self.line}"
+            notebook = self.filename.startswith("<") or "ipykernel_" in self.filename
+            text += ", made by " + ("" if notebook else f"{Path(self.filename).name} ")
+            text += f"line {self.lineno}" + (f": {self.line}" if self.line else "")
             text += f"\n      called from your {self.caller}" if self.caller else ""
             text += "".join(f"\n      reached via {step}" for step in self.via)
         if self.held_by:
@@ -203,8 +205,9 @@ class Report:
             ]
             if not any(c.held_by for c in self.culprits) and not self.carriers:
                 lines.append(
-                    "  not held by the objects given: a local variable or an object not "
-                    "passed holds it (pass **locals(), **globals() or that object)"
+                    "  held by none of the objects given: pass the ones your loop keeps, or **locals()"
+                    if self.searched
+                    else "  pass the objects your loop keeps (model=model, or **globals()) to name the place"
                 )
         if not lines:
             lines.append(
@@ -218,11 +221,12 @@ class Report:
             ", ".join(self.searched[:8]) if self.searched else "no objects (pass model=..., ...)"
         )
         searched += f" ... ({len(self.searched)} names)" if len(self.searched) > 8 else ""
-        lines.append(
-            f"Searched: the loss's graph ({self.nodes} nodes); {searched} "
-            f"({self.objects} objects and items)"
-            + (f"; stopped at BUDGET={BUDGET}, not all searched" if self.budget_reached else "")
-        )
+        if self.searched or not (self.freed or self.carriers):
+            lines.append(
+                f"Searched: the loss's graph ({self.nodes} nodes); {searched} "
+                f"({self.objects} objects and items)"
+                + (f"; stopped at BUDGET={BUDGET}, not all searched" if self.budget_reached else "")
+            )
         lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -368,6 +372,8 @@ def _user_class(klass: type) -> bool:
     if klass not in _USER_CLASS:
         module = sys.modules.get(getattr(klass, "__module__", "") or "")
         file = getattr(module, "__file__", None)
+        if getattr(klass, "__module__", None) == "__main__":
+            file = file or "<notebook>"  # a class defined in a notebook or script
         _USER_CLASS[klass] = (
             bool(file)
             and _kind(file) in ("yours", "library")
@@ -638,11 +644,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         )
         warnings.warn(text, stacklevel=2)
         notes.append(text)
-    objects = {  # not the loss itself, nor __builtins__ and the like from **globals()
+    objects = {  # not __builtins__ and the like from **globals()
         name: value
         for name, value in objects.items()
-        if value is not loss
-        and not (len(name) > 4 and name.startswith("__") and name.endswith("__"))
+        if not (len(name) > 4 and name.startswith("__") and name.endswith("__"))
     }
     names, tensors, visited, budget_reached, opt_params, module_params = _walk(objects, BUDGET)
     if opt_params:
@@ -739,6 +744,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     carriers, holding = [], []
     groups: dict = collections.defaultdict(list)  # old tensors kept side by side: a history
     for fn, paths in by_node.items():
+        if fn is root and not any(old(c) for c in kids[fn]):
+            continue  # the loss itself, unless it adds to an earlier value (a running total)
         if not reaches_old.get(fn):
             holding += paths
             continue
@@ -753,7 +760,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         leaves = _leaves_below(fn, kids, trains)
         leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
         here = paths[0]
-        if reset in ("zero_()", "fill_()"):
+        if here.endswith(".grad"):
+            kind, verdict = "a gradient kept with its graph (backward(create_graph=True))", "reset"
+            reason = "the next backward() adds to it, through its graph"
+            fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
+        elif reset in ("zero_()", "fill_()"):
             kind, verdict = (
                 f"reset in place ({reset}), the old graph kept behind the new value",
                 "reset",
@@ -781,7 +792,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             reason = "state carried from step to step"
             fix = (
                 f"within one sequence, {here} = {here}.detach() at the start of each step or "
-                f"window; between independent batches, reset it as a new tensor"
+                "window; between independent batches, reset it as a new tensor; a statistic "
+                "(a running mean): update it under torch.no_grad()"
             )
         elif group != here and count > 1:
             kind = f"{count} tensors of earlier steps kept in {group}"
@@ -846,8 +858,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         )
     if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:
         notes.append(
-            "no lines: run torch.autograd.set_detect_anomaly(True) from before the carried tensor "
-            "is made (the top of the script; slow, only while you investigate)"
+            "for lines, turn on torch.autograd.set_detect_anomaly(True) before the loop (slow)"
         )
     if not freed and not carriers and mark is None:
         notes.append(

@@ -348,3 +348,58 @@ def test_why_no_grad_rules():
     assert report["frozen.weight"].rule == "frozen"
     assert report["unused.weight"].rule == "not on the graph"
     assert report["lin.weight"].rule == "has a gradient"
+
+
+def test_every_kind_of_reference_is_followed():
+    """Each reference kind Python has (docs/find-the-cause.md's table groups some): the walk
+    names the place of a tensor that an earlier backward freed."""
+    import collections
+    import dataclasses
+    import functools
+    import types
+
+    w = torch.randn(3, requires_grad=True)
+    old = (w * 2).exp()
+    old.sum().backward()  # its graph is freed: this is "an earlier step's" tensor
+
+    class Slotted:
+        __slots__ = ("value",)
+
+    class Holder:
+        shared = [old]  # a class attribute
+
+        def method(self):
+            return self
+
+    @dataclasses.dataclass
+    class Record:
+        value: torch.Tensor
+
+    slotted = Slotted()
+    slotted.value = old
+    pair = collections.namedtuple("Pair", "first second")(old, 1)
+    closure = (lambda v: lambda: v)(old)
+
+    def defaults(x, memory=(old,)):
+        return x
+
+    module = types.ModuleType("yours")
+    module.__file__ = str(ROOT / "yours.py")  # a module of your own, passed by name
+    module.value = old
+    places = {
+        "slotted": (slotted, "slotted.value"),
+        "holder": (Holder(), "Holder.shared[0]"),
+        "bound": (Holder().method, "Holder.shared[0]"),
+        "record": (Record(old), "record.value"),
+        "pair": (pair, "pair.first"),
+        "queue": (collections.deque([1, old]), "queue[1]"),
+        "items": ({old}, "items{item 0}"),
+        "closure": (closure, "closure.<closure v>"),
+        "defaults": (defaults, "defaults.<default memory>[0]"),
+        "partial": (functools.partial(print, old), "partial.args[0]"),
+        "module": (module, "module.value"),
+        "nested": ({"a": [{"b": old}]}, "nested['a'][0]['b']"),
+    }
+    for name, (value, path) in places.items():
+        report = find_old_graph(None, **{name: value})
+        assert [c.path for c in report.carriers] == [path], (name, str(report))
