@@ -818,3 +818,81 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ---- the lines for docs/frameworks.md (real Lightning and Accelerate, as pinned there) -----------
+
+
+def frameworks() -> dict:
+    """Both instruments from a Lightning callback and from an Accelerate loop, on a module that
+    carries state between steps and has a frozen layer: what each printed."""
+    import logging
+    import os
+    import tempfile
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    import lightning as L
+    from accelerate import Accelerator
+    from find_old_graph import mark_step
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+
+    class Tracker(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.hidden = nn.Linear(3, 3), torch.zeros(3)
+            self.frozen = nn.Linear(3, 3).requires_grad_(False)
+
+        def forward(self, x):
+            self.hidden = torch.tanh(self.lin(x).mean(0) + self.hidden)
+            return (self.frozen(self.hidden) + self.hidden).pow(2).mean()
+
+    batches = torch.randn(3, 4, 3)
+    printed = {"lightning": [], "accelerate": []}
+    show = printed["lightning"].append  # stands in for print
+
+    class FindTheCause(L.Callback):  # the lines for the frameworks page, print() as show()
+        def on_train_batch_start(self, trainer, module, batch, i): mark_step()  # fmt: skip
+
+        def on_before_backward(self, trainer, module, loss): show(str(find_old_graph(loss, module=module, opt=trainer.optimizers[0]))); self.loss = loss  # noqa: E702  # fmt: skip
+
+        def on_after_backward(self, trainer, module): show(str(why_no_grad(self.__dict__.pop("loss"), module=module)))  # fmt: skip
+
+    class Reader(L.LightningModule):
+        def __init__(self, detach):
+            super().__init__()
+            self.net, self.detach = Tracker(), detach
+
+        def training_step(self, x, i):
+            if self.detach:
+                self.net.hidden = self.net.hidden.detach()
+            return self.net(x)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    for detach in (False, True):
+        trainer = L.Trainer(
+            max_steps=3, accelerator="cpu", logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, callbacks=[FindTheCause()],
+            default_root_dir=tempfile.mkdtemp(),
+        )  # fmt: skip
+        with contextlib.suppress(RuntimeError):  # the freed-graph error, without the fix
+            trainer.fit(Reader(detach), torch.utils.data.DataLoader(batches, batch_size=None))
+
+    for detach in (False, True):
+        net = Tracker()
+        accelerator = Accelerator(cpu=True)
+        model, opt = accelerator.prepare(net, torch.optim.SGD(net.lin.parameters(), lr=0.1))
+        for x in batches:
+            if detach:
+                net.hidden = net.hidden.detach()
+            mark_step(); loss = model(x); printed["accelerate"].append(str(find_old_graph(loss, model=model, opt=opt)))  # noqa: E702  # fmt: skip
+            if "Carrying" in printed["accelerate"][-1]:
+                break
+            accelerator.backward(loss); printed["accelerate"].append(str(why_no_grad(loss, model=model)))  # noqa: E702  # fmt: skip
+            opt.step()
+            opt.zero_grad()
+    return printed

@@ -403,3 +403,16 @@ def test_every_kind_of_reference_is_followed():
     for name, (value, path) in places.items():
         report = find_old_graph(None, **{name: value})
         assert [c.path for c in report.carriers] == [path], (name, str(report))
+
+
+def test_lines_for_the_frameworks_page():
+    """The lines given for docs/frameworks.md run in real Lightning and Accelerate, as pinned."""
+    pytest.importorskip("lightning")
+    pytest.importorskip("accelerate")
+    import instrument_cases
+
+    printed = instrument_cases.frameworks()
+    for name, prefix in (("lightning", "module.net."), ("accelerate", "model.")):
+        texts = "\n".join(printed[name])
+        assert f"{prefix}hidden: rebuilt this step" in texts, name
+        assert f"{prefix}frozen.weight" in texts and "[frozen]" in texts, name
