@@ -1,0 +1,619 @@
+"""Why is this ``.grad`` None (or zero)? Name the rule for each tensor you expected a gradient for.
+
+Autograd writes a tensor's ``.grad`` in one place only: the ``AccumulateGrad`` node of a leaf
+that requires grad, when a ``backward()`` pass reaches it (or, for a non-leaf, after
+``retain_grad()``). ``torch.autograd.grad`` returns gradients and writes no ``.grad``;
+``backward(inputs=...)`` writes only those inputs'. So a ``.grad`` stays ``None`` because the
+tensor is not a leaf, does not require grad, is not on the loss's graph (a copy of it, or a value
+that entered without history, is there instead), or because of *when* it is read (before
+``backward()``, after ``zero_grad()``, inside a hook that runs before accumulation). This module
+checks each rule on the loss's graph and on the tensors you name, and says which applies.
+
+Use (torch only), one line after your ``backward()`` (before it works too)::
+
+    from why_no_grad import why_no_grad
+    loss.backward()
+    print(why_no_grad(loss, model=model, w=w))   # modules, tensors, optimizers, lists, by name
+
+Where it stops:
+
+* It reads the graph (``grad_fn``, ``next_functions``, each leaf's ``AccumulateGrad``) and the
+  tensors' flags, ``.grad`` and hooks; it runs no backward and changes nothing. It cannot see
+  code that ran before: "not on the graph" comes with the list of ways a value enters without
+  history, and the one it can tell (a copy, a tensor sharing memory, a cast) named.
+* Copies are recognised by shape and value (or shared memory) among the leaves the graph
+  reaches, and, while the graph is alive (before ``backward()`` or with ``retain_graph=True``),
+  among the tensors it saved; after ``backward()`` the saved ones are freed and not seen.
+* Zero rather than None: a dead ReLU is recognised while the graph is alive (every path from the
+  loss to the tensor passes through a ReLU whose output is all zero); after ``backward()`` it lists
+  the hooks that could zero the gradient, and whether it was changed in place after it was
+  written (``zero_grad(set_to_none=False)``); it cannot recompute the derivative.
+* Saved tensors are read only where torch shows their unpack hook (2.13 and 2.14; not 2.4 or
+  2.8): a checkpointed block is never re-run.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+__all__ = ["Finding", "Report", "why_no_grad"]
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+_FREED = "Trying to backward through the graph a second time"
+_SHOWS_HOOKS = hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
+_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+_COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
+    "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
+    "CloneBackward0": "a copy made by .clone()",
+    "CopyBackwards": "a copy made by copy_()",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The rule that applies to one tensor you named."""
+
+    name: str
+    grad: str  # "None", "zero" or "nonzero"
+    rule: str  # a short name: "not a leaf", "requires_grad off", "not on the graph", ...
+    why: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: .grad is {self.grad} [{self.rule}] {self.why}" + (
+            f"\n    Fix: {self.fix}" if self.fix else ""
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``why_no_grad`` found; ``print(report)`` shows it and what it searched."""
+
+    findings: tuple[Finding, ...] = field(default=())
+    graph: str = ""  # what the loss's graph is: nodes, leaves, whether a backward ran through it
+    notes: tuple[str, ...] = field(default=())
+
+    def __bool__(self) -> bool:  # true when some tensor has no (or a zero) gradient
+        return any(f.rule != "has a gradient" for f in self.findings)
+
+    def __getitem__(self, name: str) -> Finding:
+        return next(f for f in self.findings if f.name == name)
+
+    def __str__(self) -> str:
+        missing = [f for f in self.findings if f.rule != "has a gradient"]
+        fine = [f.name for f in self.findings if f.rule == "has a gradient"]
+        lines = [
+            f"{len(missing)} of {len(self.findings)} named tensors have no gradient or a zero one"
+        ]
+        alike = collections.defaultdict(list)  # one line for tensors under the same rule and reason
+        for f in missing:
+            alike[f.grad, f.rule, f.why, f.fix].append(f.name)
+        for (grad, rule, why, fix), names in alike.items():
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            lines.append(str(Finding(shown, grad, rule, why, fix)))
+        if fine:
+            lines.append(
+                f"with a gradient: {', '.join(fine[:6])}" + (" ..." if len(fine) > 6 else "")
+            )
+        lines.append(f"Searched: {self.graph}")
+        lines += [f"Note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
+    """(name, tensor) for each tensor named, module parameter and optimizer parameter."""
+    found, names = [], {}
+    for key, value in expected.items():
+        if isinstance(value, torch.nn.Module):
+            pairs = [(f"{key}.{n}", p) for n, p in value.named_parameters()]
+        elif isinstance(value, torch.optim.Optimizer):
+            pairs = [
+                (f"{key}.param_groups[{i}]['params'][{j}]", p)
+                for i, group in enumerate(value.param_groups)
+                for j, p in enumerate(group["params"])
+            ]
+        elif isinstance(value, torch.Tensor):
+            pairs = [(key, value)]
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value):
+            pairs = [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            raise TypeError(
+                f"why_no_grad: {key} must be a tensor, a module, an optimizer or a list of tensors, "
+                f"not a {type(value).__name__}"
+            )
+        for name, tensor in pairs:
+            if id(tensor) not in names:
+                names[id(tensor)] = name
+                found.append((name, tensor))
+    return found
+
+
+def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
+    """(the saved tensors of ``fn`` that are alive and can be read without running a hook,
+    whether one was freed, whether one is alive)."""
+    if isinstance(fn, torch.autograd.function.BackwardCFunction):
+        try:
+            raw = fn._raw_saved_tensors
+        except RuntimeError as error:
+            if _FREED in str(error):
+                return [], True, False
+            raise
+        return [], False, bool(raw)  # a custom Function's tensors are not read here
+    values, freed, alive = [], False, False
+    attrs = _SAVED_ATTRS.get(type(fn))
+    if attrs is None:  # dir() is slow: once per node type
+        attrs = _SAVED_ATTRS[type(fn)] = tuple(a for a in dir(fn) if a.startswith("_raw_saved_"))
+    for attr in attrs:
+        raw = getattr(fn, attr)
+        for item in raw if isinstance(raw, (list, tuple)) else [raw]:
+            if item is None or not _SHOWS_HOOKS:
+                continue
+            if item.unpack_hook is not None:
+                alive = True  # hooked (checkpointing, offloading): not unpacked
+            elif item.data is not None:
+                alive = True
+                values.append(item.data)
+            else:
+                try:
+                    getattr(fn, attr.replace("_raw_saved_", "_saved_"))
+                except RuntimeError as error:
+                    if _FREED not in str(error):
+                        raise
+                    freed = True
+    return values, freed, alive
+
+
+def _in_backward() -> bool:
+    """Whether this runs inside a backward pass (from a hook): torch's backward frames on the stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("_engine_run_backward", "run_backward", "backward", "grad") and str(
+            Path(code.co_filename).resolve()
+        ).startswith(_TORCH_DIR + "/autograd"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.numel() > 0
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a fake or meta one)
+        return False
+
+
+def _equal_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same values (to a low precision's rounding), or the transpose's: a copy or a cast of it."""
+    if a.numel() != b.numel() or a.numel() == 0 or a.is_complex() or b.is_complex():
+        return False
+    with torch.no_grad():
+        x, y = a.detach().cpu().double(), b.detach().cpu().double()
+        if not x.ne(0).any():
+            return False
+        if x.shape == y.shape and torch.allclose(x, y, rtol=1e-2, atol=1e-3):
+            return True
+        return (
+            x.dim() == 2
+            and x.mT.shape == y.shape
+            and bool(torch.allclose(x.mT, y, rtol=1e-2, atol=1e-3))
+        )
+
+
+def _hooks(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module]]) -> list[str]:
+    """The hooks that run on ``t``'s gradient or on a module holding it."""
+    found = []
+    if getattr(t, "_backward_hooks", None):
+        found.append(f"{len(t._backward_hooks)} tensor hook(s) (register_hook)")
+    if getattr(t, "_post_accumulate_grad_hooks", None):
+        found.append("a post-accumulate-grad hook")
+    for name, module in modules:
+        if any(p is t for p in module.parameters(recurse=False)):
+            for kind in ("_backward_hooks", "_backward_pre_hooks"):
+                if getattr(module, kind, None):
+                    found.append(f"a module backward hook on {name or 'the module'}")
+    glob = torch.nn.modules.module
+    if getattr(glob, "_global_backward_hooks", None) or getattr(
+        glob, "_global_backward_pre_hooks", None
+    ):
+        found.append("a global module backward hook")
+    return found
+
+
+def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
+    """For each tensor named in ``expected`` (modules give their parameters, optimizers theirs),
+    say why its ``.grad`` is ``None`` or zero, from ``loss``'s graph (``None`` if you have no
+    loss at hand: then only the tensors' own state is read). Call it after ``backward()``, or
+    before it. It changes nothing."""
+    if loss is not None and not isinstance(loss, torch.Tensor):
+        raise TypeError(
+            f"why_no_grad: loss must be the tensor you call backward() on, not a {type(loss).__name__} "
+            "(name the others: why_no_grad(loss, model=model))"
+        )
+    if not expected:
+        raise ValueError(
+            "why_no_grad: name what you expected gradients for: why_no_grad(loss, model=model, w=w)"
+        )
+    if loss is not None and loss.grad_fn is None and not loss.requires_grad:
+        raise ValueError(
+            "why_no_grad: the loss has no graph (no grad_fn, requires_grad=False), so no .grad can be "
+            "written: it was computed under torch.no_grad() or inference_mode, or from values without "
+            "history (.detach(), .item(), numpy, torch.tensor(...)); backward() on it raises 'element 0 "
+            "of tensors does not require grad'; compute it with gradients enabled, from the model's outputs"
+        )
+    tensors = _named(expected)
+    modules = [
+        (f"{key}.{n}".rstrip("."), m)
+        for key, value in expected.items()
+        if isinstance(value, torch.nn.Module)
+        for n, m in value.named_modules()
+    ]
+    held = {  # what the optimizers named hold, and the parameters of the modules named
+        "opt": {id(p) for v in expected.values() if isinstance(v, torch.optim.Optimizer)
+                for g in v.param_groups for p in g["params"]},
+        "module": {id(p): f"{n}.{pn}".lstrip(".") for n, m in modules
+                   for pn, p in m.named_parameters(recurse=False)},
+    }  # fmt: skip
+    g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
+    if loss is not None and loss.grad_fn is not None:
+        seen, todo = {loss.grad_fn}, [loss.grad_fn]
+        while todo:
+            fn = todo.pop()
+            g.nodes.append(fn)
+            g.kids[fn] = [c for c, _ in fn.next_functions if c is not None]
+            variable = getattr(fn, "variable", None) if not g.kids[fn] else None
+            if isinstance(variable, torch.Tensor):
+                g.leaves[id(variable)] = (variable, fn)
+            values, freed, alive = _saved(fn)
+            g.saved += values
+            g.ran, g.alive = g.ran or freed, g.alive or alive
+            for child in g.kids[fn]:
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+    g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None]
+    g.inside = _in_backward()
+    g.dead = _dead_relus(g.nodes) if g.alive and not g.ran else set()
+    if loss is None:
+        graph = "no loss given (only the tensors' own state was read)"
+    elif loss.grad_fn is None:
+        graph = "the loss is a leaf: it has no graph"
+    else:
+        state = (
+            "a backward pass ran through it" if g.ran
+            else "no backward pass has run through it yet, or one ran with retain_graph=True" if g.alive
+            else "whether a backward ran through it cannot be told (it saved no tensor)"
+        )  # fmt: skip
+        plural = "s" if len(g.leaves) != 1 else ""
+        graph = (
+            f"the loss's graph ({len(g.nodes)} nodes, {len(g.leaves)} leaf tensor{plural}; {state}); "
+            f"{len(tensors)} tensor{'s' if len(tensors) != 1 else ''} named"
+        )
+    findings = []
+    for name, t in tensors:
+        grad = None if (t.grad_fn is not None and not t.retains_grad) else t.grad
+        amount = "None" if grad is None else "zero" if not grad.any() else "nonzero"
+        findings.append(Finding(name, amount, *_rule(t, grad, g)))
+    notes = []
+    if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
+        notes.append(
+            "the loss's graph reaches none of the tensors named: it reaches only "
+            + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
+        )
+    return Report(tuple(findings), graph, tuple(notes))
+
+
+@dataclass
+class _Context:
+    """The loss's graph as read once: nodes, children, leaves reached, saved tensors, state."""
+
+    loss: torch.Tensor | None
+    names: dict  # id -> the name given
+    modules: list  # (name, module) of the modules named, and their submodules
+    held: dict  # "opt": ids the optimizers hold; "module": id -> name of the modules' parameters
+    nodes: list = field(default_factory=list)
+    kids: dict = field(default_factory=dict)
+    leaves: dict = field(default_factory=dict)  # id -> (tensor, its AccumulateGrad node)
+    saved: list = field(default_factory=list)  # saved tensors readable without a hook
+    ran: bool = False  # a backward pass freed some node's saved tensors
+    alive: bool = False  # some saved tensor is alive
+    with_grad: list = field(default_factory=list)
+    inside: bool = False
+    dead: set = field(default_factory=set)
+
+    def label(self, t: torch.Tensor) -> str:
+        return (
+            self.names.get(id(t))
+            or self.held["module"].get(id(t))
+            or f"a leaf of shape {tuple(t.shape)}"
+        )
+
+
+def _dead_relus(nodes: list) -> set:
+    """ReLU nodes whose saved output is all zero (read only where no unpack hook would run)."""
+    dead = set()
+    for fn in nodes:
+        if type(fn).__name__ in ("ReluBackward0", "ThresholdBackward0") and _SHOWS_HOOKS:
+            raw = getattr(fn, "_raw_saved_result", None) or getattr(fn, "_raw_saved_self", None)
+            if (
+                raw is not None
+                and raw.unpack_hook is None
+                and raw.data is not None
+                and not raw.data.any()
+            ):
+                dead.add(fn)
+    return dead
+
+
+def _cut_by(dead: set, root, target, kids: dict) -> bool:
+    """Whether every path from ``root`` to ``target`` passes through a node in ``dead``."""
+    seen, todo = {root}, [root] if root not in dead else []
+    while todo:
+        fn = todo.pop()
+        if fn is target:
+            return False
+        for child in kids.get(fn, ()):
+            if child not in seen and child not in dead:
+                seen.add(child)
+                todo.append(child)
+    return True
+
+
+def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
+    """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
+    loss = g.loss
+    if t.grad_fn is not None and not t.retains_grad:
+        op = type(t.grad_fn).__name__
+        source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
+        if op in _COPIES:
+            return (
+                "not a leaf: a copy",
+                f"{_COPIES[op]} of {source}, which gets the gradient; a copy is not a leaf",
+                "make the tensor where it is used (torch.randn(..., device=d, dtype=x, requires_grad=True)), "
+                "or move or cast it first, then call .requires_grad_() on the result",
+            )
+        return (
+            "not a leaf",
+            f"made by {op} from {source}; .grad is kept only for leaves (backward() warns when it is read)",
+            "call .retain_grad() on it before backward(), or read the gradient of the leaf it was made from",
+        )
+    if not t.requires_grad:
+        copy = _copy_on_graph(t, g)
+        frozen = isinstance(t, torch.nn.Parameter)
+        why = ("frozen: requires_grad is False (requires_grad_(False), or a frozen layer)" if frozen
+               else "requires_grad is False: autograd records nothing for it and builds no AccumulateGrad")  # fmt: skip
+        return (
+            "requires_grad off" if not frozen else "frozen",
+            why + (f"; {copy} is on the graph instead" if copy else ""),
+            "set requires_grad=True (or requires_grad_()) before the forward pass that builds the loss",
+        )
+    if loss is not None and id(t) not in g.leaves and loss is not t:
+        return _not_reached(t, g)
+    if grad is None:
+        return _not_written(t, g)
+    if grad.any():
+        return ("has a gradient", "", "")
+    return _zero(t, grad, g)
+
+
+def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
+    """The loss's graph does not reach ``t``: say what stands in its place, where it can tell."""
+    if g.loss.grad_fn is None:
+        return (
+            "not on the graph: the loss is a leaf",
+            "the loss was made from values without history (torch.tensor(...) of results, .item(), "
+            "numpy, .detach() then requires_grad_()), so its graph reaches nothing",
+            "compute the loss with torch operations on the model's outputs, without .item(), numpy "
+            "or torch.tensor(...)",
+        )
+    copy = _copy_on_graph(t, g)
+    if copy:
+        return (
+            "not on the graph: a copy is",
+            f"{copy} is on the loss's graph instead of it",
+            _copy_fix(copy),
+        )
+    kept = _copy_kept(t, g.modules)
+    if kept:
+        return (
+            "not on the graph: a copy is kept",
+            f"{kept}, kept on the module, has no history: the forward pass uses it instead of the parameter",
+            _copy_fix(kept),
+        )
+    if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
+        loose = [n for i, n in g.held["module"].items() if i not in g.held["opt"]]
+        return (
+            "not on the graph: replaced",
+            "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
+            "nn.Parameter (or .to() of a parameter) replaced it after the optimizer was made"
+            + (f"; not in the optimizer: {', '.join(loose[:3])}" if loose else ""),
+            "make the optimizer after the model is final, or assign into the parameter (with "
+            "torch.no_grad(): p.copy_(new)) instead of replacing it",
+        )
+    foreign = [
+        v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
+    ]
+    if foreign and not set(g.leaves) & (set(g.names) | set(g.held["module"])):
+        return (
+            "not on the graph: the loss starts from a new leaf",
+            f"the loss's graph reaches only {', '.join(g.label(v) for v in foreign[:3])}, none of "
+            "yours: a tensor built from values (torch.tensor([...], requires_grad=True) of losses, "
+            "numpy) stands between your model and the loss",
+            "combine the losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
+            "torch.tensor([...])",
+        )
+    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    siblings = [
+        i for i, n in g.held["module"].items() if n.rpartition(".")[0] == owner and i != id(t)
+    ]
+    cut = ""
+    if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
+        cut = f"none of {owner}'s parameters is on the graph, while other modules' are: {owner}'s output is cut before the loss; "
+    return (
+        "not on the graph",
+        cut
+        + "the loss's graph does not reach it, nor a copy of it: its value entered without history "
+        "(a forward pass under torch.no_grad() or inference_mode, .detach() or .data, .item() or "
+        "numpy, torch.tensor(...) around a result, a reentrant checkpoint whose inputs need no grad), "
+        "or it is not used for this loss (a branch not taken, a layer not called)",
+        "find where its module's output enters the loss and remove the cut there",
+    )
+
+
+def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
+    """On the graph (or no loss given) and ``.grad`` is None: a question of when it is read."""
+    if g.inside:
+        return (
+            "read during backward",
+            "called inside a backward pass (a hook): a leaf's .grad is written by its AccumulateGrad "
+            "node, after the module and tensor hooks that run on the way",
+            "read it after backward() returns, or use t.register_post_accumulate_grad_hook(fn)",
+        )
+    if g.loss is None:
+        return (
+            "no backward yet",
+            "its .grad was never written, or was set to None",
+            "run backward() first",
+        )
+    if g.ran and g.with_grad:
+        return (
+            "not written by this pass",
+            "other leaves of this graph got gradients, this one did not: backward(inputs=[...]) "
+            "without it, or its .grad was set to None after backward() (zero_grad() on an "
+            "optimizer or module holding it, p.grad = None)",
+            "include it in inputs=, or read .grad before zero_grad()",
+        )
+    if g.ran:
+        return (
+            "cleared or never written",
+            "a pass ran through the graph but no leaf of it has a .grad: it was "
+            "torch.autograd.grad (which returns gradients and writes no .grad), or .grad was "
+            "cleared after backward() (optimizer.zero_grad() or model.zero_grad() before your read; "
+            "set_to_none=True is the default since torch 2.0)",
+            "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
+        )
+    relu = bool(g.dead) and _cut_by(g.dead, g.loss.grad_fn, g.leaves[id(t)][1], g.kids)
+    return (
+        "read before backward" + ("; will be zero: dead ReLU" if relu else ""),
+        "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
+        "when backward() reaches it (if you ran backward(retain_graph=True), it was cleared since)"
+        + ("; every path from the loss to it passes through a ReLU whose output is all zero, so "
+           "that gradient will be zero" if relu else ""),
+        "call loss.backward() first, then read .grad"
+        + ("; for the dead ReLU: a lower learning rate, another initialisation, or LeakyReLU" if relu else ""),
+    )  # fmt: skip
+
+
+def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, str]:
+    """``.grad`` is all zero: say what can make it so, and what the graph shows."""
+    hooks = _hooks(t, g.modules)
+    node = g.leaves.get(id(t), (None, None))[1]
+    if g.loss is not None and not g.ran and g.alive:
+        relu = bool(g.dead) and node is not None and _cut_by(g.dead, g.loss.grad_fn, node, g.kids)
+        return (
+            "zero: not written yet" + (", and will be zero: dead ReLU" if relu else ""),
+            "these zeros are from before this backward (zero_grad(set_to_none=False))"
+            + ("; every path from the loss to it passes through a ReLU whose output is all zero, so "
+               "the gradient backward() writes will be zero too" if relu else ""),
+            "a dead ReLU: lower the learning rate, change the initialisation, or use LeakyReLU" if relu else "",
+        )  # fmt: skip
+    functions = {f for f in g.nodes if isinstance(f, torch.autograd.function.BackwardCFunction)}
+    if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
+        return (
+            "zero: from a custom Function",
+            "every path from the loss to it passes through a custom autograd.Function, which gives "
+            "zeros (not None) for an output the loss does not use",
+            "in its forward, call ctx.set_materialize_grads(False), and return None from backward "
+            "for an input whose outputs got no gradient",
+        )
+    why = (
+        "the gradient written is zero: the derivative is zero here (a dead ReLU, a mask, a "
+        "constant output, a gradient clipped or scaled to zero)"
+    )
+    if hooks:
+        why += f"; hooks that could zero it: {', '.join(hooks)}"
+    if grad._version > 0:
+        why += (
+            "; the .grad tensor was changed in place after it was made (zero_grad(set_to_none=False) "
+            "after backward(), or an accumulation)"
+        )
+    return ("zero", why, "call this before backward() to see a dead ReLU while the graph is alive")
+
+
+def _leaves_below(fn) -> list[torch.Tensor]:
+    found, seen, todo = [], {fn}, [fn]
+    while todo and len(found) < 3:
+        node = todo.pop()
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            found.append(variable)
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return found
+
+
+def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
+    """A leaf the graph reaches, or a tensor it saved, that shares ``t``'s memory or its values."""
+    for variable, _ in g.leaves.values():
+        if variable is t:
+            continue
+        label = g.label(variable)
+        if _same_memory(variable, t):
+            return f"{label}, which shares its memory (made by .detach() or .data, then requires_grad_())"
+        if variable.dtype != t.dtype and _equal_values(variable, t):
+            return f"{label}, a {variable.dtype} copy made outside the graph (a cached cast)"
+        if _equal_values(variable, t):
+            return f"{label}, a copy with its values (.clone(), torch.tensor(), nn.Parameter(t.clone()), deepcopy)"
+    for value in g.saved:
+        if value is t or value.requires_grad:
+            continue
+        if _same_memory(value, t) and value.shape != t.shape:
+            continue  # a view of it (x.T), saved by an op that uses it: not a copy
+        if _same_memory(value, t):
+            return (
+                "a tensor that shares its memory, saved by the graph (made by .detach() or .data)"
+            )
+        if value.dtype != t.dtype and _equal_values(value, t):
+            return f"a {value.dtype} copy of it without history, saved by the graph (a cast cached outside it)"
+    return None
+
+
+def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
+    """A tensor kept on one of the modules (a buffer or an attribute, not a parameter) that is a
+    copy or a cast of ``t`` without history: a cast made once, in ``__init__`` or under no_grad."""
+    params = {id(p) for _, m in modules for p in m.parameters(recurse=False)}
+    for name, module in modules:
+        attributes = {**vars(module).get("_buffers", {}), **vars(module)}
+        for key, value in attributes.items():
+            if not isinstance(value, torch.Tensor) or id(value) in params or value is t:
+                continue
+            if (
+                value.grad_fn is None
+                and not value.requires_grad
+                and (_same_memory(value, t) or _equal_values(value, t))
+            ):
+                where = f"{name}.{key}" if name else key
+                kind = "cast" if value.dtype != t.dtype else "copy"
+                return (
+                    f"{where} (a {value.dtype} {kind} of it: a cached cast)"
+                    if kind == "cast"
+                    else f"{where} (a copy of it)"
+                )
+    return None
+
+
+def _copy_fix(copy: str) -> str:
+    if "shares its memory" in copy:
+        return "use the tensor itself where the graph uses the .detach() or .data of it"
+    if "cast" in copy:
+        return (
+            "cast inside the forward pass (x.half() there keeps the history), not once outside it"
+        )
+    return "use the tensor itself, or train the copy (give the copy to the optimizer)"
