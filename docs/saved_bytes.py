@@ -1,7 +1,8 @@
 """Two meters for the memory an autograd graph keeps: saved-tensor bytes, and allocated bytes.
 
-``SavedBytes`` counts the bytes of memory that tensors saved for backward keep alive, as seen by a
-:class:`torch.autograd.graph.saved_tensors_hooks` pack hook. A page's downloaded notebook carries
+``SavedBytes`` counts the bytes of memory that tensors saved for backward refer to, as seen by a
+:class:`torch.autograd.graph.saved_tensors_hooks` pack hook (some of it, such as an input batch, is
+alive anyway). A page's downloaded notebook carries
 this file (the build writes it into the notebook), so the notebook runs alone.
 
 ``AllocatedBytes`` reads the allocations and frees that ``torch.profiler`` records with
@@ -30,7 +31,7 @@ class _Box:
 
 
 class SavedBytes(saved_tensors_hooks):
-    """Bytes of memory kept alive by the tensors saved for backward while this context is active.
+    """Bytes of memory that the tensors saved for backward while this context is active refer to.
 
     Each block of memory (a tensor's storage) counts once and in full, however many saved tensors
     or views refer to it; the storages of ``skip`` (parameters, which exist anyway) do not count.
