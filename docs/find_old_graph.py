@@ -47,9 +47,9 @@ How it looks, and where it stops:
   name. Generators, frames, weak references and NumPy arrays are not searched.
 * It stops after ``BUDGET`` objects and items (cycles are visited once) and says so.
 * Saved tensors are looked at without unpacking them where torch shows a saved tensor's hook
-  (2.13 and 2.14 do). On releases where it does not (2.4 and 2.8 run, 2.9 to 2.12 not run),
-  looking means unpacking: a checkpointed block runs again per saved tensor, updating BatchNorm's
-  statistics. It then says so in the report and with a warning: use it in a debugging run there.
+  (pytorch/pytorch#164358: torch 2.10 and newer). On 2.9 and older, looking means unpacking:
+  a checkpointed block runs again per saved tensor, updating BatchNorm's statistics. It then
+  says so in the report and with a warning: use it in a debugging run there.
 * A built-in node that saved nothing cannot be told apart from a new one (and never raises the
   error). A custom ``autograd.Function``'s node that a backward ran refuses ``ctx.saved_tensors``
   whether or not it saved any; it fails again only if its ``backward`` reads them. Tensors a
@@ -84,7 +84,7 @@ _FRAME = re.compile(
     r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
 )
 _FREED = "Trying to backward through the graph a second time"
-# Saved tensors show their unpack hook and data (pytorch/pytorch#164358; 2.13 and 2.14 do, 2.8 not):
+# Saved tensors show their unpack hook and data from torch 2.10 (pytorch/pytorch#164358; 2.9 not):
 # without them, looking at a hooked saved tensor means unpacking it.
 UNPACKS_TO_LOOK = not hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, torch.dtype, torch.device)
@@ -248,7 +248,7 @@ def _saved_status(fn: object) -> tuple[tuple[str, ...], bool]:
     the checkpointed forward (and updates BatchNorm's running statistics). So each saved tensor is
     looked at through ``_raw_saved_*``: a hook or packed data means it is alive; only when both are
     gone is the ordinary attribute read, which then runs no hook and raises if it was freed.
-    Releases whose saved tensors lack ``unpack_hook`` (2.8 and older, of those run) are read
+    Releases whose saved tensors lack ``unpack_hook`` (2.9 and older) are read
     directly, so there a checkpointed forward runs again.
     """
     if isinstance(fn, torch.autograd.function.BackwardCFunction):  # a custom autograd.Function
@@ -620,8 +620,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     ``loss``: the tensor you call ``backward()`` on (``None`` to search the objects only).
     ``objects``: what your program keeps, by name (``model=model, opt=opt``, or ``**globals()``,
     ``**locals()``). Call it before ``loss.backward()``, or in the ``except`` of the failing one
-    (there, with ``mark_step()`` at the top of each step). It changes nothing; on torch 2.4 and
-    2.8 see the module's notes on unpacking.
+    (there, with ``mark_step()`` at the top of each step). It changes nothing; on torch 2.9 and
+    older see the module's notes on unpacking.
     """
     if loss is not None and not isinstance(loss, torch.Tensor):
         raise TypeError(

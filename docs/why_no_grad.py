@@ -28,8 +28,8 @@ Where it stops:
   loss to the tensor passes through a ReLU whose output is all zero); after ``backward()`` it lists
   the hooks that could zero the gradient, and whether it was changed in place after it was
   written (``zero_grad(set_to_none=False)``); it cannot recompute the derivative.
-* Saved tensors are read only where torch shows their unpack hook (2.13 and 2.14; not 2.4 or
-  2.8): a checkpointed block is never re-run.
+* Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
+  checkpointed block is never re-run.
 """
 
 from __future__ import annotations
