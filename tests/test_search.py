@@ -15,7 +15,7 @@ ranks the same by construction; only if they differ are the queries run on it.
 
 A page added later fails here until it has search terms: an ``{index}`` line right after its H1
 title (gallery scripts: an ``.. index::`` line in the docstring), and at least one query in
-``tests/search_queries.toml`` that it answers (README, "Adding an example").
+``tests/search_queries.toml`` that it answers (CONTRIBUTING.md, "A page").
 """
 
 from __future__ import annotations
