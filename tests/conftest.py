@@ -113,6 +113,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fast: reads the one built site (added to every other test)")
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """The mutation tests' count (tests/test_mutations.py), when they ran."""
+    lines = getattr(config, "mutation_summary", None)
+    if lines:
+        terminalreporter.section("mutations")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 # A test that needs one of these fixtures builds the site again: it is slow, marked or not.
 BUILDING = {"second_build", "small_site", "broken_build"}
 
