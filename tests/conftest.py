@@ -167,14 +167,13 @@ def server(site):
 @pytest.fixture(scope="session")
 def visit(browser, server):
     """``visit(path)``: the page's one visit in the browser (tests/visits.py), made on first use."""
-    from visits import FIGURES, visit_page
+    from visits import visit_page
 
     done = {}
 
     def get(path: str):
         if path not in done:
-            figures = soup(HTML / path).select_one(FIGURES) is not None
-            done[path] = visit_page(browser, server, path, with_figures=figures)
+            done[path] = visit_page(browser, server, path)
         return done[path]
 
     return get

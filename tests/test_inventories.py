@@ -20,15 +20,15 @@ import importlib
 import json
 import re
 import sys
+from importlib.metadata import version
 from urllib.parse import urlsplit
 
 import pytest
-import torch
 from conftest import ROOT, built_pages, soup
 
 INVENTORIES = ROOT / "docs" / "_inventories"
 PROVENANCE = INVENTORIES / "provenance.json"
-TORCH_MINOR = ".".join(torch.__version__.split(".")[:2])
+TORCH_MINOR = ".".join(version("torch").split(".")[:2])
 PYTHON_MINOR = "{}.{}".format(*sys.version_info[:2])
 BASES = {
     "torch": f"https://docs.pytorch.org/docs/{TORCH_MINOR}/",
@@ -85,7 +85,7 @@ def test_vendored_inventories_match_the_installed_torch():
     """docs/_inventories must be vendored again (`nox -s inventories`) when the torch pin changes."""
     vendored = inventory("torch").version
     assert vendored.startswith(TORCH_MINOR), (
-        f"docs/_inventories/torch.inv is for torch {vendored}, the pin is {torch.__version__}: "
+        f"docs/_inventories/torch.inv is for torch {vendored}, the pin is {version('torch')}: "
         "run `nox -s inventories`"
     )
 

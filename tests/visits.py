@@ -33,6 +33,7 @@ class Visit:
     urls: set[str] = field(default_factory=set)  # every URL the page loaded
     axe: dict[str, list[dict]] | None = None  # theme -> violations; None without axe-core
     copy: dict = field(default_factory=dict)  # the copy buttons, as counted and clicked
+    figures: int = 0  # how many elements the figure selector matches
     figure_text: dict[int, list[dict]] = field(default_factory=dict)  # width -> MEASURE's result
     figure_contrast: dict[str, list[str]] = field(default_factory=dict)  # theme -> problems
 
@@ -196,7 +197,7 @@ def copy_buttons(page) -> dict:
     return found
 
 
-def visit_page(browser, base: str, path: str, *, with_figures: bool) -> Visit:
+def visit_page(browser, base: str, path: str) -> Visit:
     """Load one page once and record everything the browser tests assert."""
     result = Visit(path)
     context = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT})
@@ -222,6 +223,8 @@ def visit_page(browser, base: str, path: str, *, with_figures: bool) -> Visit:
             "() => document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')"
         )
         page.wait_for_load_state("networkidle")
+        result.figures = page.locator(FIGURES).count()
+        with_figures = result.figures > 0
         if with_figures:
             result.figure_text[WIDTHS[0]] = page.evaluate(MEASURE, FIGURES)
         if audit.AXE_JS.exists():
