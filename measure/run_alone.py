@@ -150,7 +150,7 @@ def notebook_result(original: Path, executed: Path, output: str, code: int | Non
             not_run.append(number)
             continue
         if problem := check_cell(cell):
-            failed.append([number, problem[:300], _failing_line(cell)])
+            failed.append([number, problem[:600], _failing_line(cell)])
         page, here = " | ".join(output_texts(old)), " | ".join(output_texts(cell))
         if page != here:
             at = next((i for i, (a, b) in enumerate(zip(page, here)) if a != b), None)
