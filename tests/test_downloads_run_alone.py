@@ -98,7 +98,8 @@ def results(request, site):
         pytest.fail(message) if IN_CI else pytest.skip(message)
     names = sorted({
         item.callspec.params["download"] for item in request.session.items
-        if item.module is request.module and "download" in getattr(item, "callspec", item).params
+        if item.module is request.module and hasattr(item, "callspec")
+        and "download" in item.callspec.params
     })  # fmt: skip
     with ThreadPoolExecutor(2) as pool:
         runs = {name: pool.submit(run, name) for name in names}

@@ -33,7 +33,8 @@ FLOOR_PX = 12.0
 # page at collection took a minute); the browser counts the figures of every page and
 # test_every_page_with_figures_is_checked compares.
 FIGURE_HTML = re.compile(
-    r'sphx-glr-(?:single|multi)-img|class="cell_output[^"]*"(?:(?!class="cell[ "]).)*?<(?:img|svg)\b',
+    r"sphx-glr-(?:single|multi)-img"
+    r'|class="cell_output[^"]*"(?:(?!class="cell[ "]|<p>|<section|</section>).)*?<(?:img|svg)\b',
     re.S,
 )
 
