@@ -47,7 +47,10 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Build the site with no network, then test it (browser tests need Chromium; CI requires it)."""
+    """Build the site with no network, then test it (browser tests need Chromium; CI requires it).
+    Every test: the full tier (.ci/run). `nox -s tests -- -m fast`: the fast tier, the tests that
+    read the one built site (no second build, no download run alone, no mutation).
+    `nox -s tests -- tests/test_links.py`: one file. Other arguments go to pytest."""
     # Every requirements/*.txt, so that this environment is the lock's (tests/test_lock.py compares
     # its `pip freeze` with constraints.txt); tests.txt alone would do for the other tests.
     session.install(*requirement_args(), *CONSTRAINTS)
@@ -62,12 +65,14 @@ def tests(session: nox.Session) -> None:
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
     # --if-stale: a site built (offline, successfully) from exactly these files is not rebuilt.
     session.run(*BUILD_SITE, "--if-stale", *(["--offline"] if offline else []))
-    session.run(
-        "pytest",
-        "--color=no",
-        *(session.posargs or ["tests"]),
-        env={"STANDALONE_PYTHON": standalone_python(session)},
-    )
+    args = list(session.posargs)
+    if not any((ROOT / arg.split("::")[0]).exists() for arg in args if not arg.startswith("-")):
+        args.append("tests")  # `-- -m fast`, `-- -k name`: the whole folder, selected
+    fast = "fast" in args and "-m" in args
+    env = (
+        {} if fast else {"STANDALONE_PYTHON": standalone_python(session)}
+    )  # the fast tier runs none
+    session.run("pytest", "--color=no", "--durations=10", *args, env=env)
 
 
 def requirement_args() -> list[str]:
@@ -102,7 +107,8 @@ def standalone_python(session: nox.Session) -> str:
 @nox.session
 def versions(session: nox.Session) -> None:
     """Run every download alone on each torch release in requirements/versions (a cached
-    virtualenv each; resumable) and write docs/torch_releases.py. Heavy: not part of tests.
+    virtualenv each; resumable) with the tests' runner (measure/run_alone.py), and write the
+    per-cell results into docs/torch_releases.py. Heavy: not part of tests.
     `nox -s versions -- --release 2.4.1 --only wrappers.ipynb` runs a part."""
     install(session, "docs")
     # the results are about to be rewritten: old unexplained failures must not stop this build
@@ -133,12 +139,20 @@ def serve(session: nox.Session) -> None:
     )
 
 
+# The pages' code cells are linted (tests/lint_pages.py) and every violation is printed; while this
+# is False, they do not fail `nox -s lint`. Set it True once the pages are clean: from then on a
+# page violation fails lint (and .ci/run) like any other.
+PAGES_MUST_LINT = False
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (code style and errors) and sphinx-lint (reStructuredText in the gallery)."""
+    """ruff (code style and errors) on the Python files and on the pages' code cells (through
+    jupytext: tests/lint_pages.py), and sphinx-lint (reStructuredText in the gallery)."""
     session.install("-r", "requirements/dev.txt", *CONSTRAINTS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", "tests/lint_pages.py", *(["--strict"] if PAGES_MUST_LINT else []))
     session.run("sphinx-lint", "gallery", "docs")
 
 
@@ -263,7 +277,9 @@ def install_node_tools(session: nox.Session) -> None:
 @nox.session
 def audit(session: nox.Session) -> None:
     """Print the site's quality figures: Nu HTML errors, axe violations (light and dark), page
-    weight, Lighthouse (mobile) on the home page and the largest pages. Never fails on a figure."""
+    weight, Lighthouse (mobile) on the home page and the largest pages, search ranking. Never
+    fails on a figure. `nox -s audit -- --queries FILE` scores another query file (the held-out
+    set only once the lead releases it: measure/search_quality.py)."""
     install(session, "tests")
     install_node_tools(session)
     session.run(*BUILD_SITE)

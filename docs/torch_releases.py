@@ -1,9 +1,11 @@
 """Which torch releases the site holds on: the results of `nox -s versions`, and how to show them.
 
-measure/run_versions.py ran every download of the site (page notebooks, gallery scripts and
-notebooks, helper modules) alone on each release, with the pins committed in
-requirements/versions/, and rewrote the block between the two "results" lines below; nothing else
-here is generated. docs/which-torch.md shows them; its downloaded notebook carries this file.
+measure/run_versions.py ran every download of the site (page notebooks, gallery scripts, helper
+modules) alone on each release, with the pins committed in requirements/versions/, through the
+project's one download runner (measure/run_alone.py: a notebook runs past its first failure, and
+each cell is judged as the build judges it, declared errors included), and rewrote the block
+between the two "results" lines below; nothing else here is generated. docs/which-torch.md shows
+them; its downloaded notebook carries this file.
 """
 
 from __future__ import annotations
@@ -28,219 +30,223 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "27 November 2026", "commit": "9169ef9", "site_torch": "2.13.0"}
+RUN = {"date": "27 November 2026", "commit": "9169ef9", "site_torch": "2.13.0", "runner": "the runner before measure/run_alone.py: declared errors not checked, no cell numbers"}
 NUMPY = {"2.4.1": "2.4.6", "2.8.0": "2.4.6", "2.13.0": "2.4.6", "2.14.1": "2.4.6"}  # the numpy each release ran with
-# (release, download, outcome, first error, the line it points at); outcome: pass, fail,
-# flaky (failed, then passed when run again), extras (the page's extra requirements do not
-# install on this release), not run
+# (release, download, outcome, cells, failed, not_run, error), by measure/run_alone.py:
+# outcome: pass, fail, flaky (failed, then passed when run again), extras (the page's extra
+# requirements do not install on this release), not run; cells: a notebook's code cells or
+# a script's # %% blocks; failed: [cell, problem, the line it points at] for each cell that
+# raised what it should not, or not what it declares; not_run: cells that never ran; error:
+# what stopped the whole run (extras: pip's error)
 RESULTS = [
-    ("2.4.1", "autograd_graph.py", "pass", "", ""),
-    ("2.4.1", "backward-twice.ipynb", "pass", "", ""),
-    ("2.4.1", "ddp_worker.py", "pass", "", ""),
-    ("2.4.1", "errors.ipynb", "pass", "", ""),
-    ("2.4.1", "find_old_graph.py", "pass", "", ""),
-    ("2.4.1", "frameworks.ipynb", "extras", "ERROR: Cannot install -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 1), -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 2), -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 4) and vector-quantize-pytorch because these package versions have conflicting dependencies.", ""),
-    ("2.4.1", "history.ipynb", "pass", "", ""),
-    ("2.4.1", "how-this-site-works.ipynb", "pass", "", ""),
-    ("2.4.1", "index.ipynb", "pass", "", ""),
-    ("2.4.1", "ledger-explainer.ipynb", "pass", "", ""),
-    ("2.4.1", "ledger-forum-thread.ipynb", "pass", "", ""),
-    ("2.4.1", "ledger-neural-style-qa.ipynb", "pass", "", ""),
-    ("2.4.1", "ledger-retain-grad-article.ipynb", "pass", "", ""),
-    ("2.4.1", "lost-leaf.ipynb", "pass", "", ""),
-    ("2.4.1", "neighbouring-errors.ipynb", "pass", "", ""),
-    ("2.4.1", "outcome.py", "pass", "", ""),
-    ("2.4.1", "plot_gan_step.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_gan_step.py", "pass", "", ""),
-    ("2.4.1", "plot_gradient_penalty.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_gradient_penalty.py", "pass", "", ""),
-    ("2.4.1", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_how_examples_are_checked.py", "pass", "", ""),
-    ("2.4.1", "plot_lstm_tbptt.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_lstm_tbptt.py", "pass", "", ""),
-    ("2.4.1", "plot_maml.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_maml.py", "pass", "", ""),
-    ("2.4.1", "plot_multitask_losses.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_multitask_losses.py", "pass", "", ""),
-    ("2.4.1", "plot_reinforce.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_reinforce.py", "pass", "", ""),
-    ("2.4.1", "plot_saliency.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_saliency.py", "pass", "", ""),
-    ("2.4.1", "plot_several_losses_time.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_several_losses_time.py", "pass", "", ""),
-    ("2.4.1", "plot_style_transfer_losses.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_style_transfer_losses.py", "pass", "", ""),
-    ("2.4.1", "plot_truncated_bptt.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_truncated_bptt.py", "pass", "", ""),
-    ("2.4.1", "plot_two_pass_sam.ipynb", "pass", "", ""),
-    ("2.4.1", "plot_two_pass_sam.py", "pass", "", ""),
-    ("2.4.1", "retain-and-create-graph.ipynb", "pass", "", ""),
-    ("2.4.1", "retain-grad.ipynb", "pass", "", ""),
-    ("2.4.1", "saved_bytes.py", "pass", "", ""),
-    ("2.4.1", "several-losses.ipynb", "pass", "", ""),
-    ("2.4.1", "training-patterns.ipynb", "pass", "", ""),
-    ("2.4.1", "what-backward-frees.ipynb", "pass", "", ""),
-    ("2.4.1", "what-it-costs.ipynb", "pass", "", ""),
-    ("2.4.1", "where-the-graph-hides.ipynb", "pass", "", ""),
-    ("2.4.1", "which-torch.ipynb", "pass", "", ""),
-    ("2.4.1", "wrappers.ipynb", "fail", "AssertionError:", "In[18]: assert \"non-empty donated buffers\" in after_step and first == \"works\""),
-    ("2.8.0", "autograd_graph.py", "pass", "", ""),
-    ("2.8.0", "backward-twice.ipynb", "pass", "", ""),
-    ("2.8.0", "ddp_worker.py", "pass", "", ""),
-    ("2.8.0", "errors.ipynb", "pass", "", ""),
-    ("2.8.0", "find_old_graph.py", "pass", "", ""),
-    ("2.8.0", "frameworks.ipynb", "pass", "", ""),
-    ("2.8.0", "history.ipynb", "pass", "", ""),
-    ("2.8.0", "how-this-site-works.ipynb", "pass", "", ""),
-    ("2.8.0", "index.ipynb", "pass", "", ""),
-    ("2.8.0", "ledger-explainer.ipynb", "pass", "", ""),
-    ("2.8.0", "ledger-forum-thread.ipynb", "pass", "", ""),
-    ("2.8.0", "ledger-neural-style-qa.ipynb", "pass", "", ""),
-    ("2.8.0", "ledger-retain-grad-article.ipynb", "pass", "", ""),
-    ("2.8.0", "lost-leaf.ipynb", "pass", "", ""),
-    ("2.8.0", "neighbouring-errors.ipynb", "pass", "", ""),
-    ("2.8.0", "outcome.py", "pass", "", ""),
-    ("2.8.0", "plot_gan_step.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_gan_step.py", "pass", "", ""),
-    ("2.8.0", "plot_gradient_penalty.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_gradient_penalty.py", "pass", "", ""),
-    ("2.8.0", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_how_examples_are_checked.py", "pass", "", ""),
-    ("2.8.0", "plot_lstm_tbptt.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_lstm_tbptt.py", "pass", "", ""),
-    ("2.8.0", "plot_maml.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_maml.py", "pass", "", ""),
-    ("2.8.0", "plot_multitask_losses.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_multitask_losses.py", "pass", "", ""),
-    ("2.8.0", "plot_reinforce.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_reinforce.py", "pass", "", ""),
-    ("2.8.0", "plot_saliency.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_saliency.py", "pass", "", ""),
-    ("2.8.0", "plot_several_losses_time.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_several_losses_time.py", "pass", "", ""),
-    ("2.8.0", "plot_style_transfer_losses.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_style_transfer_losses.py", "pass", "", ""),
-    ("2.8.0", "plot_truncated_bptt.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_truncated_bptt.py", "pass", "", ""),
-    ("2.8.0", "plot_two_pass_sam.ipynb", "pass", "", ""),
-    ("2.8.0", "plot_two_pass_sam.py", "pass", "", ""),
-    ("2.8.0", "retain-and-create-graph.ipynb", "pass", "", ""),
-    ("2.8.0", "retain-grad.ipynb", "pass", "", ""),
-    ("2.8.0", "saved_bytes.py", "pass", "", ""),
-    ("2.8.0", "several-losses.ipynb", "pass", "", ""),
-    ("2.8.0", "training-patterns.ipynb", "pass", "", ""),
-    ("2.8.0", "what-backward-frees.ipynb", "pass", "", ""),
-    ("2.8.0", "what-it-costs.ipynb", "pass", "", ""),
-    ("2.8.0", "where-the-graph-hides.ipynb", "pass", "", ""),
-    ("2.8.0", "which-torch.ipynb", "pass", "", ""),
-    ("2.8.0", "wrappers.ipynb", "fail", "AssertionError: step 0: the gradient of 0.weight is not the reference's (its norm is 2 times the reference's)", "In[29]: assert outcome == \"3 steps: every gradient equals the reference's; all 4 parameters moved\", outcome"),
-    ("2.13.0", "autograd_graph.py", "pass", "", ""),
-    ("2.13.0", "backward-twice.ipynb", "pass", "", ""),
-    ("2.13.0", "ddp_worker.py", "pass", "", ""),
-    ("2.13.0", "errors.ipynb", "pass", "", ""),
-    ("2.13.0", "find_old_graph.py", "pass", "", ""),
-    ("2.13.0", "frameworks.ipynb", "pass", "", ""),
-    ("2.13.0", "history.ipynb", "pass", "", ""),
-    ("2.13.0", "how-this-site-works.ipynb", "pass", "", ""),
-    ("2.13.0", "index.ipynb", "pass", "", ""),
-    ("2.13.0", "ledger-explainer.ipynb", "pass", "", ""),
-    ("2.13.0", "ledger-forum-thread.ipynb", "pass", "", ""),
-    ("2.13.0", "ledger-neural-style-qa.ipynb", "pass", "", ""),
-    ("2.13.0", "ledger-retain-grad-article.ipynb", "pass", "", ""),
-    ("2.13.0", "lost-leaf.ipynb", "pass", "", ""),
-    ("2.13.0", "neighbouring-errors.ipynb", "pass", "", ""),
-    ("2.13.0", "outcome.py", "pass", "", ""),
-    ("2.13.0", "plot_gan_step.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_gan_step.py", "pass", "", ""),
-    ("2.13.0", "plot_gradient_penalty.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_gradient_penalty.py", "pass", "", ""),
-    ("2.13.0", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_how_examples_are_checked.py", "pass", "", ""),
-    ("2.13.0", "plot_lstm_tbptt.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_lstm_tbptt.py", "pass", "", ""),
-    ("2.13.0", "plot_maml.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_maml.py", "pass", "", ""),
-    ("2.13.0", "plot_multitask_losses.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_multitask_losses.py", "pass", "", ""),
-    ("2.13.0", "plot_reinforce.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_reinforce.py", "pass", "", ""),
-    ("2.13.0", "plot_saliency.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_saliency.py", "pass", "", ""),
-    ("2.13.0", "plot_several_losses_time.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_several_losses_time.py", "pass", "", ""),
-    ("2.13.0", "plot_style_transfer_losses.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_style_transfer_losses.py", "pass", "", ""),
-    ("2.13.0", "plot_truncated_bptt.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_truncated_bptt.py", "pass", "", ""),
-    ("2.13.0", "plot_two_pass_sam.ipynb", "pass", "", ""),
-    ("2.13.0", "plot_two_pass_sam.py", "pass", "", ""),
-    ("2.13.0", "retain-and-create-graph.ipynb", "pass", "", ""),
-    ("2.13.0", "retain-grad.ipynb", "pass", "", ""),
-    ("2.13.0", "saved_bytes.py", "pass", "", ""),
-    ("2.13.0", "several-losses.ipynb", "pass", "", ""),
-    ("2.13.0", "training-patterns.ipynb", "pass", "", ""),
-    ("2.13.0", "what-backward-frees.ipynb", "pass", "", ""),
-    ("2.13.0", "what-it-costs.ipynb", "pass", "", ""),
-    ("2.13.0", "where-the-graph-hides.ipynb", "pass", "", ""),
-    ("2.13.0", "which-torch.ipynb", "pass", "", ""),
-    ("2.13.0", "wrappers.ipynb", "pass", "", ""),
-    ("2.14.1", "autograd_graph.py", "pass", "", ""),
-    ("2.14.1", "backward-twice.ipynb", "pass", "", ""),
-    ("2.14.1", "ddp_worker.py", "pass", "", ""),
-    ("2.14.1", "errors.ipynb", "pass", "", ""),
-    ("2.14.1", "find_old_graph.py", "pass", "", ""),
-    ("2.14.1", "frameworks.ipynb", "pass", "", ""),
-    ("2.14.1", "history.ipynb", "pass", "", ""),
-    ("2.14.1", "how-this-site-works.ipynb", "pass", "", ""),
-    ("2.14.1", "index.ipynb", "pass", "", ""),
-    ("2.14.1", "ledger-explainer.ipynb", "pass", "", ""),
-    ("2.14.1", "ledger-forum-thread.ipynb", "pass", "", ""),
-    ("2.14.1", "ledger-neural-style-qa.ipynb", "pass", "", ""),
-    ("2.14.1", "ledger-retain-grad-article.ipynb", "pass", "", ""),
-    ("2.14.1", "lost-leaf.ipynb", "pass", "", ""),
-    ("2.14.1", "neighbouring-errors.ipynb", "pass", "", ""),
-    ("2.14.1", "outcome.py", "pass", "", ""),
-    ("2.14.1", "plot_gan_step.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_gan_step.py", "pass", "", ""),
-    ("2.14.1", "plot_gradient_penalty.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_gradient_penalty.py", "pass", "", ""),
-    ("2.14.1", "plot_how_examples_are_checked.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_how_examples_are_checked.py", "pass", "", ""),
-    ("2.14.1", "plot_lstm_tbptt.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_lstm_tbptt.py", "pass", "", ""),
-    ("2.14.1", "plot_maml.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_maml.py", "pass", "", ""),
-    ("2.14.1", "plot_multitask_losses.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_multitask_losses.py", "pass", "", ""),
-    ("2.14.1", "plot_reinforce.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_reinforce.py", "pass", "", ""),
-    ("2.14.1", "plot_saliency.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_saliency.py", "pass", "", ""),
-    ("2.14.1", "plot_several_losses_time.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_several_losses_time.py", "pass", "", ""),
-    ("2.14.1", "plot_style_transfer_losses.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_style_transfer_losses.py", "pass", "", ""),
-    ("2.14.1", "plot_truncated_bptt.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_truncated_bptt.py", "pass", "", ""),
-    ("2.14.1", "plot_two_pass_sam.ipynb", "pass", "", ""),
-    ("2.14.1", "plot_two_pass_sam.py", "pass", "", ""),
-    ("2.14.1", "retain-and-create-graph.ipynb", "pass", "", ""),
-    ("2.14.1", "retain-grad.ipynb", "pass", "", ""),
-    ("2.14.1", "saved_bytes.py", "pass", "", ""),
-    ("2.14.1", "several-losses.ipynb", "pass", "", ""),
-    ("2.14.1", "training-patterns.ipynb", "pass", "", ""),
-    ("2.14.1", "what-backward-frees.ipynb", "pass", "", ""),
-    ("2.14.1", "what-it-costs.ipynb", "pass", "", ""),
-    ("2.14.1", "where-the-graph-hides.ipynb", "pass", "", ""),
-    ("2.14.1", "which-torch.ipynb", "pass", "", ""),
-    ("2.14.1", "wrappers.ipynb", "pass", "", ""),
+    ("2.4.1", "autograd_graph.py", "pass", 0, [], [], ""),
+    ("2.4.1", "backward-twice.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "ddp_worker.py", "pass", 0, [], [], ""),
+    ("2.4.1", "errors.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "find_old_graph.py", "pass", 0, [], [], ""),
+    ("2.4.1", "frameworks.ipynb", "extras", 0, [], [], "ERROR: Cannot install -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 1), -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 2), -r $TORCH_RELEASES/torch-2.4.1+frameworks/requirements.txt (line 4) and vector-quantize-pytorch because these package versions have conflicting dependencies."),
+    ("2.4.1", "history.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "how-this-site-works.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "index.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "ledger-explainer.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "ledger-forum-thread.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "ledger-neural-style-qa.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "ledger-retain-grad-article.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "lost-leaf.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "neighbouring-errors.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "outcome.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_gan_step.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_gan_step.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_gradient_penalty.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_gradient_penalty.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_how_examples_are_checked.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_how_examples_are_checked.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_lstm_tbptt.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_lstm_tbptt.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_maml.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_maml.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_multitask_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_multitask_losses.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_reinforce.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_reinforce.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_saliency.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_saliency.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_several_losses_time.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_several_losses_time.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_style_transfer_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_style_transfer_losses.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_truncated_bptt.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_truncated_bptt.py", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_two_pass_sam.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "plot_two_pass_sam.py", "pass", 0, [], [], ""),
+    ("2.4.1", "retain-and-create-graph.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "retain-grad.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "saved_bytes.py", "pass", 0, [], [], ""),
+    ("2.4.1", "several-losses.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "training-patterns.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "what-backward-frees.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "what-it-costs.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "where-the-graph-hides.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "which-torch.ipynb", "pass", 0, [], [], ""),
+    ("2.4.1", "wrappers.ipynb", "fail", 0, [[0, "AssertionError:", "In[18]: assert \"non-empty donated buffers\" in after_step and first == \"works\""]], [], ""),
+    ("2.8.0", "autograd_graph.py", "pass", 0, [], [], ""),
+    ("2.8.0", "backward-twice.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "ddp_worker.py", "pass", 0, [], [], ""),
+    ("2.8.0", "errors.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "find_old_graph.py", "pass", 0, [], [], ""),
+    ("2.8.0", "frameworks.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "history.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "how-this-site-works.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "index.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "ledger-explainer.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "ledger-forum-thread.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "ledger-neural-style-qa.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "ledger-retain-grad-article.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "lost-leaf.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "neighbouring-errors.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "outcome.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_gan_step.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_gan_step.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_gradient_penalty.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_gradient_penalty.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_how_examples_are_checked.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_how_examples_are_checked.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_lstm_tbptt.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_lstm_tbptt.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_maml.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_maml.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_multitask_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_multitask_losses.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_reinforce.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_reinforce.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_saliency.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_saliency.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_several_losses_time.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_several_losses_time.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_style_transfer_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_style_transfer_losses.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_truncated_bptt.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_truncated_bptt.py", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_two_pass_sam.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "plot_two_pass_sam.py", "pass", 0, [], [], ""),
+    ("2.8.0", "retain-and-create-graph.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "retain-grad.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "saved_bytes.py", "pass", 0, [], [], ""),
+    ("2.8.0", "several-losses.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "training-patterns.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "what-backward-frees.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "what-it-costs.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "where-the-graph-hides.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "which-torch.ipynb", "pass", 0, [], [], ""),
+    ("2.8.0", "wrappers.ipynb", "fail", 0, [[0, "AssertionError: step 0: the gradient of 0.weight is not the reference's (its norm is 2 times the reference's)", "In[29]: assert outcome == \"3 steps: every gradient equals the reference's; all 4 parameters moved\", outcome"]], [], ""),
+    ("2.13.0", "autograd_graph.py", "pass", 0, [], [], ""),
+    ("2.13.0", "backward-twice.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "ddp_worker.py", "pass", 0, [], [], ""),
+    ("2.13.0", "errors.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "find_old_graph.py", "pass", 0, [], [], ""),
+    ("2.13.0", "frameworks.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "history.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "how-this-site-works.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "index.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "ledger-explainer.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "ledger-forum-thread.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "ledger-neural-style-qa.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "ledger-retain-grad-article.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "lost-leaf.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "neighbouring-errors.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "outcome.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_gan_step.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_gan_step.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_gradient_penalty.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_gradient_penalty.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_how_examples_are_checked.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_how_examples_are_checked.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_lstm_tbptt.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_lstm_tbptt.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_maml.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_maml.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_multitask_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_multitask_losses.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_reinforce.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_reinforce.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_saliency.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_saliency.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_several_losses_time.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_several_losses_time.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_style_transfer_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_style_transfer_losses.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_truncated_bptt.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_truncated_bptt.py", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_two_pass_sam.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "plot_two_pass_sam.py", "pass", 0, [], [], ""),
+    ("2.13.0", "retain-and-create-graph.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "retain-grad.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "saved_bytes.py", "pass", 0, [], [], ""),
+    ("2.13.0", "several-losses.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "training-patterns.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "what-backward-frees.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "what-it-costs.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "where-the-graph-hides.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "which-torch.ipynb", "pass", 0, [], [], ""),
+    ("2.13.0", "wrappers.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "autograd_graph.py", "pass", 0, [], [], ""),
+    ("2.14.1", "backward-twice.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "ddp_worker.py", "pass", 0, [], [], ""),
+    ("2.14.1", "errors.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "find_old_graph.py", "pass", 0, [], [], ""),
+    ("2.14.1", "frameworks.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "history.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "how-this-site-works.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "index.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "ledger-explainer.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "ledger-forum-thread.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "ledger-neural-style-qa.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "ledger-retain-grad-article.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "lost-leaf.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "neighbouring-errors.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "outcome.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_gan_step.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_gan_step.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_gradient_penalty.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_gradient_penalty.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_how_examples_are_checked.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_how_examples_are_checked.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_lstm_tbptt.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_lstm_tbptt.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_maml.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_maml.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_multitask_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_multitask_losses.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_reinforce.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_reinforce.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_saliency.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_saliency.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_several_losses_time.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_several_losses_time.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_style_transfer_losses.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_style_transfer_losses.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_truncated_bptt.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_truncated_bptt.py", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_two_pass_sam.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "plot_two_pass_sam.py", "pass", 0, [], [], ""),
+    ("2.14.1", "retain-and-create-graph.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "retain-grad.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "saved_bytes.py", "pass", 0, [], [], ""),
+    ("2.14.1", "several-losses.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "training-patterns.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "what-backward-frees.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "what-it-costs.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "where-the-graph-hides.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "which-torch.ipynb", "pass", 0, [], [], ""),
+    ("2.14.1", "wrappers.ipynb", "pass", 0, [], [], ""),
 ]
 # fmt: on
 # --- end of results ---
 
 
 def summary() -> None:
-    """When and from which commit the results were made, and how many downloads hold on each.
+    """When and from which commit the results were made, the releases run (and only those), and
+    how many downloads hold on each, with how many cells ran.
 
     The date is spelt out ("27 November 2026"), here and in the notebook that carries this module:
     it is the run's, committed with the results, and tests/test_reproducible.py looks for the
@@ -248,12 +254,19 @@ def summary() -> None:
     """
     print(f"Run on {RUN['date']} from commit {RUN['commit']}; the site is built on torch "
           f"{RUN['site_torch']}.")  # fmt: skip
+    if RUN.get("runner") != "measure/run_alone.py":
+        print(f"Runner: {RUN.get('runner')}.")
     for release in NUMPY:
-        rows = [row for row in RESULTS if row[0] == release]
-        held = sum(row[2] in HOLDS for row in rows)
-        flaky = sum(row[2] == "flaky" for row in rows)
+        rows = [row for row in RESULTS if row[0] == release and row[2] != "not run"]
+        if not rows:
+            continue
+        ran = [row for row in rows if row[2] != "extras"]
+        held = sum(row[2] in HOLDS for row in ran)
+        flaky = sum(row[2] == "flaky" for row in ran)
         note = f", {flaky} only when run again" if flaky else ""
-        print(f"torch {release}: {held} of {len(rows)} hold{note}")
+        extras = [item(row[1]) for row in rows if row[2] == "extras"]
+        note += f"; {', '.join(extras)}: its libraries do not install" if extras else ""
+        print(f"torch {release}: {held} of the {len(ran)} downloads run hold{note}")
 
 
 def item(name: str) -> str:
@@ -263,8 +276,15 @@ def item(name: str) -> str:
 
 
 def by_page() -> dict[str, list[str]]:
-    """Print each page, example and module under the releases it holds on; return that mapping."""
-    holds = {item(name): list(NUMPY) for _, name, *_ in RESULTS}
+    """Print each page, example and module under the releases it holds on (of those it ran on);
+    return that mapping."""
+    holds = {item(name): [] for _, name, *_ in RESULTS}
+    ran = defaultdict(set)
+    for release, name, outcome, *_ in RESULTS:
+        if outcome != "not run":
+            ran[item(name)].add(release)
+    for name in holds:
+        holds[name] = [r for r in NUMPY if r in ran[name]]
     for release, name, outcome, *_ in RESULTS:
         if outcome not in HOLDS and release in holds[item(name)]:
             holds[item(name)].remove(release)
@@ -277,21 +297,46 @@ def by_page() -> dict[str, list[str]]:
     return dict(holds)
 
 
+def cell_results(release: str, name: str) -> tuple[int, list, list]:
+    """``(cells, failed, not_run)`` of one download on one release: its number of code cells (a
+    script's ``# %%`` blocks), each failed cell as ``[cell, problem, line]``, the cells not run."""
+    for row in RESULTS:
+        if row[:2] == (release, name):
+            return row[3], row[4], row[5]
+    raise KeyError(f"no result for {name} on torch {release}")
+
+
 def failures() -> None:
-    """Print each failure and the difference that explains it (by its first error and failing
-    line, kept in RESULTS); fail for one that no difference explains."""
+    """Print each failed cell and the difference that explains it (by its error and failing
+    line), the cells that did not run, and fail for a failure that no difference explains. A
+    NameError in a cell after a failed cell of the same download is that failure's consequence."""
     unexplained = []
-    for release, name, outcome, error, at in RESULTS:
+    for release, name, outcome, cells, failed, not_run, error in RESULTS:
         if outcome in HOLDS or outcome == "not run":
             continue
         if outcome == "extras":  # not the page: the libraries it pins
             print(f"{release} {item(name)}: its pinned libraries do not install with this torch")
             continue
-        why = [key for key, texts in EXPLAINED.items() if any(t in error + at for t in texts)]
-        print(f"{release} {item(name)}: {why[0][12:] if why else 'UNEXPLAINED ' + error}")
-        unexplained += [] if why else [f"{release} {name}: {error}"]
+        if error:
+            print(f"{release} {item(name)}: the run stopped: {error}")
+            unexplained += [] if any(t in error for ts in EXPLAINED.values() for t in ts) else [
+                f"{release} {name}: {error}"]  # fmt: skip
+        first = None
+        for cell, problem, at in failed:
+            where = f"{release} {item(name)}" + (f", cell {cell}" if cell else "")
+            why = [key for key, texts in EXPLAINED.items() if any(t in problem + at for t in texts)]
+            if why:
+                print(f"{where}: {why[0][12:]}")
+                first = first or cell
+            elif first and "NameError" in problem:
+                print(f"{where}: follows cell {first}")
+            else:
+                print(f"{where}: UNEXPLAINED {problem}")
+                unexplained.append(f"{where}: {problem}")
+        if not_run:
+            print(f"{release} {item(name)}: cells {', '.join(map(str, not_run))} did not run")
     missing = sorted({item(name) for _, name, outcome, *_ in RESULTS if outcome == "not run"})
-    print("not run yet:", ", ".join(missing) if missing else "none")
+    print("not run:", ", ".join(missing) if missing else "none")
     if os.environ.get("TORCH_RELEASES_RERUN"):  # nox -s versions, before it rewrites RESULTS
         return
     assert not unexplained, f"failures that no difference on the page explains: {unexplained}"

@@ -2,10 +2,13 @@
 
 Why: the site is executed on one torch (``constraints.txt``), but readers run its downloads on
 others. This runs each download the site offers (``_build/html/_downloads``: page notebooks,
-gallery scripts and notebooks, helper modules) the way ``tests/test_downloads_run_alone.py`` does
-(alone in an empty folder, ``ATEN_CPU_CAPABILITY=default``, notebooks with nbclient, scripts with
-``python -W error``), once per release, and writes the results block of ``docs/torch_releases.py``,
-which ``docs/which-torch.md`` shows. Too heavy for CI (a CUDA wheel of torch per release, GBs).
+gallery scripts, helper modules; a gallery notebook is its script's code, checked by the tests)
+with the project's one download runner, ``measure/run_alone.py``, which
+``tests/test_downloads_run_alone.py`` uses too: alone in an empty folder, a notebook past its first
+failure with every declared error checked, a script with ``python -W error``. Once per release; it
+writes the results block of ``docs/torch_releases.py`` (per download: pass or fail, the cells that
+failed with what, the cells that did not run), which ``docs/which-torch.md`` shows. Too heavy for
+CI (a wheel of torch per release).
 
 Releases: one ``requirements/versions/torch-X.txt`` each; its lines replace those packages in
 ``requirements/examples.txt`` and ``constraints.txt``, everything else keeps the site's pins. Each
@@ -33,10 +36,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from run_alone import describe, run_alone
 
 ROOT = Path(__file__).resolve().parents[1]
 DOWNLOADS = ROOT / "_build" / "html" / "_downloads"
@@ -44,14 +48,6 @@ PINS = ROOT / "requirements" / "versions"
 VENVS = Path(os.environ.get("TORCH_RELEASES", ROOT / ".nox" / "torch-releases"))
 RESULTS = ROOT / "docs" / "torch_releases.py"  # its results block is rewritten here
 BEGIN, END = "# --- results: written by measure/run_versions.py ---", "# --- end of results ---"
-TIMEOUT = 900  # as tests/test_downloads_run_alone.py
-RUN_NOTEBOOK = (
-    "import sys, nbformat, nbclient; nb = nbformat.read(sys.argv[1], as_version=4); "
-    f"nbclient.NotebookClient(nb, timeout={TIMEOUT}, kernel_name='python3').execute()"
-)
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-ARROW = re.compile(r"^-+> *\d+ (.*)")  # IPython's "---> 10 assert ..."
-ERROR = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Warning|Interrupt)\b(?::.*)?$")
 
 
 def name_of(line: str) -> str:
@@ -100,51 +96,6 @@ def install(venv: Path, release: str, requirements: list[str], base: Path | None
     return ""
 
 
-def first_error(text: str, name: str) -> tuple[str, str]:
-    """(the error line, the line of the download it comes from) of a failed run's traceback."""
-    lines = [ln.rstrip() for ln in text.splitlines()]
-    errors = [ln for ln in lines if ERROR.match(ln) and "CellExecutionError" not in ln]
-    at = ""
-    for i, line in enumerate(lines[:-1]):
-        if line.startswith("Cell In["):  # IPython: the arrow line of the cell's frame
-            arrow = next((m for ln in lines[i + 1 :] if (m := ARROW.match(ln))), None)
-            at = f"{line.split(',')[0][5:]}: {arrow.group(1).strip()}" if arrow else at
-        elif line.startswith(f'  File "{name}"'):  # a script's frame
-            at = f"line {line.split('line ')[1].split(',')[0]}: {lines[i + 1].strip()}"
-    return (errors[-1] if errors else lines[-1] if lines else "")[:200], at[:200]
-
-
-def run_alone(python: Path, download: Path, log: Path) -> dict:
-    """Run one download alone in an empty folder, as tests/test_downloads_run_alone.py does; a
-    helper module with the helper modules it imports beside it (its page offers them together)."""
-    with tempfile.TemporaryDirectory(prefix="torch-release-") as tmp:
-        folder = Path(tmp)
-        shutil.copy(download, folder / download.name)
-        if download.suffix == ".py" and not download.stem.startswith("plot_"):
-            for name in re.findall(r"^\s*(?:from|import) (\w+)", download.read_text(), re.M):
-                for sibling in DOWNLOADS.glob(f"*/{name}.py"):
-                    shutil.copy(sibling, folder / sibling.name)
-        keep = ("HOME", "LANG", "TMPDIR", "PATH")
-        env = {key: os.environ[key] for key in keep if key in os.environ}
-        env |= {"ATEN_CPU_CAPABILITY": "default", "IPYTHONDIR": str(folder / ".ipython")}
-        env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])
-        if download.suffix == ".py":
-            command = [str(python), "-W", "error", download.name]
-        else:
-            command = [str(python), "-c", RUN_NOTEBOOK, download.name]
-        try:
-            done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
-                                  timeout=TIMEOUT + 60)  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return {"outcome": "fail", "error": f"still running after {TIMEOUT + 60} s", "at": ""}
-    log.parent.mkdir(exist_ok=True)
-    log.write_text(ANSI.sub("", done.stdout + done.stderr))  # kept beside the results
-    if done.returncode == 0:
-        return {"outcome": "pass", "error": "", "at": ""}
-    error, at = first_error(log.read_text(), download.name)
-    return {"outcome": "fail", "error": error, "at": at}
-
-
 def run_release(release: str, downloads: list[Path], fresh: bool, jobs: int, forced: bool) -> None:
     venv = VENVS / f"torch-{release}"
     requirements, _ = pins_for(release)
@@ -158,16 +109,20 @@ def run_release(release: str, downloads: list[Path], fresh: bool, jobs: int, for
 
     def one(download: Path, again: bool = False) -> None:
         digest = hashlib.sha256(download.read_bytes()).hexdigest()
-        if results.get(download.name, {}).get("digest") == digest and not (forced or again):
-            return
+        known = results.get(download.name, {})
+        if known.get("digest") == digest and "cells" in known and not (forced or again):
+            return  # ("cells": a result of this runner, not of the one before it)
         python, extras = venv / "bin" / "python", ROOT / "requirements" / f"{download.stem}.txt"
         result = None
         if download.suffix == ".ipynb" and extras.is_file():
             more = VENVS / f"torch-{release}+{download.stem}"
             if problem := install(more, release, requirement_lines(extras), base=venv):
-                result = {"outcome": "extras", "error": problem, "at": ""}
+                result = {"outcome": "extras", "cells": 0, "failed": [], "not_run": [],
+                          "error": problem}  # fmt: skip
             python = more / "bin" / "python"
-        result = result or run_alone(python, download, venv / "logs" / f"{download.name}.log")
+        log = venv / "logs" / f"{download.name}.log"
+        result = result or run_alone(download, python, log=log)
+        result.pop("differs", None)  # outputs differ between releases: only the tests compare them
         if again:  # a failure run once more, alone: "flaky" if it passes, with the first error
             if result["outcome"] != "pass":
                 return
@@ -175,7 +130,7 @@ def run_release(release: str, downloads: list[Path], fresh: bool, jobs: int, for
         results[download.name] = result | {"digest": digest}
         ran.add(download.name)
         store.write_text(json.dumps(results, indent=1, sort_keys=True))
-        print(f"  {result['outcome']:6} {download.name} {result['error']}", flush=True)
+        print("  " + describe(download.name, result).replace("\n", "\n  "), flush=True)
 
     started, ran = time.monotonic(), set()
     with ThreadPoolExecutor(jobs) as pool:
@@ -200,6 +155,7 @@ def write_results(releases: list[str], downloads: list[Path]) -> None:
         "commit": git("rev-parse", "--short", "HEAD")
         + (" (with uncommitted changes)" * bool(changed)),
         "site_torch": requirement_lines(ROOT / "requirements" / "examples.txt")[0].split("==")[1],
+        "runner": "measure/run_alone.py",  # every cell judged, declared errors checked
     }
     rows, numpy = [], {}
     for release in releases:
@@ -210,18 +166,23 @@ def write_results(releases: list[str], downloads: list[Path]) -> None:
             (ln.split("==")[1] for ln in freeze.splitlines() if ln.startswith("numpy==")), ""
         )
         for d in downloads:
-            r = found.get(d.name, {"outcome": "not run", "error": "", "at": ""})
-            r = r | {"error": r["error"].replace(str(VENVS), "$TORCH_RELEASES")}  # no machine path
-            rows.append(f"    ({json.dumps(release)}, {json.dumps(d.name)}, {json.dumps(r['outcome'])}, "
-                        f"{json.dumps(r['error'], ensure_ascii=False)}, {json.dumps(r['at'], ensure_ascii=False)}),")  # fmt: skip
+            r = found.get(d.name)
+            if r is None or "cells" not in r:
+                r = {"outcome": "not run", "cells": 0, "failed": [], "not_run": [], "error": ""}
+            row = [release, d.name, r["outcome"], r["cells"], r["failed"], r["not_run"], r["error"]]
+            text = json.dumps(row, ensure_ascii=False).replace(str(VENVS), "$TORCH_RELEASES")
+            rows.append(f"    ({text[1:-1]}),")  # no machine path
     block = "\n".join([
         BEGIN,
         "# fmt: off",
         f"RUN = {json.dumps(run)}",
         f"NUMPY = {json.dumps(numpy)}  # the numpy each release ran with",
-        "# (release, download, outcome, first error, the line it points at); outcome: pass, fail,",
-        "# flaky (failed, then passed when run again), extras (the page's extra requirements do not",
-        "# install on this release), not run",
+        "# (release, download, outcome, cells, failed, not_run, error), by measure/run_alone.py:",
+        "# outcome: pass, fail, flaky (failed, then passed when run again), extras (the page's extra",
+        "# requirements do not install on this release), not run; cells: a notebook's code cells or",
+        "# a script's # %% blocks; failed: [cell, problem, the line it points at] for each cell that",
+        "# raised what it should not, or not what it declares; not_run: cells that never ran; error:",
+        "# what stopped the whole run (extras: pip's error)",
         "RESULTS = [",
         *rows,
         "]",
@@ -243,8 +204,9 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="forget earlier results")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    downloads = sorted((p for p in DOWNLOADS.rglob("*") if p.suffix in {".ipynb", ".py"}),
-                       key=lambda p: p.name)  # fmt: skip
+    downloads = sorted((p for p in DOWNLOADS.rglob("*") if p.suffix in {".ipynb", ".py"}
+                        and not (p.suffix == ".ipynb" and p.stem.startswith("plot_"))),
+                       key=lambda p: p.name)  # a gallery notebook is its script's code  # fmt: skip
     if not downloads:
         sys.exit(f"no downloads in {DOWNLOADS}: build the site first (nox -s docs)")
     chosen = [d for d in downloads if not args.only or d.name in args.only]

@@ -4,9 +4,14 @@
 runs them on ``search.html`` of a built site, in Chromium, exactly as a reader would (the page's own
 ``searchtools.js`` and scorer), and measures the share of queries whose first result is a right
 page and the mean reciprocal rank (MRR: the mean of 1/rank of the first right page, 0 when none is
-listed). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures.
+listed). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures, for
+this query set or another one (``--queries FILE``, the same format).
 
-    python measure/search_quality.py [--site _build/html] [--file] [--verbose]
+``measure/heldout_queries.toml`` is a held-out set of real queries: it is not run against the
+search until the lead releases it (``HELDOUT_QUERIES=run``), so that the ranking is never tuned on
+it. Every entry point here refuses it before that.
+
+    python measure/search_quality.py [--site _build/html] [--file] [--verbose] [--queries FILE]
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -22,6 +28,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
+HELDOUT = ROOT / "measure" / "heldout_queries.toml"
 RIGHT_FIRST_TARGET = 0.90  # share of queries whose first result is a right page
 TOP = 3  # every query must have a right page among this many first results
 # Built pages that are not content (nothing to find on them).
@@ -59,6 +66,11 @@ class Outcome:
 
 
 def load_queries(path: Path = QUERIES) -> list[Query]:
+    if Path(path).resolve() == HELDOUT.resolve() and os.environ.get("HELDOUT_QUERIES") != "run":
+        raise SystemExit(
+            f"{HELDOUT.relative_to(ROOT)} is held out: it is not run against the search until the "
+            "lead releases it (then HELDOUT_QUERIES=run)."
+        )
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     return [Query(q["q"], list(q["pages"])) for q in data["query"]]
 
@@ -152,12 +164,42 @@ def without_summaries(page) -> None:
     page.route("**/_static/documentation_options.js*", patch)
 
 
+# One query on the loaded search page, by the page's own code: what loading ``search.html?q=...``
+# runs (Search.performSearch), without loading the page again. Returns the result links in order.
+QUERY_IN_PAGE = """async (query) => {
+    const out = document.getElementById('search-results');
+    out.innerHTML = '';
+    Search.performSearch(query);
+    await new Promise((resolve, reject) => {
+        const started = Date.now();
+        const check = () => {
+            const status = out.querySelector('p.search-summary');
+            if (status !== null && status.innerText.trim().length > 0) resolve();
+            else if (Date.now() - started > 20000) reject(new Error('no search summary'));
+            else setTimeout(check, 5);
+        };
+        check();
+    });
+    return [...out.querySelectorAll('ul.search li > a')].map(a => a.href);
+}"""
+
+
 def run_queries(page, search_url: str, runnable) -> list[Outcome]:
+    """Load the search page once (its index, its scorer), then run each query there as loading
+    ``search.html?q=`` would (``Search.performSearch``); each result page listed once."""
     if search_url.startswith("http"):
         without_summaries(page)
-    return [
-        Outcome(query, expected, search(page, search_url, query.q)) for query, expected in runnable
-    ]
+    page.goto(search_url, wait_until="load")
+    page.wait_for_function("() => Search.hasIndex()", timeout=20000)
+    outcomes = []
+    for query, expected in runnable:
+        seen: list[str] = []
+        for href in page.evaluate(QUERY_IN_PAGE, query.q):
+            docname = docname_of(href, search_url)
+            if docname not in seen:
+                seen.append(docname)
+        outcomes.append(Outcome(query, expected, seen))
+    return outcomes
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, float]:
@@ -188,7 +230,7 @@ def measure(site: Path, *, browser=None, from_disk: bool = False, queries_path: 
     """Run the query set on a built site, from a local server (or from disk: ``file://``), in the
     given Playwright browser or a new headless Chromium; return (outcomes, problems with the
     query file)."""
-    from site_audit import serve
+    from browser import chromium, serve
 
     runnable, problems = split_queries(load_queries(queries_path), site_docnames(site))
     with contextlib.ExitStack() as stack:
@@ -204,27 +246,16 @@ def measure(site: Path, *, browser=None, from_disk: bool = False, queries_path: 
     return outcomes, problems
 
 
-@contextlib.contextmanager
-def chromium():
-    """Debian's Chromium, headless, with the flags the other browser tests use."""
-    from playwright.sync_api import sync_playwright
-    from site_audit import CHROMIUM, CHROMIUM_FLAGS
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--file", action="store_true", help="open the site from disk (file://)")
     parser.add_argument("--verbose", action="store_true", help="list every query, not only misses")
+    parser.add_argument("--queries", type=Path, default=QUERIES, help="a query file to score")
     args = parser.parse_args()
-    outcomes, problems = measure(args.site.resolve(), from_disk=args.file)
+    outcomes, problems = measure(
+        args.site.resolve(), from_disk=args.file, queries_path=args.queries
+    )
     print("\n".join(report_lines(outcomes, verbose=args.verbose)))
     for problem in problems:
         print(f"  problem: {problem}")

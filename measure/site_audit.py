@@ -31,21 +31,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import http.server
 import json
 import os
 import re
 import shutil
-import socketserver
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from browser import (  # noqa: F401  (re-exported for the audit's readers)
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    COMPRESSIBLE,
+    THEMES,
+    open_page,
+    serve,
+    set_theme,
+)
+from search_quality import QUERIES, load_queries, measure, report_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -55,17 +61,6 @@ AXE_JS = NODE / "axe-core" / "axe.min.js"
 LIGHTHOUSE = NODE / "lighthouse" / "cli" / "index.js"
 JAVA = shutil.which("java")
 NODE_BIN = shutil.which("node")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-THEMES = ("light", "dark")
 WEIGHT_TARGET = 90_000  # bytes transferred (text gzip-compressed), median page
 LIGHTHOUSE_TARGETS = {
     "performance": 0.95,
@@ -109,76 +104,6 @@ def describe_vnu(message: dict, site: Path = HTML) -> str:
     with contextlib.suppress(ValueError):
         path = str(Path(path).relative_to(site))
     return f"{path}:{message.get('lastLine', '?')}: {message.get('message')}"
-
-
-# --- A local server and a browser ---------------------------------------------------------------
-COMPRESSIBLE = (".html", ".css", ".js", ".svg", ".json", ".txt", ".xml")
-
-
-@contextlib.contextmanager
-def serve(site: Path = HTML, *, gzip: bool = False) -> Iterator[str]:
-    """Serve the site on an ephemeral localhost port; yield its base URL. With ``gzip``, text files
-    are sent gzip-compressed to clients that accept it, as GitHub Pages and Read the Docs do (for
-    Lighthouse, whose timings follow the bytes transferred)."""
-
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    from site_context import site_url
-
-    prefix = site_url(path_only=True)  # "/retain-graph-explained/" on GitHub Pages
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def translate_path(self, path):
-            """Serve the site at its root and at its canonical path, which the 404 page links to."""
-            if prefix != "/" and path.startswith(prefix):
-                path = "/" + path[len(prefix) :]
-            return super().translate_path(path)
-
-        def do_GET(self):
-            path = Path(self.translate_path(self.path))
-            if path.is_dir():
-                path = path / "index.html"
-            accepts = "gzip" in self.headers.get("Accept-Encoding", "")
-            if not (gzip and accepts and path.is_file() and path.suffix in COMPRESSIBLE):
-                return super().do_GET()
-            import gzip as gzip_module
-
-            body = gzip_module.compress(path.read_bytes(), mtime=0)
-            self.send_response(200)
-            self.send_header("Content-Type", self.guess_type(str(path)))
-            self.send_header("Content-Encoding", "gzip")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    handler = functools.partial(Handler, directory=str(site))
-    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-NO_TRANSITIONS = (
-    "*, *::before, *::after { transition: none !important; animation: none !important; }"
-)
-
-
-def set_theme(page, theme: str) -> None:
-    """Switch furo's theme the way its toggle does (body data attribute + remembered choice).
-    Transitions are switched off first, so that axe reads final colours, never intermediate ones."""
-    if not page.evaluate("!!document.getElementById('audit-no-transitions')"):
-        page.add_style_tag(content=NO_TRANSITIONS)
-        page.evaluate("document.head.lastElementChild.id = 'audit-no-transitions'")
-    page.evaluate(
-        "theme => { localStorage.setItem('theme', theme); document.body.dataset.theme = theme; }",
-        theme,
-    )
-    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 def axe_violations(page) -> list[dict]:
@@ -225,23 +150,6 @@ def loaded_bytes(site: Path, base: str, urls: set[str]) -> int:
         if path.is_file():
             total += transfer_size(path)
     return total
-
-
-def open_page(browser_page, base: str, rel: str) -> set[str]:
-    """Load a page and wait until it is idle; return the URLs it loaded (HTML, CSS, JS, images)."""
-    urls: set[str] = set()
-    listener = lambda response: urls.add(response.url)  # noqa: E731
-    browser_page.on("response", listener)
-    try:
-        browser_page.goto(f"{base}/{rel}", wait_until="networkidle")
-        # Lazy images count too: scroll through the page so that all of them load.
-        browser_page.evaluate(
-            "() => document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')"
-        )
-        browser_page.wait_for_load_state("networkidle")
-    finally:
-        browser_page.remove_listener("response", listener)
-    return urls
 
 
 def other_origins(base: str, urls: set[str]) -> list[str]:
@@ -397,7 +305,12 @@ def main() -> int:
         help="skip the reproducibility check (a second, clean build in a temporary folder)",
     )
     parser.add_argument("--site", type=Path, default=HTML)
+    parser.add_argument(
+        "--queries", type=Path, default=None, help="score this query file (default: the tests')"
+    )
     args = parser.parse_args()
+    queries = args.queries or QUERIES
+    load_queries(queries)  # refuses the held-out set before the long audit starts
     site = args.site.resolve()
     if not (site / "index.html").exists():
         return f"audit: no built site in {site}: run `nox -s docs` first"
@@ -501,9 +414,8 @@ def main() -> int:
 
     # Search: the query set of tests/search_queries.toml on the real search page (tests/test_search.py
     # asserts the targets).
-    from search_quality import measure, report_lines
-
-    outcomes, problems = measure(site)
+    print(f"\nsearch, {queries}:")
+    outcomes, problems = measure(site, queries_path=queries)
     print("\n" + "\n".join(report_lines(outcomes)))
     for problem in problems:
         print(f"  search: {problem}")

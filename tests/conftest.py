@@ -1,7 +1,12 @@
-"""Shared fixtures: the built site, its pages, and the sources they were built from.
+"""Shared fixtures: the built site, its pages, the sources they were built from, and the session's
+one browser.
 
 The tests check the site as built by `nox -s tests` (which builds `_build/html` first), the way a
 reader and a maintainer meet it: pages, downloads, links, and a browser.
+
+Two tiers. Tests marked ``slow`` build the site again (``second_build``, ``small_site``,
+``broken_build``), run every download alone, or run the mutations; every other test reads the one
+built site and is marked ``fast`` here, at collection: ``nox -s tests -- -m fast`` runs those.
 """
 
 from __future__ import annotations
@@ -101,11 +106,77 @@ kernelspec:
 """
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: builds again, runs downloads or mutations (the full tier only)"
+    )
+    config.addinivalue_line("markers", "fast: reads the one built site (added to every other test)")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The mutation tests' count (tests/test_mutations.py), when they ran."""
+    lines = getattr(config, "mutation_summary", None)
+    if lines:
+        terminalreporter.section("mutations")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+# A test that needs one of these fixtures builds the site again: it is slow, marked or not.
+BUILDING = {"second_build", "small_site", "broken_build"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if BUILDING & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.fixture(scope="session")
 def site() -> Path:
     if not (HTML / "index.html").exists():
         pytest.fail("No built site in _build/html: run `nox -s tests` (it builds the site first).")
     return HTML
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """The session's one headless Chromium (Debian's). Without it the browser tests skip loudly;
+    with CI=true they are required."""
+    from browser import CHROMIUM, chromium
+
+    if CHROMIUM is None:
+        message = "browser tests need Debian's Chromium (`apt-get install -y chromium`)"
+        pytest.fail(f"CI=true but {message}") if IN_CI else pytest.skip(f"LOUD SKIP: {message}")
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    """The built site on a local server, for the whole session."""
+    from browser import serve
+
+    with serve(site) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
+def visit(browser, server):
+    """``visit(path)``: the page's one visit in the browser (tests/visits.py), made on first use."""
+    from visits import visit_page
+
+    done = {}
+
+    def get(path: str):
+        if path not in done:
+            done[path] = visit_page(browser, server, path)
+        return done[path]
+
+    return get
 
 
 SECOND_BUILDS = ("cold build", "unchanged rebuild", "one-page edit rebuild")

@@ -23,6 +23,9 @@ earlier cell fails. Each source also runs once unmutated, which must pass.
 
     python tests/mutations.py docs/errors.md gallery/plot_gan_step.py   # report, caught/total
     pytest tests/test_mutations.py                                        # the slow tier
+
+A script's mutation counts as caught only if the assertion stops the script in the block that
+holds ``until`` (not in an earlier check).
 """
 
 from __future__ import annotations
@@ -189,9 +192,16 @@ def _run_script(blocks, folder, python, env):
         return "missed", ""
     lines = done.stderr.strip().splitlines()
     message = lines[-1] if lines else ""
-    if CHECK_FAILED.match(message):
+    # the outermost frame in the script: the top-level statement that was running
+    frames = [
+        int(m.group(1)) for ln in lines if (m := re.match(r'  File ".*script\.py", line (\d+)', ln))
+    ]
+    last_block_starts = len("".join(blocks[:-1]).splitlines()) + 1
+    in_last_block = bool(frames) and frames[0] >= last_block_starts
+    if CHECK_FAILED.match(message) and in_last_block:
         return "caught", message
-    return "other", message[-500:]
+    where = f"line {frames[0]} (the check's block starts at {last_block_starts})" if frames else ""
+    return "other", f"{where}: {message}"[-500:]
 
 
 def _subprocess(command, folder, env):

@@ -1,21 +1,24 @@
-"""Every download runs alone: each page's notebook and each gallery script (.py and .ipynb), as the
-site offers it, is copied alone into an empty folder and run there by a Python that holds only
-torch, numpy and matplotlib, plus ipykernel and nbclient to run a notebook (requirements/
-examples.txt; `nox -s tests` creates that environment and names its python in $STANDALONE_PYTHON).
+"""Every download runs alone and prints what its page printed (the runs: slow tier).
 
-They run with ATEN_CPU_CAPABILITY=default (the build runs the default kernels), so an exact
-assertion that holds only with one CPU's vector kernels fails here. Notebooks run with nbclient,
-which lets a cell tagged ``raises-exception`` raise; then, as the build does
-(docs/_ext/nb_expectations.py), each such cell must have raised exactly the error its
-``expect-error`` declares. Scripts run with ``python -W error``, as the build runs them. Two run at
-a time.
+Each page's notebook, each gallery script and each helper module the pages offer is run by the
+project's one download runner, ``measure/run_alone.py`` (also behind ``nox -s versions``): copied
+alone into an empty folder and run by a Python that holds only torch, numpy and matplotlib, plus
+ipykernel and nbclient (requirements/examples.txt; `nox -s tests` creates that environment and
+names its python in $STANDALONE_PYTHON), two at a time. A notebook runs past its first failure and
+each cell is judged by the build's rule (a tagged cell raises exactly its declared error, no other
+cell raises); a script runs with ``python -W error``. A gallery notebook is the same code as its
+script: it is checked cell for cell against the script's blocks instead of being run again.
+
+A notebook must also print, cell for cell, what its page printed when the site was built (the
+download is the executed page): a page that draws random numbers without seeding them in its first
+cell prints other numbers, or another step's error, when a reader runs it (CONTRIBUTING.md, "Random
+state"). ``tests/test_random_state.py`` checks the seeding rule itself, without running anything.
 
 A page that runs more libraries lists them in ``requirements/<page>.txt`` (frameworks: Lightning,
 Accelerate, Transformers, vector-quantize-pytorch). Its notebook must name them, at their
 ``constraints.txt`` pins, in its first cell; it runs in ``.nox/standalone-<page>`` (next to
-$STANDALONE_PYTHON's environment), which holds requirements/examples.txt and exactly those, and
-which `nox -s tests` installs before the tests: nothing is installed here, and nothing needs the
-network.
+$STANDALONE_PYTHON's environment), which `nox -s tests` installs: nothing is installed here, and
+nothing needs the network.
 """
 
 from __future__ import annotations
@@ -23,28 +26,29 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import ANSI, HTML, IN_CI, ROOT, gallery_scripts, myst_pages
+from conftest import HTML, IN_CI, ROOT, gallery_scripts, myst_pages
+from run_alone import describe, run_alone
 
 PYTHON = os.environ.get("STANDALONE_PYTHON")
-TIMEOUT = 900
-RUN_NOTEBOOK = (
-    "import sys, nbformat, nbclient; nb = nbformat.read(sys.argv[1], as_version=4); "
-    f"nbclient.NotebookClient(nb, timeout={TIMEOUT}, kernel_name='python3').execute(); "
-    "nbformat.write(nb, sys.argv[1])"  # the executed notebook, for its declared errors
-)
-DOWNLOADS = sorted(
-    [f"{page.stem}.ipynb" for page in myst_pages() if page.parent.name == "docs"]
-    + [f"{script.stem}{suffix}" for script in gallery_scripts() for suffix in (".py", ".ipynb")]
-)
+PAGES = sorted(page.stem for page in myst_pages())  # index.md's notebook is offered too
+NOTEBOOKS = [f"{page}.ipynb" for page in PAGES]
+HELPERS = sorted(  # the helper modules the pages offer with {download}
+    {name for page in (ROOT / "docs").glob("*.md")
+     for name in re.findall(r"\{download\}`(?:[^`<]*<)?(\w+\.py)>?`", page.read_text())}
+)  # fmt: skip
+SCRIPTS = [script.name for script in gallery_scripts()]
+DOWNLOADS = sorted(NOTEBOOKS + SCRIPTS + HELPERS)
 
 
-PAGES = {page.stem for page in myst_pages() if page.parent.name == "docs"}
+def offered(name: str) -> Path:
+    found = sorted((HTML / "_downloads").rglob(name))
+    if not found:
+        pytest.fail(f"the site offers no download named {name}")
+    return found[0]
 
 
 def extra_packages(name: str) -> list[str]:
@@ -59,15 +63,17 @@ def extra_packages(name: str) -> list[str]:
     return [pins[canonical(package)] for package in wanted if package.strip()]
 
 
-def page_python(name: str, folder: Path) -> tuple[str | None, str]:
+def page_python(name: str, download: Path) -> tuple[str | None, str]:
     """The Python to run the download in (error text or None, python): $STANDALONE_PYTHON, or for
     a page with requirements/<page>.txt, that of ``.nox/standalone-<page>``, whose packages the
-    notebook's first cell must name."""
+    notebook's first page cell must name."""
     pins = extra_packages(name)
     if not pins:
         return None, PYTHON
-    first_cell = "".join(json.loads((folder / name).read_text())["cells"][0]["source"])
-    unnamed = [pin for pin in pins if pin not in first_cell]
+    cells = json.loads(download.read_text())["cells"]
+    first = next(c for c in cells if c["cell_type"] == "code" and "helper-module" not in
+                 c.get("metadata", {}).get("tags", []))  # fmt: skip
+    unnamed = [pin for pin in pins if pin not in "".join(first["source"])]
     if unnamed:
         return f"{name}'s first cell does not name {unnamed} (constraints.txt)", ""
     env = Path(PYTHON).parents[1]
@@ -77,56 +83,72 @@ def page_python(name: str, folder: Path) -> tuple[str | None, str]:
     return None, str(python)
 
 
-def declared_errors(path: Path) -> str | None:
-    """What differs, in the executed notebook at ``path``, from the errors its cells declare."""
-    import nbformat
-    from nb_expectations import check_notebook
-
-    problems = check_notebook(nbformat.read(path, as_version=4))
-    return "\n".join(f"cell {index}: {problem}" for index, problem in problems) or None
-
-
-def run_alone(name: str, folder: Path) -> str | None:
-    """Run the download called ``name`` alone in ``folder``; the error text, or None if it ran."""
-    found = sorted((HTML / "_downloads").rglob(name))
-    if not found:
-        return f"the site offers no download named {name}"
-    shutil.copy(found[0], folder / name)
-    error, python = page_python(name, folder)
-    if error:
-        return error
-    keep = ("HOME", "LANG", "TMPDIR", "PATH")
-    env = {key: os.environ[key] for key in keep if key in os.environ}
-    env |= {"ATEN_CPU_CAPABILITY": "default", "IPYTHONDIR": str(folder / ".ipython")}
-    env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
-    if name.endswith(".py"):
-        command = [python, "-W", "error", name]
-    else:
-        command = [python, "-c", RUN_NOTEBOOK, name]
-    try:
-        done = subprocess.run(
-            command, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT + 60
-        )
-    except subprocess.TimeoutExpired:
-        return f"still running after {TIMEOUT + 60} s"
-    if done.returncode:
-        return ANSI.sub("", done.stdout + done.stderr)[-3000:]
-    return declared_errors(folder / name) if name.endswith(".ipynb") else None
+def run(name: str) -> dict | str:
+    """The runner's result for one download, or the reason it could not run."""
+    download = offered(name)
+    error, python = page_python(name, download)
+    return error or run_alone(download, python)
 
 
 @pytest.fixture(scope="module")
-def results(request, tmp_path_factory):
-    """Run the selected downloads, two at a time, once for the whole module."""
+def results(request, site):
+    """Run the downloads this module's selected tests need, two at a time, once."""
     if not PYTHON:
         message = "no $STANDALONE_PYTHON (an environment with only requirements/examples.txt)"
         pytest.fail(message) if IN_CI else pytest.skip(message)
-    names = [i.callspec.params["name"] for i in request.session.items if "name" in getattr(
-        getattr(i, "callspec", None), "params", {})]  # fmt: skip
+    names = sorted({
+        item.callspec.params["download"] for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+        and "download" in item.callspec.params
+    })  # fmt: skip
     with ThreadPoolExecutor(2) as pool:
-        runs = {n: pool.submit(run_alone, n, tmp_path_factory.mktemp(n)) for n in names}
+        runs = {name: pool.submit(run, name) for name in names}
     return {name: run.result() for name, run in runs.items()}
 
 
-@pytest.mark.parametrize("name", DOWNLOADS)
-def test_download_runs_alone(site, results, name):
-    assert results[name] is None, f"{name}, run alone in an empty folder, failed:\n{results[name]}"
+@pytest.mark.slow
+@pytest.mark.parametrize("download", DOWNLOADS)
+def test_download_runs_alone(results, download):
+    result = results[download]
+    assert not isinstance(result, str), result
+    assert result["outcome"] == "pass", (
+        f"{download}, run alone in an empty folder, failed:\n{describe(download, result)}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("download", NOTEBOOKS)
+def test_download_prints_what_its_page_printed(results, download):
+    result = results[download]
+    assert not isinstance(result, str), result
+    differs = "\n".join(f"cell {n}:\n  {page}\n  {here}" for n, page, here in result["differs"])
+    assert not differs, (
+        f"{download}, run alone, printed other outputs than its page (seed everything the page "
+        f"draws in its first cell, CONTRIBUTING.md):\n{differs}"
+    )
+
+
+def test_the_site_offers_exactly_these_downloads(site):
+    offered_now = {
+        p.name for p in (site / "_downloads").rglob("*") if p.suffix in {".py", ".ipynb"}
+    }
+    gallery_notebooks = {f"{Path(script).stem}.ipynb" for script in SCRIPTS}
+    assert offered_now == set(DOWNLOADS) | gallery_notebooks
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_gallery_notebook_is_its_script(site, script):
+    """The ``.ipynb`` sphinx-gallery offers holds exactly the script's code blocks, in order, and
+    the ``.py`` offered is the script: running the script stands for both."""
+    from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+
+    source = ROOT / "gallery" / script
+    assert offered(script).read_bytes() == source.read_bytes(), f"{script}: the download differs"
+    blocks = [text for label, text, _ in split_code_and_text_blocks(str(source))[1]
+              if label == "code" and text.strip()]  # fmt: skip
+    # sphinx-gallery leaves its own configuration comments out of the notebook
+    blocks = ["\n".join(ln for ln in b.splitlines() if not ln.startswith("# sphinx_gallery_"))
+              .strip() for b in blocks]  # fmt: skip
+    notebook = json.loads(offered(script.replace(".py", ".ipynb")).read_text())
+    cells = ["".join(c["source"]).strip() for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert cells == blocks, f"{script}: the notebook's code cells are not the script's blocks"

@@ -127,16 +127,17 @@ def broken_build(tmp_path_factory):
     (project / "gallery" / "plot_bad.py").write_text(BAD_SCRIPT)
     (project / "gallery" / "README.rst").write_text("Examples\n========\n\nBroken ones.\n")
     result = run_build(project)
-    return project, result, result.stdout + result.stderr
+    again = run_build(project)  # unchanged: Sphinx would read nothing again (sphinx-doc/sphinx#725)
+    return project, result, result.stdout + result.stderr, again
 
 
 def test_a_broken_example_fails_the_build(broken_build):
-    project, result, _ = broken_build
+    project, result, _, _ = broken_build
     assert result.returncode != 0
 
 
 def test_a_wrong_expected_error_is_named_with_file_and_line(broken_build):
-    _, _, log = broken_build
+    _, _, log, _ = broken_build
     assert "docs/bad.md:14: WARNING: code cell 1 was expected to raise TypeError" in log, log[
         -3000:
     ]
@@ -144,20 +145,20 @@ def test_a_wrong_expected_error_is_named_with_file_and_line(broken_build):
 
 
 def test_an_undeclared_error_is_named_with_file_and_line(broken_build):
-    _, _, log = broken_build
+    _, _, log, _ = broken_build
     assert (
         "docs/bad.md:20: WARNING: code cell 2 raised ZeroDivisionError: division by zero" in log
     ), log[-3000:]
 
 
 def test_a_failing_gallery_script_is_named_with_file_and_line(broken_build):
-    _, _, log = broken_build
+    _, _, log, _ = broken_build
     assert "plot_bad.py failed" in log, log[-3000:]
     assert 'plot_bad.py", line 10' in log and "ValueError: not caught" in log
 
 
 def test_a_failed_build_leaves_nothing_that_looks_finished(broken_build):
-    project, _, log = broken_build
+    project, _, log, _ = broken_build
     assert not (project / "_build" / "html" / "index.html").exists()
     assert (project / "_build" / "html-failed").is_dir()
     kept = project / "_build" / "html-failed.log"
@@ -167,9 +168,8 @@ def test_a_failed_build_leaves_nothing_that_looks_finished(broken_build):
 
 def test_the_next_build_fails_again_with_the_same_warnings(broken_build):
     """Sphinx reads only changed pages: an unchanged run after a failed one would not repeat the
-    page's warnings and would report success (sphinx-doc/sphinx#725). Run last: it builds again."""
-    project, _, _ = broken_build
-    again = run_build(project)
+    page's warnings and would report success (sphinx-doc/sphinx#725). The fixture built twice."""
+    *_, again = broken_build
     log = again.stdout + again.stderr
     assert again.returncode != 0, log[-3000:]
     assert "docs/bad.md:20: WARNING: code cell 2 raised ZeroDivisionError" in log, log[-3000:]

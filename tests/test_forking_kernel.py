@@ -12,11 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+import forking_kernel  # docs/_ext is on sys.path: conftest.py
 import pytest
-
-pytest.importorskip("jupyter_client")
-import forking_kernel  # noqa: E402  (docs/_ext is on sys.path: conftest.py)
-from jupyter_client.manager import start_new_kernel  # noqa: E402
+from jupyter_client.manager import start_new_kernel
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 IPYTHON = Path(__file__).resolve().parents[1] / "docs" / "_ipython"

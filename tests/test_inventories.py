@@ -1,12 +1,11 @@
-"""The vendored intersphinx inventories (docs/_inventories) are what the README says they are, and
-every API link on the site names an object that exists.
+"""The vendored intersphinx inventories (docs/_inventories) are what their provenance says they
+are, and every API link on the site names an object that exists.
 
 The official inventories cannot be fetched where this site is usually built, so the files there may
 be synthesized. docs/_inventories/provenance.json says, for each file, which it is ("official":
 written by `nox -s inventories` from the URL it names; "synthesized": made here), with its SHA-256,
-so a file edited by hand no longer matches its record. The README's row for docs/_inventories must
-say the same word, and a file called official must look like a real Sphinx inventory of the whole
-documentation (tens of thousands of objects and a ``std:doc`` entry per page), which a synthesized
+so a file edited by hand no longer matches its record. A file called official must look like a real
+Sphinx inventory of the whole documentation (tens of thousands of objects and a ``std:doc`` entry per page), which a synthesized
 file does not. Whatever the inventories are, every link to docs.pytorch.org and docs.python.org on
 the built site must name, in its fragment, an object that exists in the installed torch or Python:
 it is imported here. (That a page of that name exists on the documentation host is checked only by
@@ -21,15 +20,15 @@ import importlib
 import json
 import re
 import sys
+from importlib.metadata import version
 from urllib.parse import urlsplit
 
 import pytest
-import torch
 from conftest import ROOT, built_pages, soup
 
 INVENTORIES = ROOT / "docs" / "_inventories"
 PROVENANCE = INVENTORIES / "provenance.json"
-TORCH_MINOR = ".".join(torch.__version__.split(".")[:2])
+TORCH_MINOR = ".".join(version("torch").split(".")[:2])
 PYTHON_MINOR = "{}.{}".format(*sys.version_info[:2])
 BASES = {
     "torch": f"https://docs.pytorch.org/docs/{TORCH_MINOR}/",
@@ -46,27 +45,22 @@ def inventory(name: str):
     return soi.Inventory(INVENTORIES / f"{name}.inv")
 
 
-def readme_claim() -> str:
-    """The word the README's layout row for docs/_inventories uses: official or synthesized."""
-    row = next(
-        line for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("| `docs/_inventories/`")
-    )  # fmt: skip
-    words = {word for word in ("official", "synthesized") if word in row.lower()}
-    assert len(words) == 1, f"the README's row must say official or synthesized: {row}"
-    return words.pop()
+def claimed(name: str) -> str:
+    """What provenance.json calls ``<name>.inv``: official or synthesized."""
+    assert PROVENANCE.exists(), f"{PROVENANCE.relative_to(ROOT)} is missing"
+    return json.loads(PROVENANCE.read_text())[f"{name}.inv"]["kind"]
 
 
 @pytest.mark.parametrize("name", BASES)
 def test_an_inventory_called_official_looks_official(name):
-    claim = readme_claim()
     inv = inventory(name)
     docs = [o for o in inv.objects if o.domain == "std" and o.role == "doc"]
-    if claim == "official":
+    if claimed(name) == "official":
         assert inv.count >= OFFICIAL_AT_LEAST and docs, (
-            f"README.md calls docs/_inventories/{name}.inv official, but it lists {inv.count:,} "
-            f"objects and {len(docs)} std:doc entries; the real inventory lists tens of thousands "
-            "and one std:doc per page. Say it is synthesized, or run `nox -s inventories`."
+            f"provenance.json calls docs/_inventories/{name}.inv official, but it lists "
+            f"{inv.count:,} objects and {len(docs)} std:doc entries; the real inventory lists tens "
+            "of thousands and one std:doc per page. Say it is synthesized, or run "
+            "`nox -s inventories`."
         )
 
 
@@ -80,7 +74,6 @@ def test_each_inventory_is_what_its_provenance_says(name):
     )
     inv = inventory(name)
     assert record["objects"] == inv.count
-    assert record["kind"] == readme_claim(), f"README.md and provenance.json disagree on {name}"
     if record["kind"] == "official":
         assert record["source"] == BASES[name] + "objects.inv"
         assert inv.count >= OFFICIAL_AT_LEAST
@@ -92,7 +85,7 @@ def test_vendored_inventories_match_the_installed_torch():
     """docs/_inventories must be vendored again (`nox -s inventories`) when the torch pin changes."""
     vendored = inventory("torch").version
     assert vendored.startswith(TORCH_MINOR), (
-        f"docs/_inventories/torch.inv is for torch {vendored}, the pin is {torch.__version__}: "
+        f"docs/_inventories/torch.inv is for torch {vendored}, the pin is {version('torch')}: "
         "run `nox -s inventories`"
     )
 

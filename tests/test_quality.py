@@ -37,42 +37,23 @@ def test_every_page_is_valid_html(site):
     assert not errors, "\n".join(audit.describe_vnu(m, site) for m in errors)
 
 
-@pytest.fixture(scope="module")
-def browser_page(site):
-    require(
-        (audit.CHROMIUM is not None, "chromium"),
-        (audit.AXE_JS.exists(), str(audit.AXE_JS)),
-    )
-    from playwright.sync_api import sync_playwright
-
-    with audit.serve(site) as base, sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=audit.CHROMIUM, headless=True, args=audit.CHROMIUM_FLAGS
-        )
-        page = browser.new_page()
-        yield page, base
-        browser.close()
+def require_axe() -> None:
+    require((audit.AXE_JS.exists(), str(audit.AXE_JS)))
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_no_axe_violations_in_either_theme(site, browser_page, path):
-    page, base = browser_page
-    audit.open_page(page, base, path)
-    found = []
-    for theme in audit.THEMES:
-        audit.set_theme(page, theme)
-        assert page.evaluate("document.body.dataset.theme") == theme
-        found += [f"{theme}: {audit.describe_axe(v)}" for v in audit.axe_violations(page)]
+def test_no_axe_violations_in_either_theme(visit, path):
+    require_axe()
+    seen = visit(path)
+    found = [f"{theme}: {audit.describe_axe(v)}" for theme, vs in seen.axe.items() for v in vs]
+    assert set(seen.axe) == set(audit.THEMES)
     assert not found, "\n".join(found)
 
 
-def test_a_typical_page_is_light(site, browser_page):
+def test_a_typical_page_is_light(site, visit, server):
     """HTML + every CSS, JS, font and image file the page loads, as transferred (text compressed
     as the hosts send it); median over pages."""
-    page, base = browser_page
-    weights = {
-        path: audit.loaded_bytes(site, base, audit.open_page(page, base, path)) for path in PAGES
-    }
+    weights = {path: audit.loaded_bytes(site, server, visit(path).urls) for path in PAGES}
     median = statistics.median(weights.values())
     heaviest = sorted(weights.items(), key=lambda item: -item[1])[:5]
     assert median <= audit.WEIGHT_TARGET, f"median {median:,.0f} bytes; heaviest: {heaviest}"

@@ -205,11 +205,15 @@ def test_a_new_torch_re_executes_every_page_and_script(small_site):
         code, log = builds[kind]
         assert code == 0, f"{kind} failed:\n{log[-5000:]}"
         assert _executed(project, log) == ({"docs/page"}, 2), f"{kind}: {_executed(project, log)}"
-    # and each page names the torch that produced its outputs
-    for page in (project / "_build" / "html").rglob("*.html"):
+    # and each executed page and script names the torch that produced its outputs
+    html = project / "_build" / "html"
+    for page in (
+        html / "docs" / "page.html",
+        *sorted((html / "auto_examples").glob("plot_*.html")),
+    ):
         stamp = BeautifulSoup(page.read_text(), "html.parser").select_one(".executed-with-torch")
-        if stamp is not None:
-            assert stamp.get_text() == f"torch {NEW_TORCH}", page
+        assert stamp is not None, f"{page.relative_to(html)} names no torch version"
+        assert stamp.get_text() == f"torch {NEW_TORCH}", page
 
 
 def test_a_removed_script_leaves_nothing_behind(small_site):

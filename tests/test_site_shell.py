@@ -4,10 +4,10 @@ test_inventories.py.)"""
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from urllib.parse import urlsplit
 
 import pytest
-import torch
 from conftest import HTML, ROOT, gallery_scripts, html_for, myst_pages, soup
 
 # Each content page once (index.md is a MyST page: its index.html is already in the list).
@@ -19,53 +19,47 @@ assert len(set(CONTENT)) == len(CONTENT) and HTML / "index.html" in CONTENT
 def test_every_page_states_the_torch_version_it_ran_with(site, page):
     line = soup(page).select_one(".executed-with-torch")
     assert line is not None, "the torch version line is missing"
-    assert line.get_text(strip=True) == f"torch {torch.__version__}"
+    assert line.get_text(strip=True) == f"torch {version('torch')}"
 
 
-@pytest.mark.parametrize("page", CONTENT, ids=lambda p: str(p.relative_to(HTML)))
-def test_every_page_has_a_description_and_favicon(site, page):
-    description = soup(page).select_one('meta[name="description"]')
-    assert description is not None and len(description["content"]) > 40
-    assert (
-        soup(page)
-        .select_one('link[rel="icon"], link[rel="shortcut icon"]')["href"]
-        .endswith("favicon.svg")
-    )
-    assert soup(page).select_one('meta[property="og:title"]') is not None
-
-
-def test_every_page_has_a_social_card(site):
-    """Link previews get the site's card: a 1200 x 630 PNG at the site root, named by an absolute
-    URL with alt text, and the large card layout for Twitter-style previews."""
-    from site_context import site_url
-
+def test_the_social_card_is_a_1200_by_630_png(site):
     card = HTML / "social-card.png"  # committed in docs/_extra; names no version, so it stays true
     header = card.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     size = (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big"))
     assert size == (1200, 630)
-    for page in CONTENT:
-        tags = {
-            meta.get("property") or meta.get("name"): meta["content"]
-            for meta in soup(page).select("meta[property^='og:'], meta[name^='twitter:']")
-        }
-        where = page.relative_to(HTML)
-        assert tags.get("og:image") == site_url().rstrip("/") + "/" + card.name, where
-        assert len(tags.get("og:image:alt", "")) > 40, where
-        assert tags.get("twitter:card") == "summary_large_image", where
 
 
-def test_every_page_names_one_canonical_url(site):
-    """GitHub Pages is the canonical host: every page built anywhere, Read the Docs included, names
-    its URL there (``<link rel="canonical">`` and ``og:url``)."""
+@pytest.mark.parametrize(
+    "page",
+    [*CONTENT, HTML / "auto_examples" / "index.html"],
+    ids=lambda p: str(p.relative_to(HTML)),
+)
+def test_every_page_head_describes_it(site, page):
+    """One pass over each page's head: a description and the favicon (content pages); link
+    previews with the site's card (an absolute URL, alt text, the large Twitter-style layout); and
+    one canonical URL, on GitHub Pages (``<link rel="canonical">`` and ``og:url``), wherever the
+    page was built, Read the Docs included."""
     from site_context import site_url
 
-    pages = [*CONTENT, HTML / "auto_examples" / "index.html"]
-    for page in pages:
-        url = site_url() + page.relative_to(HTML).as_posix()
-        canonical = soup(page).select('link[rel="canonical"]')
-        assert [link["href"] for link in canonical] == [url], page.relative_to(HTML)
-        assert soup(page).select_one('meta[property="og:url"]')["content"] == url
+    head = soup(page)
+    url = site_url() + page.relative_to(HTML).as_posix()
+    assert [link["href"] for link in head.select('link[rel="canonical"]')] == [url]
+    assert head.select_one('meta[property="og:url"]')["content"] == url
+    if page not in CONTENT:
+        return
+    description = head.select_one('meta[name="description"]')
+    assert description is not None and len(description["content"]) > 40
+    icon = head.select_one('link[rel="icon"], link[rel="shortcut icon"]')
+    assert icon["href"].endswith("favicon.svg")
+    tags = {
+        meta.get("property") or meta.get("name"): meta["content"]
+        for meta in head.select("meta[property^='og:'], meta[name^='twitter:']")
+    }
+    assert "og:title" in tags
+    assert tags.get("og:image") == site_url().rstrip("/") + "/social-card.png"
+    assert len(tags.get("og:image:alt", "")) > 40
+    assert tags.get("twitter:card") == "summary_large_image"
 
 
 def test_read_the_docs_names_the_canonical_host_too(monkeypatch):
@@ -116,7 +110,7 @@ def test_not_found_page(site):
 
 def test_torch_names_link_to_the_official_docs(site):
     """Intersphinx resolves offline: API names in prose and gallery code link to docs.pytorch.org."""
-    major_minor = ".".join(torch.__version__.split(".")[:2])
+    major_minor = ".".join(version("torch").split(".")[:2])
     base = f"https://docs.pytorch.org/docs/{major_minor}/"
     gallery = soup(html_for(ROOT / "gallery" / "plot_how_examples_are_checked.py"))
     hrefs = {a["href"] for a in gallery.find_all("a", href=True)}
