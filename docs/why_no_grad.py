@@ -390,7 +390,13 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         return (
             "requires_grad off" if not frozen else "frozen",
             why + (f"; {copy} is on the graph instead" if copy else ""),
-            "set requires_grad=True (or requires_grad_()) before the forward pass that builds the loss",
+            (
+                "if you froze it on purpose, None is right: leave it (and skip it where you read .grad "
+                "or register hooks); to train it, requires_grad_() before the forward pass that builds "
+                "the loss, and give it to the optimizer"
+            )
+            if frozen
+            else "set requires_grad=True (or requires_grad_()) before the forward pass that builds the loss",
         )
     if loss is not None and id(t) not in g.leaves and loss is not t:
         return _not_reached(t, g)
