@@ -31,15 +31,20 @@ def checked(optimizer, reference, *, train=None, steps=3, **named):
     """Check each ``optimizer.step()`` in the block by its outcome. At each step (with a closure,
     after each run of it), every parameter's ``.grad`` must equal the gradient of
     ``reference(step)``, a loss recomputed from scratch at the current weights by other code
-    than the fix, and each parameter meant to train (``train``; all by default) must get a
-    non-zero gradient. At the end, at least ``steps`` steps ran and each of those parameters
-    moved. ``named``: modules or tensors, which name the parameters in the messages."""
+    than the fix, and each parameter meant to train (``train``; by default all of the optimizer's
+    and of ``named``, which must then all be in it) must get a non-zero gradient. At the end, at
+    least ``steps`` steps ran and each of those parameters moved. ``named``: modules or tensors,
+    which name the parameters in the messages."""
     names = {}
     for key, part in named.items():
         pairs = part.named_parameters() if isinstance(part, torch.nn.Module) else [("", part)]
         for name, p in pairs:
             names.setdefault(p, f"{key}.{name}".strip("."))
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    if train is None:  # every named parameter that requires grad is meant to train
+        held = {id(p) for p in params}
+        left_out = [n for p, n in names.items() if p.requires_grad and id(p) not in held]
+        assert not left_out, f"{left_out[0]} is not in the optimizer: it never trains"
     meant = params if train is None else list(train)
     assert meant, "the optimizer holds no parameter meant to train: nothing to check"
     start, done, trained = [p.detach().clone() for p in meant], [], {id(p) for p in meant}
@@ -98,84 +103,3 @@ def outcome(run, *args, **kwargs):
     except Exception as error:  # noqa: BLE001 - the outcome is the error
         return f"{type(error).__name__}: {error}"
     return "right"
-
-
-# ---- OLD, removed once every page says ``checked`` (this session's conversion) ----
-
-
-def _names(optimizer, model):
-    """Each optimizer parameter's name in ``model`` (a module or a dict of modules/tensors)."""
-    named = {}
-    for prefix, part in model.items() if isinstance(model, dict) else [("", model)]:
-        if isinstance(part, torch.nn.Module):
-            pairs = part.named_parameters()
-        elif part is not None:
-            pairs = [("", part)]
-        else:
-            pairs = []
-        for name, p in pairs:
-            named.setdefault(id(p), ".".join(n for n in (prefix, name) if n))
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    return [(p, named.get(id(p), f"parameter {i}")) for i, p in enumerate(params)]
-
-
-@contextlib.contextmanager
-def watch(optimizer, reference, *, model=None, train=None, steps=3, rtol=1e-4, atol=1e-6):
-    """Check each ``optimizer.step()`` inside the block; print one line when all steps passed."""
-    named = [(p, name) for p, name in _names(optimizer, model) if p.requires_grad]
-    params = [p for p, _ in named]
-    names = {id(p): name for p, name in named}
-    train = params if train is None else list(train)
-    meant = {id(p) for p in train}
-    start = [p.detach().clone() for p in train]
-    done = []
-
-    def compare(step):
-        grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
-        with torch.enable_grad():
-            wanted = torch.autograd.grad(reference(step), params, allow_unused=True)
-        for p, got in zip(params, grads):
-            p.grad = got  # autograd.grad adds into a retained non-leaf's .grad: undo that
-        for p, got, want in zip(params, grads, wanted):
-            want = torch.zeros_like(p) if want is None else want
-            if id(p) in meant and (got is None or not got.any()):
-                raise AssertionError(f"step {step}: {names[id(p)]} got no gradient")
-            got = torch.zeros_like(p) if got is None else got
-            if not torch.allclose(got, want, rtol=rtol, atol=atol):
-                ratio = got.norm() / want.norm().clamp_min(1e-12)
-                raise AssertionError(
-                    f"step {step}: the gradient of {names[id(p)]} is not the reference's "
-                    f"(its norm is {ratio:.3g} times the reference's)"
-                )
-
-    def check(opt, args, kwargs):
-        step = len(done)
-        done.append(step)
-        at = [i for i, a in enumerate(args) if callable(a)]  # step(closure), positional
-        closure = kwargs.get("closure") or (args[at[0]] if at else None)
-        if closure is None:
-            return compare(step)
-
-        def checked_closure():  # step(closure) computes the gradients inside the step
-            loss = closure()  # (LBFGS, Lightning): check them each time the closure has run
-            compare(step)
-            return loss
-
-        if kwargs.get("closure"):
-            return args, {**kwargs, "closure": checked_closure}
-        return (*args[: at[0]], checked_closure, *args[at[0] + 1 :]), kwargs
-
-    handle = optimizer.register_step_pre_hook(check)
-    try:
-        yield done
-    finally:
-        handle.remove()
-    if len(done) < steps:
-        raise AssertionError(f"{len(done)} optimizer steps ran; a fix is checked over {steps}")
-    for p, before in zip(train, start):
-        if torch.equal(p.detach(), before):
-            raise AssertionError(
-                f"{names.get(id(p), 'a parameter')} never moved in {len(done)} steps"
-            )
-    moved = f"all {len(train)} parameters" if len(train) > 1 else "the parameter"
-    print(f"{len(done)} steps: every gradient equals the reference's; {moved} meant to train moved")
