@@ -84,6 +84,8 @@ exclude_patterns = [
     "_build",
     ".*",  # .nox, .git, .github, .ci, .pytest_cache, .venv, ...
     "README.md",
+    "CONTRIBUTING.md",
+    "MAINTAINING.md",
     "tests",
     "requirements",
     "gallery",
