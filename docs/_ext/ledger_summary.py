@@ -1,16 +1,11 @@
-"""The ledger's counts and claim tables, computed from the claim sections when the site is built.
+"""The ledger's counts and claim tables, computed from the claim sections when ``docs/ledger.md`` is
+read (a code cell cannot: a page's download runs without the other pages' Markdown).
 
-Why: each ledger page (``docs/ledger-*.md``) has one section per claim: a label
-``(ledger-000-5)=``, the heading ``## 000-5: <the claim in our words>`` and, after an empty line,
-its verdict badge. ``docs/ledger.md`` sums the verdicts up and lists every claim; typed by hand,
-those numbers and rows stood in five places. A code cell cannot compute them: a page's notebook
-download runs alone, without the other pages' Markdown. So when Sphinx reads ``docs/ledger.md``
-(``source-read``), its placeholders become Markdown: ```` ```{ledger-summary} ```` the totals and
-a table of verdicts per text, ```` ```{ledger-claims} 000 ```` text 000's claims (link, badge,
-claim). Unreplaced, they are unknown directives, which fail the strict build; so does a label not
-followed by its heading and a badge on the scale. ``tests/test_ledger.py`` checks the rest
-(numbering, badge colours, a proving cell per claim). The overview is read again whenever a ledger
-page changes (``env.note_dependency``).
+Each ledger page has one section per claim: a label ``(ledger-000-5)=``, the heading ``## 000-5:
+<the claim in our words>``, an empty line, its verdict badge. In ``docs/ledger.md``, ```` ```{ledger-summary} ````
+becomes the totals and a table per text, ```` ```{ledger-claims} 000 ```` the claims of text 000.
+A label without its heading and a badge on the scale fails the build, and so does a placeholder
+left unreplaced (an unknown directive); ``tests/test_ledger.py`` checks the rest.
 """
 
 import re

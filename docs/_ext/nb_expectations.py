@@ -1,7 +1,6 @@
-"""Check every executed MyST-NB page: all cells ran, and each expected error is exactly that error.
+"""The rule for an executed notebook: every cell ran, and each expected error is exactly that error.
 
-Why: myst-nb lets a cell tagged ``raises-exception`` raise *anything* and carries on. This site's
-promise is stronger: a cell may raise only if it names the error it shows, as cell metadata
+myst-nb lets a cell tagged ``raises-exception`` raise anything. Here it must name what it raises:
 
     ```{code-cell} ipython3
     :tags: [raises-exception]
@@ -9,22 +8,15 @@ promise is stronger: a cell may raise only if it names the error it shows, as ce
     y.backward()
     ```
 
-and the build checks the exception type (exactly) and the message fragment (``in`` the message)
-against what the kernel really raised. Where torch releases word the error differently, the value
-is a list of such strings, one per wording, and the error must match one of them. Any other exception, a cell tagged without
-``expect-error``, an expected error that did not happen, or a cell left unexecuted is a warning with
-the page and line, and ``-W`` turns it into a failed build.
+The type must match exactly, the fragment be in the message; a list of such strings accepts any
+of them (releases that word the error differently). Any other exception, a tag without
+``expect-error``, an expected error that did not happen, or a cell left unexecuted is a problem:
+a warning at the page's line in the build (``execution.py``), a failure in the download tests.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import nbformat
-from sphinx.application import Sphinx
-from sphinx.util import logging
-
-logger = logging.getLogger(__name__)
 
 TAG = "raises-exception"
 KEY = "expect-error"
@@ -79,34 +71,3 @@ def check_notebook(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
         if cell.cell_type == "code" and cell.source.strip() and (problem := check_cell(cell)):
             problems.append((index, problem))
     return problems
-
-
-def executed_notebook_path(app: Sphinx, docname: str) -> Path:
-    """Where myst-nb writes the executed copy of a page (also offered as the page's download)."""
-    return Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
-
-
-def _check_doc(app: Sphinx, doctree) -> None:
-    docname = app.env.docname
-    if "kernelspec" not in app.env.metadata[docname]:
-        return  # not a notebook page
-    path = executed_notebook_path(app, docname)
-    if not path.exists():
-        logger.warning(
-            "executed notebook missing: %s", path, location=docname, type="nb_expectations"
-        )
-        return
-    notebook = nbformat.read(path, as_version=4)
-    lines = notebook.metadata.get("source_map", [])
-    code_cells = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
-    for index, problem in check_notebook(notebook):
-        line = lines[index] if index < len(lines) else None
-        number = code_cells.index(index) + 1
-        logger.warning(
-            "code cell %d %s", number, problem, location=(docname, line), type="nb_expectations"
-        )
-
-
-def setup(app: Sphinx) -> dict:
-    app.connect("doctree-read", _check_doc)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}

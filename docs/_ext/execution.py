@@ -1,0 +1,124 @@
+"""How pages are executed: their kernels, the check of what each cell raised, their downloads.
+
+The build's own ``python3`` kernelspec (first on ``JUPYTER_PATH``) runs this interpreter with the
+site's kernel settings, forked from a process that imported torch (``tools/forking_kernel.py``;
+``-D forking_kernel=0``: ordinary kernels). ``SiteProvisioner`` (jupyter_client's documented way to
+change how a kernel starts, as in the JAX docs) lets one kernel at a time pick free ports and bind
+them (two readers were given the same port: "Address already in use"), and waits for a kernel as
+long as for a cell (nbclient's 60 s failed a busy build). Each executed notebook is held to
+``nb_expectations``' rule; and gets, before its first code cell, a collapsed ``%%writefile`` cell per
+helper module it imports, so that its download runs alone (done while the page is read: a notebook
+written later would be newer than its page, which would then be read on every build).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import forking_kernel
+import nbformat
+from freshness import local_modules
+from internals import executed_notebook
+from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
+from nb_expectations import check_notebook
+from sphinx.util import logging
+from traitlets import Float, Unicode
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, and no forked kernels
+    fcntl = None
+
+logger = logging.getLogger(__name__)
+PROVISIONER = "retain-graph-site"
+HELPER_TAG = "helper-module"
+
+
+class SiteProvisioner(LocalProvisioner):
+    startup_timeout = Float(60.0)
+    lock = Unicode("")  # a file: one kernel at a time picks its ports and binds them
+
+    async def pre_launch(self, **kwargs):
+        if fcntl and self.lock:
+            self._lock = open(self.lock, "w")  # held until the kernel is ready
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        return await super().pre_launch(**kwargs)
+
+    async def post_launch(self, **kwargs):
+        await super().post_launch(**kwargs)
+        client = self.parent.client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=self.startup_timeout)
+        finally:
+            client.stop_channels()
+            self.unlock()
+
+    async def cleanup(self, restart: bool = False):
+        self.unlock()
+        await super().cleanup(restart)
+
+    def unlock(self) -> None:
+        if getattr(self, "_lock", None):
+            self._lock.close()  # releases the lock
+            self._lock = None
+
+
+def start_kernels(app) -> None:
+    jupyter = Path(app.doctreedir).parent / "jupyter"
+    zygote = None
+    if app.config.forking_kernel and hasattr(os, "fork"):
+        folder = Path(tempfile.mkdtemp(prefix="kernels-"))  # short: a socket path has ~100 bytes
+        zygote = str(folder / "zygote")
+        process = forking_kernel.start(zygote)
+        app.connect("build-finished", lambda *_: (process.kill(), shutil.rmtree(folder)))
+    config = {"startup_timeout": app.config.nb_execution_timeout, "lock": str(jupyter / "lock")}
+    provisioner = {"provisioner_name": PROVISIONER, "config": config}
+    forking_kernel.write_kernelspec(jupyter, zygote, {"kernel_provisioner": provisioner})
+    paths = [str(jupyter), *filter(None, [os.environ.get("JUPYTER_PATH")])]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
+
+
+def check_and_complete(app, doctree) -> None:
+    docname = app.env.docname
+    if "kernelspec" not in app.env.metadata[docname]:
+        return  # not a notebook page
+    if not (path := executed_notebook(app, docname)).is_file():
+        return logger.warning(f"executed notebook missing: {path}", location=docname)
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells = [c for c in notebook.cells if HELPER_TAG not in c.metadata.get("tags", [])]
+    lines = notebook.metadata.get("source_map", [])
+    code = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    for index, problem in check_notebook(notebook):
+        where = (docname, lines[index] if index < len(lines) else None)
+        logger.warning(f"code cell {code.index(index) + 1} {problem}", location=where)
+    source = "\n".join(notebook.cells[i].source for i in code)
+    helpers = [
+        nbformat.v4.new_code_cell(
+            f"%%writefile {module.name}\n{module.read_text()}",
+            id=f"{HELPER_TAG}-{module.stem}",
+            metadata={"tags": [HELPER_TAG], "jupyter": {"source_hidden": True}},
+        )
+        for module in local_modules(source, Path(app.env.doc2path(docname)).parent)
+    ]
+    if helpers:
+        first = code[0] if code else len(notebook.cells)
+        notebook.cells[first:first] = helpers
+        nbformat.write(notebook, path)
+
+
+def setup(app) -> dict:
+    # jupyter_client finds provisioners by entry point; as in the JAX docs, this one is added to
+    # the factory's registry (the readers fork from this process, and inherit it).
+    group = KernelProvisionerFactory.GROUP_NAME
+    entry = EntryPoint(PROVISIONER, "execution:SiteProvisioner", group)
+    KernelProvisionerFactory.provisioners[PROVISIONER] = entry
+    app.add_config_value("forking_kernel", True, "env")
+    # before sphinx-gallery's handler (priority 500) runs the scripts: the zygote imports meanwhile
+    app.connect("builder-inited", start_kernels, priority=400)
+    app.connect("doctree-read", check_and_complete)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,101 @@
+"""The one door to myst-nb's and jupyter-cache's internals: the build uses no private name of
+theirs anywhere else. It refuses to load on other versions than ``VERSIONS``: re-check its four
+uses against the new release first. MAINTAINING.md has the upstream report for each.
+
+1. ``NotebookClientCache.start_client`` (myst-nb), wrapped. On a cache hit myst-nb renders the
+   cached notebook (``_notebook``) but writes the page's output-less one as its download: the
+   outputs are copied into the page's notebook, which is put back. Cell ids come from positions
+   (nbformat's are random), stream chunks are joined exactly (``nb_merge_streams`` puts a line
+   break at each), and the digests of the page's helper modules go into the metadata jupyter-cache
+   hashes with the code.
+2. ``JupyterCacheBase.truncate_caches`` (jupyter-cache), a no-op: each parallel reader trimmed after
+   caching, and deleted records another reader had just added (``records_to_delete`` reads in two
+   queries). The main process trims once, before the readers fork.
+3. ``myst_nb.sphinx_ext.add_global_html_resources``, called when the build starts: myst-nb copies
+   its stylesheet at the end, so a cold build's pages lacked the ``?v=`` a rebuild adds.
+4. myst-nb's output layout: a page's executed notebook is ``_build/jupyter_execute/<doc>.ipynb``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib.metadata import version
+from pathlib import Path
+
+from sphinx.errors import ExtensionError
+
+VERSIONS = {"myst-nb": "1.4.0", "jupyter-cache": "1.0.1"}
+if (found := {name: version(name) for name in VERSIONS}) != VERSIONS:
+    raise ExtensionError(
+        f"docs/_ext/internals.py was written for {VERSIONS}, but {found} is installed: re-check "
+        "its four uses of their internals (its docstring), then update VERSIONS there."
+    )
+
+from freshness import local_modules  # noqa: E402
+from jupyter_cache import get_cache  # noqa: E402
+from jupyter_cache.cache.main import JupyterCacheBase  # noqa: E402
+from myst_nb.core.execute.cache import NotebookClientCache  # noqa: E402
+from myst_nb.sphinx_ext import add_global_html_resources  # noqa: E402
+
+_start_client, _truncate_caches = NotebookClientCache.start_client, JupyterCacheBase.truncate_caches
+
+
+def start_client(self: NotebookClientCache) -> None:
+    page = self._notebook
+    for index, cell in enumerate(page.cells):
+        cell.id = f"cell-{index}"
+    code = [cell for cell in page.cells if cell.cell_type == "code"]
+    if code and self.path is not None:
+        modules = local_modules("\n".join(cell.source for cell in code), Path(self.path).parent)
+        if modules:
+            code[0].metadata["local_modules"] = {
+                m.name: hashlib.sha256(m.read_bytes()).hexdigest()[:16] for m in modules
+            }
+    _start_client(self)
+    if self._notebook is not page:  # a cache hit
+        cached = [cell for cell in self._notebook.cells if cell.cell_type == "code"]
+        for cell, hit in zip(code, cached, strict=True):
+            cell.outputs, cell.execution_count = hit.get("outputs", []), hit.get("execution_count")
+        for key in set(self._notebook.metadata) & {"kernelspec", "language_info"}:
+            page.metadata[key] = self._notebook.metadata[key]
+        self._notebook = page
+    for cell in code:
+        cell.outputs = join_stream_chunks(cell.get("outputs", []))
+
+
+def join_stream_chunks(outputs: list) -> list:
+    """Join consecutive outputs of the same stream (stdout/stderr) into one, text unchanged."""
+    joined: list = []
+    for output in outputs:
+        last = joined[-1] if joined else {}
+        # only stream outputs have a name
+        if output.get("output_type") == "stream" and last.get("name", 0) == output.get("name"):
+            last["text"] += output["text"]
+        else:
+            joined.append(output)
+    return joined
+
+
+def prepare_cache(app) -> None:
+    if app.config.nb_execution_mode == "cache":
+        cache = get_cache(app.config.nb_execution_cache_path)  # creates the database
+        _truncate_caches(cache)
+        cache.db.dispose()
+
+
+def executed_notebook(app, docname: str) -> Path:
+    return Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
+
+
+def copy_mystnb_css(app) -> None:
+    if app.builder.format == "html":
+        Path(app.outdir, "_static").mkdir(parents=True, exist_ok=True)
+        add_global_html_resources(app, None)
+
+
+def setup(app) -> dict:
+    NotebookClientCache.start_client = start_client
+    JupyterCacheBase.truncate_caches = lambda self: None  # prepare_cache trims, once
+    app.connect("builder-inited", prepare_cache, priority=450)  # after freshness may empty it
+    app.connect("builder-inited", copy_mystnb_css)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
