@@ -60,8 +60,7 @@ def tests(session: nox.Session) -> None:
                 "CI must prove the build works offline, but unshare/ip/root are unavailable."
             )
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
-    # --if-stale: a site built (offline, successfully) from exactly these files is not rebuilt.
-    session.run(*BUILD_SITE, "--if-stale", *(["--offline"] if offline else []))
+    session.run(*BUILD_SITE, *(["--offline"] if offline else []))
     session.run(
         "pytest",
         "--color=no",
@@ -106,7 +105,7 @@ def versions(session: nox.Session) -> None:
     `nox -s versions -- --release 2.4.1 --only wrappers.ipynb` runs a part."""
     install(session, "docs")
     # the results are about to be rewritten: old unexplained failures must not stop this build
-    session.run(*BUILD_SITE, "--if-stale", env={"TORCH_RELEASES_RERUN": "1"})
+    session.run(*BUILD_SITE, env={"TORCH_RELEASES_RERUN": "1"})
     session.run("python", "measure/run_versions.py", *session.posargs)
 
 
