@@ -85,6 +85,7 @@ BUILD_FILES = [
     "docs/_inventories",
     "docs/_extra",
     "docs/matplotlibrc",
+    "tools/forking_kernel.py",
 ]
 PAGE_HEADER = """\
 ---

@@ -1,13 +1,10 @@
-"""The site's one strict build, run by `nox -s docs`, the tests and the benchmark alike.
+"""The site's one strict build (`nox -s docs`, the tests, the benchmark):
 
     python tools/build_site.py [--offline] [--source DIR] [-- sphinx args]
 
-It builds ``SOURCE/_build/html`` (warnings fail it) and keeps the whole log in ``html.log``. A
-failed build leaves nothing that looks finished: the output goes to ``html-failed``, the log to
-``html-failed.log``; while ``html-failed`` exists every page is read again (``-E``), since Sphinx
-would not read the failing page again and would report success (sphinx-doc/sphinx#725).
-``--offline`` builds in a network namespace with only loopback up (Jupyter needs it). What a
-rebuild executes, reads and writes again is decided in docs/_ext/freshness.py.
+A failed build moves its output to ``_build/html-failed`` (log: ``html-failed.log``), and the
+next reads every page (``-E``) while that exists: Sphinx would not read the failing page again
+(sphinx-doc/sphinx#725). ``--offline``: a network namespace with only loopback up.
 """
 
 from __future__ import annotations
@@ -30,28 +27,33 @@ def can_isolate_network() -> bool:
     return bool(shutil.which("unshare") and shutil.which("ip") and os.geteuid() == 0)
 
 
-def build(source: Path, extra: list[str], offline: bool = False) -> int:
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--offline", action="store_true", help="build with no network (needs root)")
+    parser.add_argument("--source", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("extra", nargs="*", help="extra sphinx-build arguments (after --)")
+    args = parser.parse_args()
+    if args.offline and not can_isolate_network():
+        parser.error("--offline needs root, `unshare` and `ip` (util-linux, iproute2)")
+    source = args.source.resolve()
     out = source / "_build" / "html"
     failed, log = out.with_name("html-failed"), out.with_name("html.log")
     command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-j", PARALLEL, "-b", "html"]
     command += ["-d", str(out.with_name("doctrees")), *(["-E"] if failed.exists() else [])]
-    command += [*extra, str(source), str(out)]
-    if offline:
+    command += [*args.extra, str(source), str(out)]
+    if args.offline:
         command = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
     log.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        log.open("wb", buffering=0) as kept,  # unbuffered: the log is whole even if killed
-        subprocess.Popen(
-            command, cwd=source, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        ) as sphinx,
-    ):
+    with log.open("wb", buffering=0) as kept:  # unbuffered: the log is whole even if killed
+        pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+        sphinx = subprocess.Popen(command, cwd=source, **pipe)
         for line in sphinx.stdout:
             sys.stdout.buffer.write(line)
             sys.stdout.flush()
             kept.write(line)
     shutil.rmtree(failed, ignore_errors=True)
     failed.with_name("html-failed.log").unlink(missing_ok=True)
-    if sphinx.returncode != 0:
+    if sphinx.wait() != 0:
         if out.exists():
             out.rename(failed)
         log.replace(failed.with_name("html-failed.log"))
@@ -61,17 +63,6 @@ def build(source: Path, extra: list[str], offline: bool = False) -> int:
             file=sys.stderr,
         )
     return sphinx.returncode
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--offline", action="store_true", help="build with no network (needs root)")
-    parser.add_argument("--source", type=Path, default=Path(__file__).resolve().parents[1])
-    parser.add_argument("extra", nargs="*", help="extra sphinx-build arguments (after --)")
-    args = parser.parse_args()
-    if args.offline and not can_isolate_network():
-        parser.error("--offline needs root, `unshare` and `ip` (util-linux, iproute2)")
-    return build(args.source.resolve(), args.extra, args.offline)
 
 
 if __name__ == "__main__":

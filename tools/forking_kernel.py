@@ -1,10 +1,8 @@
-"""Start each page's kernel as a ``fork()`` of a *zygote* that imported torch once.
-
-A fresh kernel spent 3.9 s of CPU on imports before its first cell: 74 of the 130 s of CPU of a cold
-build (19 pages). The kernelspec runs ``launch``, which passes its directory, environment and
-arguments to the zygote over a Unix socket, forwards interrupts and exits with the forked kernel
-(which exits with it); with no zygote listening it starts an ordinary kernel. The zygote runs no
-page code; its only other thread, OpenBLAS's pool, is shut down by OpenBLAS before a ``fork()``.
+"""Start each page's kernel as a ``fork()`` of a *zygote* that imported torch once (a fresh kernel
+spent 3.9 s of CPU on imports: 74 of the 130 s of CPU of a cold build). The kernelspec runs
+``launch``, which passes its directory, environment and arguments to the zygote over a Unix socket,
+forwards interrupts and exits with the forked kernel (which exits with it); with no zygote, it
+starts an ordinary kernel. The zygote runs no page code; OpenBLAS stops its threads before a fork.
 """
 
 from __future__ import annotations
@@ -22,11 +20,11 @@ import traceback
 from pathlib import Path
 
 # torch._dynamo: torch.optim imports it on a page's first optimizer (about 2 s), and torch.compile
-PRELOAD = ("torch", "torch._dynamo", "torch.optim", "numpy", "matplotlib.pyplot", "ipykernel")
+PRELOAD = "torch torch._dynamo torch.optim numpy matplotlib.pyplot ipykernel.kernelapp".split()
 
 
 def _become_kernel(conn: socket.socket, request: dict) -> None:
-    """In the forked child: become ``python -m ipykernel_launcher`` run by the launcher."""
+    """In the forked child: become ``python -m ipykernel_launcher`` as run by the launcher."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; kernels wait on children
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.chdir(request["cwd"])
@@ -50,14 +48,13 @@ def _become_kernel(conn: socket.socket, request: dict) -> None:
     except BaseException:
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
         os._exit(code)
 
 
 def serve(path: str, starter: int) -> None:
-    """Listen (launchers queue meanwhile), import, then fork a kernel per connection, until the
-    process that started the zygote is gone."""
+    """Listen (launchers queue), import, fork a kernel per connection, until ``starter`` exits."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".new")
     listener.listen(64)
@@ -66,8 +63,6 @@ def serve(path: str, starter: int) -> None:
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     for name in PRELOAD:
         importlib.import_module(name)
-    from ipykernel.kernelapp import IPKernelApp  # noqa: F401
-
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     listener.settimeout(1.0)
     while os.getppid() == starter:
@@ -138,9 +133,9 @@ def write_kernelspec(jupyter_dir: Path, zygote: str | None, metadata: dict | Non
 
 
 def start(path: str, timeout: float = 10.0) -> subprocess.Popen:
-    """A zygote listening at ``path``, once it listens; it exits with the process that started it."""
+    """A zygote listening at ``path``, once it listens; it exits with the process that started it.
+    It reads the figure style once, when it imports matplotlib."""
     command = [sys.executable, __file__, "serve", path, str(os.getpid())]
-    # matplotlib reads its style once, when the zygote imports it
     env = {**os.environ, "MATPLOTLIBRC": str(STYLE)}
     zygote = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + timeout

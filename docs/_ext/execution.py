@@ -1,14 +1,11 @@
-"""How pages are executed: their kernels, the check of what each cell raised, their downloads.
+"""Pages' kernels, the check of what each cell raised, and the helper modules in their downloads.
 
-The build's own ``python3`` kernelspec (first on ``JUPYTER_PATH``) runs this interpreter with the
-site's kernel settings, forked from a process that imported torch (``tools/forking_kernel.py``;
-``-D forking_kernel=0``: ordinary kernels). ``SiteProvisioner`` (jupyter_client's documented way to
-change how a kernel starts, as in the JAX docs) lets one kernel at a time pick free ports and bind
-them (two readers were given the same port: "Address already in use"), and waits for a kernel as
-long as for a cell (nbclient's 60 s failed a busy build). Each executed notebook is held to
-``nb_expectations``' rule; and gets, before its first code cell, a collapsed ``%%writefile`` cell per
-helper module it imports, so that its download runs alone (done while the page is read: a notebook
-written later would be newer than its page, which would then be read on every build).
+The build's ``python3`` kernelspec: this interpreter, the site's kernel settings, forked from a
+process that imported torch (``tools/forking_kernel.py``; ``-D forking_kernel=0``: not forked).
+``SiteProvisioner`` (jupyter_client's documented API; the JAX docs use one too) lets one kernel at a
+time pick and bind its ports (parallel readers were given the same one), and waits for a kernel as
+long as for a cell (nbclient's 60 s failed busy builds). Downloads get their helper modules while
+the page is read: a notebook written later would be newer than its page, read again every build.
 """
 
 from __future__ import annotations
@@ -63,9 +60,8 @@ class SiteProvisioner(LocalProvisioner):
         await super().cleanup(restart)
 
     def unlock(self) -> None:
-        if getattr(self, "_lock", None):
-            self._lock.close()  # releases the lock
-            self._lock = None
+        if lock := self.__dict__.pop("_lock", None):
+            lock.close()  # releases it
 
 
 def start_kernels(app) -> None:
@@ -77,8 +73,8 @@ def start_kernels(app) -> None:
         process = forking_kernel.start(zygote)
         app.connect("build-finished", lambda *_: (process.kill(), shutil.rmtree(folder)))
     config = {"startup_timeout": app.config.nb_execution_timeout, "lock": str(jupyter / "lock")}
-    provisioner = {"provisioner_name": PROVISIONER, "config": config}
-    forking_kernel.write_kernelspec(jupyter, zygote, {"kernel_provisioner": provisioner})
+    provisioner = {"kernel_provisioner": {"provisioner_name": PROVISIONER, "config": config}}
+    forking_kernel.write_kernelspec(jupyter, zygote, provisioner)
     paths = [str(jupyter), *filter(None, [os.environ.get("JUPYTER_PATH")])]
     os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
 
@@ -112,13 +108,11 @@ def check_and_complete(app, doctree) -> None:
 
 
 def setup(app) -> dict:
-    # jupyter_client finds provisioners by entry point; as in the JAX docs, this one is added to
-    # the factory's registry (the readers fork from this process, and inherit it).
+    # Registered as the JAX docs do (no package declares its entry point); readers inherit it.
     group = KernelProvisionerFactory.GROUP_NAME
     entry = EntryPoint(PROVISIONER, "execution:SiteProvisioner", group)
     KernelProvisionerFactory.provisioners[PROVISIONER] = entry
     app.add_config_value("forking_kernel", True, "env")
-    # before sphinx-gallery's handler (priority 500) runs the scripts: the zygote imports meanwhile
-    app.connect("builder-inited", start_kernels, priority=400)
+    app.connect("builder-inited", start_kernels, priority=400)  # imports while the gallery runs
     app.connect("doctree-read", check_and_complete)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

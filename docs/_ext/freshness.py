@@ -1,27 +1,20 @@
 """What is stale: the one rule for what a change executes, reads and writes again.
 
-==============================  ===================  ===================  ===================
-what changed                    executed again       read again           written again
-==============================  ===================  ===================  ===================
-a page                          that page            that page            the pages read (1)
-a helper module in ``docs/``    pages importing it   the same             the same (1)
-a gallery script                that script          its page, and pages  the same (1)
-                                                     listing it
-the execution key (2)           every page, script   every page           every page
-``conf.py``, ``docs/_*/**``     nothing              nothing (3)          every page
-a page or script removed        nothing              nothing              every page (4)
-==============================  ===================  ===================  ===================
+==========================  ===================  ====================  ==================
+what changed                executed again       read again            written again
+==========================  ===================  ====================  ==================
+a page                      that page            that page             the pages read (1)
+a helper module in docs/    pages importing it   the same              the same (1)
+a gallery script            that script          its page, pages       the same (1)
+                                                 listing it
+the execution key (2)       everything           every page            every page
+conf.py, docs/_*/**         nothing              nothing (3)           every page
+a page or script removed    nothing              nothing               every page (4)
+==========================  ===================  ====================  ==================
 
 (1) and every page if a title, heading, label or toctree changed. (2) torch, Python,
-``docs/matplotlibrc``, ``docs/_ipython``. (3) but every page if a setting's value changed.
-(4) and its files are deleted.
-
-How: jupyter-cache executes a page whose code, or the digest of a helper module it imports, it
-has not run (``internals.start_client``); sphinx-gallery, a script whose MD5 changed. A new
-execution key (stamped in ``auto_examples/.executed-with``) empties both caches, and is a setting.
-Sphinx reads what changed, with the dependencies noted here, and writes what it read;
-``pages_to_write`` adds every page when the digest of the navigation and of the site files
-changed. The search index keeps the entries of the pages not written (sphinx-doc/sphinx#12599).
+docs/matplotlibrc, docs/_ipython; it empties both execution caches. (3) every page if a setting's
+value changed. (4) its files deleted. Mechanisms and tests: MAINTAINING.md, "What is stale".
 """
 
 from __future__ import annotations
@@ -39,7 +32,7 @@ from sphinx import addnodes
 
 DOCS = Path(__file__).resolve().parents[1]
 IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
-_read: set[str] = set()  # the documents read in this build
+_read: list[str] = []  # the documents read in this build
 _old_entries: dict[str, list] = {}  # docname -> index entries in the previous searchindex.js
 
 
@@ -61,9 +54,8 @@ def local_modules(code: str, folder: Path) -> list[Path]:
 
 
 def empty_stale_caches(app) -> None:
-    """Before sphinx-gallery runs: delete what it made for removed scripts (the orphan page failed
-    the next build), and empty both caches on a new key (deleting the ``.md5`` files is
-    sphinx-gallery's documented way)."""
+    """Before sphinx-gallery runs (it keeps what a removed script made; ``.md5`` files: its
+    documented way to run a script again)."""
     conf = app.config.sphinx_gallery_conf
     scripts, out = Path(app.srcdir, conf["examples_dirs"]), Path(app.srcdir, conf["gallery_dirs"])
     out.mkdir(parents=True, exist_ok=True)
@@ -80,8 +72,7 @@ def empty_stale_caches(app) -> None:
 
 
 def note_dependencies(app, docname: str, source: list[str]) -> None:
-    """A page depends on the helper modules it imports and on the scripts its minigallery lists
-    (it shows their titles)."""
+    """Helper modules the page imports; scripts its minigallery lists (it shows their titles)."""
     scripts = re.findall(r"^\s*(gallery/plot_\w+\.py)\s*$", source[0], re.M)
     modules = local_modules(source[0], Path(app.env.doc2path(docname)).parent)
     for path in [*modules, *(Path(app.srcdir, script) for script in scripts)]:
@@ -97,8 +88,7 @@ def note_navigation(app, doctree: nodes.document) -> None:
 
 def before_reading(app, env, docnames: list[str]) -> None:
     env.site_navigation = getattr(env, "site_navigation", {})
-    _read.clear()
-    _read.update(docnames)
+    _read[:] = docnames
 
 
 def pages_to_write(app, env) -> list[str]:
@@ -113,8 +103,7 @@ def pages_to_write(app, env) -> list[str]:
 
 
 def delete_removed(app, env, added, changed, removed) -> list[str]:
-    """Sphinx keeps what a removed document made: its page goes, and the folders that every page
-    (the toctree changed) is written into again are emptied."""
+    """Sphinx keeps what a removed document made; every page is written again (its toctree)."""
     for docname in removed:
         Path(app.outdir, app.builder.get_target_uri(docname)).unlink(missing_ok=True)
     for folder in ("_images", "_downloads", "_sources") if removed else ():
@@ -122,8 +111,7 @@ def delete_removed(app, env, added, changed, removed) -> list[str]:
     return []
 
 
-def index_entries(app) -> tuple[Path, dict, dict[str, list]]:
-    """searchindex.js: its path, its data, and each page's index entries."""
+def index_entries(app) -> tuple[Path, dict, dict[str, list]]:  # searchindex.js, by page
     path, index, by_page = Path(app.outdir, "searchindex.js"), {}, {}
     if path.is_file():
         text = path.read_text(encoding="utf-8")

@@ -1,13 +1,7 @@
-"""Every rendered page passes through here (Sphinx's documented ``template_bridge`` setting).
-
-Code links: torch names in highlighted code cells (``torch.x``, ``nn.x``/``F.x`` where the page
-imports those aliases, a tensor's autograd methods such as ``y.backward()``) link to their page in
-the intersphinx inventory, at their first use on a page (repeated links were a tenth of the longest
-pages). Rewrites for valid HTML and no axe violations, none of which has a setting: toctree
-captions get ``aria-level``; myst-nb's ``<p>`` in ``<summary>`` become ``<span>`` without a
-mismatching ``aria-label``; sphinx-gallery's ``tooltip`` becomes ``data-tooltip``; scrolling code
-gets ``tabindex``; furo's two ``<aside>`` get labels. Each matches the pinned versions' markup: a
-change upstream fails ``tests/test_quality.py``.
+"""Every rendered page passes through here (Sphinx's documented ``template_bridge`` setting):
+torch names in code cells link to their documentation at their first use on the page (repeated
+links were a tenth of the longest pages), and the rewrites below make the HTML valid and free of
+axe violations where no setting does (MAINTAINING.md lists them with the report to file for each).
 """
 
 from __future__ import annotations
@@ -26,10 +20,8 @@ ALIASES = {"nn": "torch.nn", "F": "torch.nn.functional"}
 TENSOR_METHODS = {"backward", "grad", "retain_grad", "register_hook", "detach", "detach_",
                   "requires_grad_", "retains_grad", "is_leaf", "zero_",
                   "register_post_accumulate_grad_hook"}  # fmt: skip
-P, SPAN = (
-    '<p class="{} admonition-title">(.*?)</p>',
-    r'<span class="{} admonition-title">\{}</span>',
-)
+P = '<p class="{} admonition-title">(.*?)</p>'
+SPAN = r'<span class="{} admonition-title">\{}</span>'
 REWRITES = [
     ('<p class="caption" role="heading">', '<p class="caption" role="heading" aria-level="2">'),
     (r'<summary aria-label="Toggle hidden content">\s*' + P.format("collapsed") + r"\s*"
@@ -82,24 +74,16 @@ class SiteTemplates(BuiltinTemplateLoader):
         self.builder = builder
 
     def render(self, template: str, context: dict) -> str:
-        body = context.get("body") or ""
-        if "highlight-ipython3" in body:
+        if "highlight-ipython3" in (body := context.get("body") or ""):
             plain = re.sub(r"<[^>]+>", "", body)
             aliases = {
                 a: m for a, m in ALIASES.items() if re.search(rf"import {m} as {a}\b", plain)
             }
-            context["body"] = link_code(body, self.torch_names(), aliases)
+            # env.intersphinx_named_inventory: undocumented (MAINTAINING.md, "Private internals")
+            inventory = self.builder.env.intersphinx_named_inventory.get("torch", {})
+            names = {name: item.uri for items in inventory.values() for name, item in items.items()}
+            context["body"] = link_code(body, names, aliases)
         html = super().render(template, context)
         for pattern, replacement in REWRITES:
             html = re.sub(pattern, replacement, html, flags=re.S)
         return html
-
-    def torch_names(self) -> dict[str, str]:
-        """Every torch name of the intersphinx inventory, and its URL (an undocumented attribute
-        of Sphinx, whose items changed shape between releases)."""
-        inventory = getattr(self.builder.env, "intersphinx_named_inventory", {}).get("torch", {})
-        return {
-            name: item.uri if hasattr(item, "uri") else item[2]
-            for objects in inventory.values()
-            for name, item in objects.items()
-        }

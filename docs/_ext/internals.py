@@ -1,19 +1,16 @@
-"""The one door to myst-nb's and jupyter-cache's internals: the build uses no private name of
-theirs anywhere else. It refuses to load on other versions than ``VERSIONS``: re-check its four
-uses against the new release first. MAINTAINING.md has the upstream report for each.
+"""The one door to myst-nb's and jupyter-cache's internals; refuses to load on other versions than
+``VERSIONS``: re-check these four uses first (upstream reports: MAINTAINING.md).
 
-1. ``NotebookClientCache.start_client`` (myst-nb), wrapped. On a cache hit myst-nb renders the
-   cached notebook (``_notebook``) but writes the page's output-less one as its download: the
-   outputs are copied into the page's notebook, which is put back. Cell ids come from positions
-   (nbformat's are random), stream chunks are joined exactly (``nb_merge_streams`` puts a line
-   break at each), and the digests of the page's helper modules go into the metadata jupyter-cache
-   hashes with the code.
-2. ``JupyterCacheBase.truncate_caches`` (jupyter-cache), a no-op: each parallel reader trimmed after
-   caching, and deleted records another reader had just added (``records_to_delete`` reads in two
-   queries). The main process trims once, before the readers fork.
-3. ``myst_nb.sphinx_ext.add_global_html_resources``, called when the build starts: myst-nb copies
-   its stylesheet at the end, so a cold build's pages lacked the ``?v=`` a rebuild adds.
-4. myst-nb's output layout: a page's executed notebook is ``_build/jupyter_execute/<doc>.ipynb``.
+1. ``NotebookClientCache.start_client`` wrapped: on a cache hit myst-nb renders the cached notebook
+   (``_notebook``) but writes the page's output-less one as its download, so the outputs are copied
+   into the page's notebook. Also: cell ids by position (nbformat's are random), stream chunks
+   joined exactly (``nb_merge_streams`` adds a line break at each), and the digests of the page's
+   helper modules in the metadata jupyter-cache hashes.
+2. ``JupyterCacheBase.truncate_caches``, a no-op: parallel readers deleted each other's new records
+   (``records_to_delete`` reads in two queries); the main process trims once, before they fork.
+3. ``myst_nb.sphinx_ext.add_global_html_resources`` called first: myst-nb copies its stylesheet at
+   the end, so a cold build's pages lacked the ``?v=`` a rebuild adds.
+4. A page's executed notebook is ``_build/jupyter_execute/<doc>.ipynb``.
 """
 
 from __future__ import annotations

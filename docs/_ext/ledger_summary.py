@@ -1,11 +1,7 @@
 """The ledger's counts and claim tables, computed from the claim sections when ``docs/ledger.md`` is
-read (a code cell cannot: a page's download runs without the other pages' Markdown).
-
-Each ledger page has one section per claim: a label ``(ledger-000-5)=``, the heading ``## 000-5:
-<the claim in our words>``, an empty line, its verdict badge. In ``docs/ledger.md``, ```` ```{ledger-summary} ````
-becomes the totals and a table per text, ```` ```{ledger-claims} 000 ```` the claims of text 000.
-A label without its heading and a badge on the scale fails the build, and so does a placeholder
-left unreplaced (an unknown directive); ``tests/test_ledger.py`` checks the rest.
+read (a code cell cannot: a download runs without the other pages). A claim is a label
+``(ledger-000-5)=``, a heading ``## 000-5: <claim>``, an empty line and its verdict badge; anything
+else after such a label, or a placeholder left unreplaced, fails the build.
 """
 
 import re

@@ -1,17 +1,8 @@
-"""The rule for an executed notebook: every cell ran, and each expected error is exactly that error.
-
-myst-nb lets a cell tagged ``raises-exception`` raise anything. Here it must name what it raises:
-
-    ```{code-cell} ipython3
-    :tags: [raises-exception]
-    :expect-error: "RuntimeError: Trying to backward through the graph a second time"
-    y.backward()
-    ```
-
-The type must match exactly, the fragment be in the message; a list of such strings accepts any
-of them (releases that word the error differently). Any other exception, a tag without
-``expect-error``, an expected error that did not happen, or a cell left unexecuted is a problem:
-a warning at the page's line in the build (``execution.py``), a failure in the download tests.
+"""The rule for an executed notebook: every cell ran, and a cell raises only the error it declares,
+``:expect-error: "RuntimeError: fragment"`` with the ``raises-exception`` tag (a list of such
+strings accepts any: releases word errors differently). The type must match, the fragment be in
+the message. ``execution.py`` applies it to every page, the tests and ``nox -s versions`` to every
+download.
 """
 
 from __future__ import annotations
@@ -23,7 +14,6 @@ KEY = "expect-error"
 
 
 def parse_expectation(value: object) -> tuple[str, str]:
-    """Split ``"RuntimeError: message fragment"`` into ``("RuntimeError", "message fragment")``."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"`{KEY}` must be a string like 'RuntimeError: part of the message'")
     ename, _, fragment = value.partition(":")
@@ -34,7 +24,7 @@ def parse_expectation(value: object) -> tuple[str, str]:
 
 
 def check_cell(cell: nbformat.NotebookNode) -> str | None:
-    """What is wrong with one executed code cell under the rules above, or None."""
+    """What is wrong with one executed code cell, or None."""
     tags, expected = cell.metadata.get("tags", []), cell.metadata.get(KEY)
     errors = [out for out in cell.get("outputs", []) if out.output_type == "error"]
     if "skip-execution" in tags:
@@ -60,7 +50,6 @@ def check_cell(cell: nbformat.NotebookNode) -> str | None:
 
 
 def _as_list(expected: object) -> list:
-    """One wording, or a list of them (a release that words the error differently)."""
     return list(expected) if isinstance(expected, (list, tuple)) and expected else [expected]
 
 

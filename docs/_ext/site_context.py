@@ -1,10 +1,6 @@
-"""The site around the pages: canonical URL, page context, listings, a clean start for each script.
-
-GitHub Pages is the canonical host (``$SITE_URL`` for a fork); the Read the Docs mirror names it
-too. Gallery pages link to their ``gallery/*.py``; every page names the torch that ran it. The
-sitemap lists every page, sorted (sphinx-sitemap listed the pages written, as writers finished).
-The download zips get a fixed timestamp. Each gallery script starts with the site's figure style
-and warnings as errors; filters, threads and grad mode are restored after it.
+"""The site around the pages: canonical URL (GitHub Pages; ``$SITE_URL`` for a fork), page context,
+sitemap and robots.txt (sphinx-sitemap listed only the pages written), download zips with a fixed
+time, and a clean start for each gallery script (style, warnings as errors; state restored after).
 """
 
 from __future__ import annotations
@@ -21,12 +17,13 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from sphinx.util import logging
+from sphinx_gallery.scrapers import matplotlib_scraper
 
 logger = logging.getLogger(__name__)
 DEFAULT_SITE_URL = "https://retain-graph-explained.github.io/retain-graph-explained/"
 ROOT = Path(__file__).resolve().parents[2]
 STYLE = ROOT / "docs" / "matplotlibrc"
-EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
+EPOCH, NO_DATE = (1980, 1, 1, 0, 0, 0), {"Date": None}  # the earliest time a zip entry can carry
 
 
 def site_url(path_only: bool = False) -> str:
@@ -45,10 +42,11 @@ def torch_version() -> str:
 
 
 def check_torch(app) -> None:
-    pinned = re.search(r"^torch==(\S+)", Path(app.confdir, "constraints.txt").read_text(), re.M)
-    if pinned and (found := torch_version()).split("+")[0] != pinned.group(1):
-        message = f"building with torch {found}, but constraints.txt pins torch=={pinned.group(1)}"
-        logger.warning(f"{message}: outputs would describe the wrong one. Use `nox -s docs`.")
+    pin = re.search(r"^torch==(\S+)", Path(app.confdir, "constraints.txt").read_text(), re.M)
+    if pin and torch_version().split("+")[0] != pin[1]:
+        logger.warning(
+            f"torch {torch_version()} is installed, constraints.txt pins {pin[1]}: use nox"
+        )
 
 
 def page_context(app, pagename: str, templatename: str, context: dict, doctree) -> None:
@@ -67,11 +65,9 @@ def write_listings(app, exception: Exception | None) -> None:
     pages = sorted(app.builder.get_target_uri(docname) for docname in app.env.found_docs)
     base = app.config.html_baseurl
     urls = "".join(f"<url><loc>{escape(base + page)}</loc></url>" for page in pages)
-    Path(app.outdir, "sitemap.xml").write_text(
-        "<?xml version='1.0' encoding='utf-8'?>\n"
-        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>',
-        encoding="utf-8",
-    )
+    xmlns = "http://www.sitemaps.org/schemas/sitemap/0.9"
+    sitemap = f"<?xml version='1.0' encoding='utf-8'?>\n<urlset xmlns=\"{xmlns}\">{urls}</urlset>"
+    Path(app.outdir, "sitemap.xml").write_text(sitemap, encoding="utf-8")
     robots = f"User-agent: *\nAllow: /\n\nSitemap: {base}sitemap.xml\n"
     Path(app.outdir, "robots.txt").write_text(robots, encoding="utf-8")
     for path in sorted(Path(app.outdir, "_downloads").rglob("*.zip")):
@@ -85,8 +81,7 @@ def normalise(path: Path) -> None:
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=EPOCH)
             info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
+            archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
 
 
 _saved: dict = {}
@@ -122,11 +117,7 @@ class SVGFigures:
         return "SVGFigures"
 
     def __call__(self, block, block_vars, gallery_conf):
-        from sphinx_gallery.scrapers import matplotlib_scraper
-
-        return matplotlib_scraper(
-            block, block_vars, gallery_conf, format="svg", metadata={"Date": None}
-        )
+        return matplotlib_scraper(block, block_vars, gallery_conf, format="svg", metadata=NO_DATE)
 
 
 def setup(app) -> dict:
