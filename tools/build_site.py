@@ -59,7 +59,8 @@ def main() -> int:
         log.replace(failed.with_name("html-failed.log"))
         print(
             "\nThe site did not build: the warnings above name each file and line. Fix them and "
-            f"build again. The incomplete output was moved to {failed}, the log to {failed}.log.",
+            f"build again. The incomplete output was moved to {failed}, the full log to "
+            f"{failed}.log.",
             file=sys.stderr,
         )
     return sphinx.returncode
