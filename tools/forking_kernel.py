@@ -98,8 +98,7 @@ def launch(path: str, args: list[str]) -> int:
     kernel = int(reply)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda number, _frame: os.kill(kernel, number))
-    # Wait for the kernel to exit; leave (ending it) once our parent, the notebook's executor, is
-    # gone, as an ordinary kernel's parent poller would.
+    # Until the kernel exits; or our parent (the executor) does, as a kernel's parent poller would.
     parent = os.getppid()
     conn.settimeout(1.0)
     while os.getppid() == parent:
@@ -116,8 +115,7 @@ SETTINGS, STYLE = DOCS / "_ipython" / "kernel_config.py", DOCS / "matplotlibrc"
 
 
 def write_kernelspec(jupyter_dir: Path, zygote: str | None, metadata: dict | None = None) -> Path:
-    """A ``python3`` kernelspec (put ``jupyter_dir`` first on ``JUPYTER_PATH``): this interpreter,
-    the site's kernel settings and figure style, forked from ``zygote`` if one is given."""
+    """The ``python3`` kernelspec: this interpreter with the site's settings, forked from ``zygote``."""
     spec = jupyter_dir / "kernels" / "python3"
     spec.mkdir(parents=True, exist_ok=True)
     start = [__file__, "launch", zygote] if zygote else ["-m", "ipykernel_launcher"]
@@ -133,8 +131,7 @@ def write_kernelspec(jupyter_dir: Path, zygote: str | None, metadata: dict | Non
 
 
 def start(path: str, timeout: float = 10.0) -> subprocess.Popen:
-    """A zygote listening at ``path``, once it listens; it exits with the process that started it.
-    It reads the figure style once, when it imports matplotlib."""
+    """Start a zygote at ``path`` with the site's figure style; return once it listens."""
     command = [sys.executable, __file__, "serve", path, str(os.getpid())]
     env = {**os.environ, "MATPLOTLIBRC": str(STYLE)}
     zygote = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)

@@ -86,7 +86,6 @@ def check_and_complete(app, doctree) -> None:
     if not (path := executed_notebook(app, docname)).is_file():
         return logger.warning(f"executed notebook missing: {path}", location=docname)
     notebook = nbformat.read(path, as_version=4)
-    notebook.cells = [c for c in notebook.cells if HELPER_TAG not in c.metadata.get("tags", [])]
     lines = notebook.metadata.get("source_map", [])
     code = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
     for index, problem in check_notebook(notebook):
@@ -102,15 +101,15 @@ def check_and_complete(app, doctree) -> None:
         for module in local_modules(source, Path(app.env.doc2path(docname)).parent)
     ]
     if helpers:
-        first = code[0] if code else len(notebook.cells)
-        notebook.cells[first:first] = helpers
+        notebook.cells[code[0] : code[0]] = helpers
         nbformat.write(notebook, path)
 
 
 def setup(app) -> dict:
     # Registered as the JAX docs do (no package declares its entry point); readers inherit it.
-    group = KernelProvisionerFactory.GROUP_NAME
-    entry = EntryPoint(PROVISIONER, "execution:SiteProvisioner", group)
+    entry = EntryPoint(
+        PROVISIONER, "execution:SiteProvisioner", "jupyter_client.kernel_provisioners"
+    )
     KernelProvisionerFactory.provisioners[PROVISIONER] = entry
     app.add_config_value("forking_kernel", True, "env")
     app.connect("builder-inited", start_kernels, priority=400)  # imports while the gallery runs

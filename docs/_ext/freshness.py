@@ -1,16 +1,15 @@
 """What is stale: the one rule for what a change executes, reads and writes again.
 
-==========================  ===================  ====================  ==================
-what changed                executed again       read again            written again
-==========================  ===================  ====================  ==================
-a page                      that page            that page             the pages read (1)
-a helper module in docs/    pages importing it   the same              the same (1)
-a gallery script            that script          its page, pages       the same (1)
-                                                 listing it
-the execution key (2)       everything           every page            every page
-conf.py, docs/_*/**         nothing              nothing (3)           every page
-a page or script removed    nothing              nothing               every page (4)
-==========================  ===================  ====================  ==================
+==========================  ===================  ==========================  ==================
+what changed                executed again       read again                  written again
+==========================  ===================  ==========================  ==================
+a page                      that page            that page                   the pages read (1)
+a helper module in docs/    pages importing it   the same                    the same (1)
+a gallery script            that script          its page, pages listing it  the same (1)
+the execution key (2)       everything           every page                  every page
+conf.py, docs/_*/**         nothing              nothing (3)                 every page
+a page or script removed    nothing              nothing                     every page (4)
+==========================  ===================  ==========================  ==================
 
 (1) and every page if a title, heading, label or toctree changed. (2) torch, Python,
 docs/matplotlibrc, docs/_ipython; it empties both execution caches. (3) every page if a setting's
@@ -123,7 +122,6 @@ def index_entries(app) -> tuple[Path, dict, dict[str, list]]:  # searchindex.js,
 
 
 def remember_index_entries(app) -> None:
-    _old_entries.clear()
     _old_entries.update(index_entries(app)[2])
 
 
@@ -135,12 +133,11 @@ def complete_index_entries(app, exception: Exception | None) -> None:
     for docname, kept in _old_entries.items():
         if docname in number and docname not in by_page and docname not in _read:
             by_page[docname] = kept
-    index["indexentries"] = {}
+    entries: dict[str, list] = {}
     for docname, kept in by_page.items():
         for entry, anchor, main in kept:
-            index["indexentries"].setdefault(entry, []).append([number[docname], anchor, main])
-    for places in index["indexentries"].values():
-        places.sort()
+            entries.setdefault(entry, []).append([number[docname], anchor, main])
+    index["indexentries"] = {entry: sorted(places) for entry, places in entries.items()}
     text = json.dumps(index, separators=(",", ":"), sort_keys=True)
     path.write_text(f"Search.setIndex({text})", encoding="utf-8")
 

@@ -2,10 +2,9 @@
 ``VERSIONS``: re-check these four uses first (upstream reports: MAINTAINING.md).
 
 1. ``NotebookClientCache.start_client`` wrapped: on a cache hit myst-nb renders the cached notebook
-   (``_notebook``) but writes the page's output-less one as its download, so the outputs are copied
-   into the page's notebook. Also: cell ids by position (nbformat's are random), stream chunks
-   joined exactly (``nb_merge_streams`` adds a line break at each), and the digests of the page's
-   helper modules in the metadata jupyter-cache hashes.
+   (``_notebook``) but writes the output-less page as its download, so the outputs are copied in.
+   Also: cell ids by position (nbformat's are random), stream chunks joined exactly
+   (``nb_merge_streams`` adds line breaks), and helper modules' digests in the hashed metadata.
 2. ``JupyterCacheBase.truncate_caches``, a no-op: parallel readers deleted each other's new records
    (``records_to_delete`` reads in two queries); the main process trims once, before they fork.
 3. ``myst_nb.sphinx_ext.add_global_html_resources`` called first: myst-nb copies its stylesheet at
@@ -74,10 +73,9 @@ def join_stream_chunks(outputs: list) -> list:
 
 
 def prepare_cache(app) -> None:
-    if app.config.nb_execution_mode == "cache":
-        cache = get_cache(app.config.nb_execution_cache_path)  # creates the database
-        _truncate_caches(cache)
-        cache.db.dispose()
+    cache = get_cache(app.config.nb_execution_cache_path)  # creates the database
+    _truncate_caches(cache)
+    cache.db.dispose()
 
 
 def executed_notebook(app, docname: str) -> Path:

@@ -21,10 +21,7 @@ VERDICTS = {
 CLAIM = re.compile(r"^\(ledger-(\d{3})-(\d+)\)=\n(?:## \1-\2: (.+)\n\n\{bdg-\w+\}`(\w+)`)?", re.M)
 PLACEHOLDER = re.compile(r"^```\{ledger-(summary|claims)\}[ \t]*(\d{3})?[ \t]*\n```[ \t]*$", re.M)
 HYPHEN = "\N{NON-BREAKING HYPHEN}"  # a claim id never breaks in a table cell
-
-
-def badge(verdict: str) -> str:
-    return f"{{bdg-{VERDICTS[verdict][0]}}}`{verdict}`"
+BADGE = {verdict: f"{{bdg-{colour}}}`{verdict}`" for verdict, (colour, _) in VERDICTS.items()}
 
 
 def read_claims(docs: Path) -> dict[str, list[tuple[str, str, str, str]]]:
@@ -59,7 +56,7 @@ def summary(texts) -> str:
     return (
         f"Between them the texts make **{total.total()} technical claims**: "
         f"{', '.join(said[:-1])} and {said[-1]}.\n\n"
-        + table(["text", *map(badge, VERDICTS), "claims"], rows)
+        + table(["text", *BADGE.values(), "claims"], rows)
     )
 
 
@@ -77,7 +74,7 @@ def fill_in(app, docname: str, source: list[str]) -> None:
         if match[2] not in texts:
             raise ExtensionError(f"ledger.md: {{ledger-claims}} {match[2]}: no such text")
         rows = [
-            [f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`", badge(v), claim]
+            [f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`", BADGE[v], claim]
             for _, id_, claim, v in texts[match[2]]
         ]
         return table(["claim", "verdict", "what the text says, in our words"], rows)

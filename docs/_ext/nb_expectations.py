@@ -37,8 +37,9 @@ def check_cell(cell: nbformat.NotebookNode) -> str | None:
         return f"raised {errors[0].ename}: {errors[0].evalue}" if errors else None
     if expected is None:
         return f"is tagged `{TAG}` but does not say which error: add `:{KEY}: Type: fragment`"
+    values = expected if isinstance(expected, (list, tuple)) and expected else [expected]
     try:
-        wordings = [parse_expectation(value) for value in _as_list(expected)]
+        wordings = [parse_expectation(value) for value in values]
     except ValueError as exc:
         return str(exc)
     wanted = " or ".join(f"{ename} containing {fragment!r}" for ename, fragment in wordings)
@@ -49,14 +50,9 @@ def check_cell(cell: nbformat.NotebookNode) -> str | None:
     return None
 
 
-def _as_list(expected: object) -> list:
-    return list(expected) if isinstance(expected, (list, tuple)) and expected else [expected]
-
-
 def check_notebook(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
     """Return ``(cell_index, problem)`` for every cell that breaks the rules above."""
-    problems = []
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "code" and cell.source.strip() and (problem := check_cell(cell)):
-            problems.append((index, problem))
-    return problems
+    cells = [
+        (i, c) for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.source.strip()
+    ]
+    return [(index, problem) for index, cell in cells if (problem := check_cell(cell))]
