@@ -65,13 +65,13 @@ extensions = [
     # Local extensions (docs/_ext). When a build starts (builder-inited): freshness empties the
     # execution caches on a new execution key and drops the files of removed scripts (priority
     # 400), execution writes the kernelspec and starts the zygote (400), internals creates and
-    # trims the page cache (450), sphinx-gallery runs the scripts (500), internals copies
-    # myst-nb's stylesheet. While a page is read: freshness notes its dependencies (source-read),
+    # trims the page cache and copies myst-nb's stylesheet (450), sphinx-gallery runs the scripts
+    # (500). While a page is read: freshness notes its dependencies (source-read),
     # ledger_summary fills in the ledger, myst-nb executes it (or takes it from the cache,
     # internals), execution checks and completes its notebook (doctree-read). Then freshness
-    # picks the pages to write (env-get-updated); site_context fills each page's context,
-    # html_output links its code and rewrites it (template_bridge); then site_context writes the
-    # sitemap and robots.txt and freshness completes the search index (build-finished).
+    # picks the pages to write (env-get-updated); html_output gives each page its context, links
+    # its code and rewrites it (template_bridge); then site_context writes the sitemap and
+    # robots.txt and freshness completes the search index (build-finished).
     "freshness",
     "site_context",
     "internals",

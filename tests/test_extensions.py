@@ -136,7 +136,7 @@ def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch)
     conf = {"examples_dirs": "gallery", "gallery_dirs": "auto_examples"}
     cache = tmp_path / ".jupyter_cache"
     config = SimpleNamespace(sphinx_gallery_conf=conf, nb_execution_cache_path=str(cache))
-    app = SimpleNamespace(srcdir=str(tmp_path), config=config)
+    app = SimpleNamespace(srcdir=str(tmp_path), config=config, doctreedir=str(tmp_path / "dt"))
     monkeypatch.setattr(freshness, "execution_key", lambda: "torch 1, Python 3")
     (out / ".executed-with").write_text("torch 1, Python 3")
     cache.mkdir()

@@ -18,6 +18,7 @@ value changed. (4) its files deleted. Mechanisms and tests: MAINTAINING.md, "Wha
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import platform
@@ -54,9 +55,20 @@ def local_modules(code: str, folder: Path) -> list[Path]:
 
 def empty_stale_caches(app) -> None:
     """Before sphinx-gallery runs (it keeps what a removed script made; ``.md5`` files: its
-    documented way to run a script again)."""
+    documented way to run a script again). Also the cards: what a minigallery shows of a script,
+    its docstring, rewritten only when it changes, so a code edit reads no page listing it."""
     conf = app.config.sphinx_gallery_conf
     scripts, out = Path(app.srcdir, conf["examples_dirs"]), Path(app.srcdir, conf["gallery_dirs"])
+    (cards := Path(app.doctreedir).parent / "gallery-cards").mkdir(parents=True, exist_ok=True)
+    shown = {
+        s.stem: ast.get_docstring(ast.parse(s.read_text())) or "" for s in scripts.glob("*.py")
+    }
+    for card in cards.iterdir():
+        if card.stem not in shown or card.read_text() != shown[card.stem]:
+            card.unlink()
+    for stem, text in shown.items():
+        if not (card := cards / f"{stem}.txt").is_file():
+            card.write_text(text)
     out.mkdir(parents=True, exist_ok=True)
     for copy in out.glob("*.py"):  # sphinx-gallery's copy of each script it rendered
         if not (scripts / copy.name).exists():
@@ -71,10 +83,11 @@ def empty_stale_caches(app) -> None:
 
 
 def note_dependencies(app, docname: str, source: list[str]) -> None:
-    """Helper modules the page imports; scripts its minigallery lists (it shows their titles)."""
-    scripts = re.findall(r"^\s*(gallery/plot_\w+\.py)\s*$", source[0], re.M)
+    """Helper modules the page imports; the cards of the scripts its minigallery lists."""
+    cards = Path(app.doctreedir).parent / "gallery-cards"
+    scripts = re.findall(r"^\s*gallery/(plot_\w+)\.py\s*$", source[0], re.M)
     modules = local_modules(source[0], Path(app.env.doc2path(docname)).parent)
-    for path in [*modules, *(Path(app.srcdir, script) for script in scripts)]:
+    for path in [*modules, *(cards / f"{script}.txt" for script in scripts)]:
         app.env.note_dependency(str(path))
 
 

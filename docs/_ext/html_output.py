@@ -1,13 +1,15 @@
-"""Every rendered page passes through here (Sphinx's documented ``template_bridge`` setting):
-torch names in code cells link to their documentation at their first use on the page (repeated
-links were a tenth of the longest pages), and the rewrites below make the HTML valid and free of
-axe violations where no setting does (MAINTAINING.md lists them with the report to file for each).
+"""Every rendered page passes through here (Sphinx's documented ``template_bridge`` setting): its
+context gets the torch that ran it and its source file; torch names in its code cells link to
+their documentation at their first use (repeated links were a tenth of the longest pages); and the
+rewrites below make it valid HTML without axe violations, where no setting does (MAINTAINING.md).
 """
 
 from __future__ import annotations
 
+import platform
 import re
 
+from site_context import torch_version
 from sphinx.jinja2glue import BuiltinTemplateLoader
 
 CELL = re.compile(
@@ -74,6 +76,13 @@ class SiteTemplates(BuiltinTemplateLoader):
         self.builder = builder
 
     def render(self, template: str, context: dict) -> str:
+        # the torch that ran the page, and the file it is made from (gallery pages: their script)
+        pagename, suffix = context.get("pagename", ""), context.get("page_source_suffix")
+        script, source = pagename.removeprefix("auto_examples/"), suffix and pagename + suffix
+        if script != pagename:
+            source = "gallery/README.rst" if script == "index" else f"gallery/{script}.py"
+        python = platform.python_version()
+        context.update(torch_version=torch_version(), python_version=python, source_path=source)
         if "highlight-ipython3" in (body := context.get("body") or ""):
             plain = re.sub(r"<[^>]+>", "", body)
             aliases = {

@@ -72,25 +72,21 @@ def join_stream_chunks(outputs: list) -> list:
     return joined
 
 
-def prepare_cache(app) -> None:
+def prepare(app) -> None:
     cache = get_cache(app.config.nb_execution_cache_path)  # creates the database
     _truncate_caches(cache)
     cache.db.dispose()
+    if app.builder.format == "html":
+        Path(app.outdir, "_static").mkdir(parents=True, exist_ok=True)
+        add_global_html_resources(app, None)
 
 
 def executed_notebook(app, docname: str) -> Path:
     return Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
 
 
-def copy_mystnb_css(app) -> None:
-    if app.builder.format == "html":
-        Path(app.outdir, "_static").mkdir(parents=True, exist_ok=True)
-        add_global_html_resources(app, None)
-
-
 def setup(app) -> dict:
     NotebookClientCache.start_client = start_client
-    JupyterCacheBase.truncate_caches = lambda self: None  # prepare_cache trims, once
-    app.connect("builder-inited", prepare_cache, priority=450)  # after freshness may empty it
-    app.connect("builder-inited", copy_mystnb_css)
+    JupyterCacheBase.truncate_caches = lambda self: None  # prepare trims, once
+    app.connect("builder-inited", prepare, priority=450)  # after freshness may empty the cache
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -24,7 +24,6 @@ def parse_expectation(value: object) -> tuple[str, str]:
 
 
 def check_cell(cell: nbformat.NotebookNode) -> str | None:
-    """What is wrong with one executed code cell, or None."""
     tags, expected = cell.metadata.get("tags", []), cell.metadata.get(KEY)
     errors = [out for out in cell.get("outputs", []) if out.output_type == "error"]
     if "skip-execution" in tags:

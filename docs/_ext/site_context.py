@@ -1,4 +1,4 @@
-"""The site around the pages: canonical URL (GitHub Pages; ``$SITE_URL`` for a fork), page context,
+"""The site around the pages: canonical URL (GitHub Pages; ``$SITE_URL`` for a fork), the
 sitemap and robots.txt (sphinx-sitemap listed only the pages written), download zips with a fixed
 time, and a clean start for each gallery script (style, warnings as errors; state restored after).
 """
@@ -6,9 +6,7 @@ time, and a clean start for each gallery script (style, warnings as errors; stat
 from __future__ import annotations
 
 import os
-import platform
 import random
-import re
 import warnings
 import zipfile
 from html import escape
@@ -16,10 +14,8 @@ from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import urlparse
 
-from sphinx.util import logging
 from sphinx_gallery.scrapers import matplotlib_scraper
 
-logger = logging.getLogger(__name__)
 DEFAULT_SITE_URL = "https://retain-graph-explained.github.io/retain-graph-explained/"
 ROOT = Path(__file__).resolve().parents[2]
 STYLE = ROOT / "docs" / "matplotlibrc"
@@ -39,24 +35,6 @@ def site_url(path_only: bool = False) -> str:
 def torch_version() -> str:
     """From torch's metadata: importing torch would cost every rebuild 2 s."""
     return version("torch")
-
-
-def check_torch(app) -> None:
-    pin = re.search(r"^torch==(\S+)", Path(app.confdir, "constraints.txt").read_text(), re.M)
-    if pin and torch_version().split("+")[0] != pin[1]:
-        logger.warning(
-            f"torch {torch_version()} is installed, constraints.txt pins {pin[1]}: use nox"
-        )
-
-
-def page_context(app, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """The torch that ran the page, and the file it is made from (gallery pages: their script)."""
-    suffix, script = context.get("page_source_suffix"), pagename.removeprefix("auto_examples/")
-    source = pagename + suffix if suffix else None
-    if script != pagename:
-        source = "gallery/README.rst" if script == "index" else f"gallery/{script}.py"
-    python = platform.python_version()
-    context.update(torch_version=torch_version(), python_version=python, source_path=source)
 
 
 def write_listings(app, exception: Exception | None) -> None:
@@ -121,7 +99,5 @@ class SVGFigures:
 
 
 def setup(app) -> dict:
-    app.connect("builder-inited", check_torch)
-    app.connect("html-page-context", page_context)
     app.connect("build-finished", write_listings)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
