@@ -5,15 +5,15 @@ what changed                executed again       read again                  wri
 ==========================  ===================  ==========================  ==================
 a page                      that page            that page                   the pages read (1)
 a helper module in docs/    pages importing it   the same                    the same (1)
-a gallery script            that script          its page, pages listing it  the same (1)
-the execution key (2)       everything           every page                  every page
-conf.py, docs/_*/**         nothing              nothing (3)                 every page
-a page or script removed    nothing              nothing                     every page (4)
+a gallery script            that script          its page (2)                the same (1)
+the execution key (3)       everything           every page                  every page
+conf.py, docs/_*/**         nothing              nothing (4)                 every page
+a page or script removed    nothing              nothing                     every page (5)
 ==========================  ===================  ==========================  ==================
 
-(1) and every page if a title, heading, label or toctree changed. (2) torch, Python,
-docs/matplotlibrc, docs/_ipython; it empties both execution caches. (3) every page if a setting's
-value changed. (4) its files deleted. Mechanisms and tests: MAINTAINING.md, "What is stale".
+(1) and every page if a title, heading, label or toctree changed. (2) and the pages listing it, if
+its docstring changed. (3) torch, Python, docs/matplotlibrc, docs/_ipython; it empties both caches.
+(4) every page if a setting's value changed. (5) its files are deleted. More: MAINTAINING.md.
 """
 
 from __future__ import annotations
