@@ -6,7 +6,6 @@ time, and a clean start for each gallery script (style, warnings as errors; stat
 from __future__ import annotations
 
 import os
-import random
 import warnings
 import zipfile
 from html import escape
@@ -68,15 +67,11 @@ _saved: dict = {}
 def reset_before_example(gallery_conf: dict, fname: str, when: str) -> None:
     import matplotlib
     import matplotlib.pyplot as plt
-    import numpy as np
     import torch
 
     plt.close("all")
     if when == "before":
         matplotlib.rc_file(STYLE)  # matplotlib's defaults, then the site's style
-        torch.manual_seed(0)
-        random.seed(0)
-        np.random.seed(0)
         _saved.update(filters=warnings.filters[:], threads=torch.get_num_threads())
         warnings.simplefilter("error")
         # matplotlib warns when placing a legend at loc="best" took long: on a busy build machine

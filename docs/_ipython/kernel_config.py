@@ -1,4 +1,4 @@
-# The settings of every page's kernel (docs/_ext/forking_kernel.py passes this file with --config).
+# The settings of every page's kernel (tools/forking_kernel.py passes this file with --config).
 # Short, colourless tracebacks: an expected error shows as "RuntimeError: <message>", with no
 # temporary file paths of the build machine in the page.
 c = get_config()  # noqa: F821
@@ -16,9 +16,6 @@ c.InlineBackend.print_figure_kwargs = {
 }
 c.InlineBackend.rc = {}
 c.InteractiveShellApp.exec_lines = [
-    # Every page starts from the same random state, so two builds show the same numbers.
-    "import random, numpy, torch; torch.manual_seed(0); random.seed(0); numpy.random.seed(0)",
-    "del random, numpy, torch",
     # matplotlib warns when placing a legend at loc="best" took long: on a busy build machine that
     # depends on the load, not on the page (and a printed warning fails the build).
     "import warnings; warnings.filterwarnings('ignore', message='Creating legend with loc=')",
