@@ -84,6 +84,7 @@ exclude_patterns = [
     "_build",
     ".*",  # .nox, .git, .github, .ci, .pytest_cache, .venv, ...
     "README.md",
+    "CONTRIBUTING.md",
     "tests",
     "requirements",
     "gallery",
