@@ -2,18 +2,19 @@
 Two losses, six ways: timed
 ===========================
 
-A shared trunk feeds two heads, each with its loss. One training step, timed for six ways of
-getting the gradients (two ``backward`` calls with ``retain_graph=True``, ``backward`` on the
-sum, :func:`torch.autograd.backward` on the list, :func:`torch.autograd.grad` on the list or the
-sum, a graph cut at the shared features), on trunks 48 and 512 wide.
+A shared trunk feeds two heads, each with its loss. One forward and backward, timed for six
+ways of getting the gradients (two ``backward`` calls, the first with ``retain_graph=True``;
+``backward`` on the sum; :func:`torch.autograd.backward` on the list;
+:func:`torch.autograd.grad` on the list or the sum; a graph cut at the shared features), on
+trunks 48 and 512 wide. No optimizer step: the six give the same gradients (asserted).
 
 .. index:: slow backward, training speed, wide model, time per step, multi-task timing, two backward calls slower than one, summed loss speed
 """
 
 # %%
 # ``make_ways(width)`` builds a network with a trunk ``width`` wide and returns its parameters
-# and the six ways, each running one step. From width 48 to 512 the trunk grows about eightyfold,
-# the heads about tenfold (counted). All six give the same gradients, up to rounding (asserted).
+# and the six ways. From width 48 to 512 the trunk grows about eightyfold, the heads about
+# tenfold (counted). All six give the same gradients, up to rounding.
 
 import time
 
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 torch.manual_seed(0)
+torch.set_num_threads(1)  # steadier timings on a busy machine
 inputs = torch.randn(64, 20)
 target_a = torch.randn(64, 1)
 target_b = torch.randint(0, 5, (64,))
@@ -100,8 +102,8 @@ for params, _, ways in nets.values():  # the six ways give the same gradients, u
 # Timing
 # ------
 #
-# Each way runs its step many times, gradients cleared before each; the figure shows the median,
-# on one thread (steadier on a busy machine). No time is printed or asserted.
+# Each way runs many times, gradients cleared before each; the figure shows the median. No time
+# is printed or asserted.
 
 
 def median_micros(params, way, repeats):
@@ -115,7 +117,6 @@ def median_micros(params, way, repeats):
     return 1e6 * sorted(samples)[len(samples) // 2]
 
 
-torch.set_num_threads(1)
 medians = {}
 for width, (params, _, ways) in nets.items():
     repeats = 40 if width == 48 else 12
@@ -127,7 +128,7 @@ for ax, (width, times) in zip(axes, medians.items()):
     colours = [RETAINED if label == "sequential" else NEUTRAL for label in times]
     ax.barh(list(times), list(times.values()), color=colours)
     ax.invert_yaxis()
-    ax.set(xlabel="median time per step (µs)", title=f"trunk width {width}")
+    ax.set(xlabel="median time per forward and backward (µs)", title=f"trunk width {width}")
 fig.suptitle("Forward + backward, two losses, CPU, one thread")
 plt.show()
 
