@@ -29,6 +29,7 @@ from torch import nn
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
@@ -108,7 +109,12 @@ bce = F.binary_cross_entropy_with_logits
 
 def fresh_pair():
     gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
-    return gen, disc, torch.optim.SGD(gen.parameters(), 0.05), torch.optim.SGD(disc.parameters(), 0.05)
+    return (
+        gen,
+        disc,
+        torch.optim.SGD(gen.parameters(), 0.05),
+        torch.optim.SGD(disc.parameters(), 0.05),
+    )
 
 
 def three_checked_steps(step, simultaneous=False):

@@ -28,6 +28,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
 f64 = torch.float64
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
@@ -135,7 +136,10 @@ assert all(map(torch.equal, alone, summed))
 
 live_penalty = penalty(create_graph=True)
 grads = torch.autograd.grad(live_penalty, weights, allow_unused=True)
-print("norms of the penalty's gradients:", [g if g is None else round(g.norm().item(), 4) for g in grads])
+print(
+    "norms of the penalty's gradients:",
+    [g if g is None else round(g.norm().item(), 4) for g in grads],
+)
 assert torch.isclose(live_penalty, flat_penalty)
 assert all(g.norm() > 0 for g in grads[:3]) and grads[3] is None
 
@@ -181,8 +185,9 @@ def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_st
         return c(fakes).mean() - c(real).mean() + 10 * ((norms - 1) ** 2).mean()
 
     assert not torch.autograd.grad(critic_reference(0), c[2].bias)[0].any()
-    with checked(c_opt, critic_reference, critic=c), checked(
-        g_opt, lambda step: -c(g(noise)).mean(), gen=g
+    with (
+        checked(c_opt, critic_reference, critic=c),
+        checked(g_opt, lambda step: -c(g(noise)).mean(), gen=g),
     ):
         for _ in range(3):
             for _ in range(critic_steps):

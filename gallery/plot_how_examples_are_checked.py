@@ -98,6 +98,7 @@ plt.show()
 # copies with ``docs/outcome.py``), and ``tests/mutations`` declares wrong variants of every fix,
 # each of which must fail its check.
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from torch.func import functional_call
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
@@ -184,7 +185,9 @@ else:
 
 loss = query_loss(model, adapt(model, meta_params, support, create_graph=False), query)
 first_order = torch.autograd.grad(loss, list(meta_params.values()))
-fast = {n: p.detach().requires_grad_() for n, p in adapt(model, meta_params, support, False).items()}
+fast = {
+    n: p.detach().requires_grad_() for n, p in adapt(model, meta_params, support, False).items()
+}
 at_adapted = torch.autograd.grad(query_loss(model, fast, query), list(fast.values()))
 assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapted))
 
@@ -306,7 +309,9 @@ trained, untrained = after_one_step(model), after_one_step(start)
 zero = np.mean([(query[1] ** 2).mean().item() for _, query, _ in tests])
 first_10, last_10 = np.mean(history[:10]), np.mean(history[-10:])
 print(f"meta-training query loss: first 10 updates {first_10:.3f}, last 10 {last_10:.3f}")
-print(f"new tasks, after one step: learned init {trained:.3f}, start {untrained:.3f}; zeros {zero:.3f}")
+print(
+    f"new tasks, after one step: learned init {trained:.3f}, start {untrained:.3f}; zeros {zero:.3f}"
+)
 assert last_10 < 0.6 * first_10
 assert trained < 0.5 * untrained and trained < 0.5 * zero
 assert trained > 0.2  # not a fit

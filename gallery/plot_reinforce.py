@@ -39,6 +39,7 @@ from torch.distributions import Categorical
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
@@ -340,12 +341,21 @@ with checked(optimizer, actor_critic_reference(2), actor=actor, critic=critic):
             optimizer.step()
 
 first, last = np.mean(episode_returns[:80]), np.mean(episode_returns[-80:])
-print(f"mean return: random policy {baseline:.2f}; first 80 episodes {first:.2f}, last 80 {last:.2f}")
+print(
+    f"mean return: random policy {baseline:.2f}; first 80 episodes {first:.2f}, last 80 {last:.2f}"
+)
 assert last > 0.8 and last > baseline + 0.5
 
 per_iteration = np.array(episode_returns).reshape(-1, 8).mean(axis=1)
 fig, ax = plt.subplots(figsize=(4.2, 3.6), layout="constrained")
-ax.plot(8 * np.arange(1, 31), per_iteration, color="#1a9c6b", marker="o", markersize=3, label="actor-critic")
+ax.plot(
+    8 * np.arange(1, 31),
+    per_iteration,
+    color="#1a9c6b",
+    marker="o",
+    markersize=3,
+    label="actor-critic",
+)
 ax.axhline(baseline, color="#808080", linestyle="--", label="random policy")
 ax.set(xlabel="episodes played", ylabel="return per episode (mean of 8)", ylim=(-1.05, 1.05))
 ax.set_title("Recomputing log-probs each update:\nthe agent learns")

@@ -6,7 +6,7 @@ One saliency map needs no ``retain_graph``: one forward, one backward (or
 ``torch.autograd.grad``) from the class score to the image. For every class from one forward
 pass, make one ``torch.autograd.grad`` call with ``is_grads_batched=True``; one call per class
 needs ``retain_graph=True`` on all but the last, and with ``backward()`` a reset of ``x.grad``
-between classes.
+between classes. No optimizer here: the maps are compared with maps from fresh forward passes.
 
 .. index:: saliency map, gradient with respect to the input, input gradient, class score
 """
@@ -103,8 +103,8 @@ assert len(filled) == len(list(net.parameters()))
 # --------------------------------------------
 #
 # A non-leaf's ``.grad`` is filled only when asked, as in (a) with
-# :external:py:meth:`torch.Tensor.retain_grad` before ``backward()`` (:doc:`../docs/retain-grad`).
-# Otherwise it is ``None``, with a warning:
+# :external:py:meth:`torch.Tensor.retain_grad` before ``backward()`` (:doc:`../docs/retain-grad`);
+# otherwise it is ``None``, with a warning:
 
 logits, hidden_plain = net(x)
 logits[0, label].backward()
@@ -122,8 +122,8 @@ assert "retain_grad" in str(caught[0].message)
 # (c) ``torch.autograd.grad`` for both at once
 # --------------------------------------------
 #
-# :external:py:func:`torch.autograd.grad` returns the gradients for the tensors listed, exactly
-# those of (a) and (b), and leaves every ``.grad`` alone.
+# :external:py:func:`torch.autograd.grad` returns exactly the gradients of (a) and (b) and leaves
+# every ``.grad`` alone.
 
 net.zero_grad(set_to_none=True)
 x = image.clone().requires_grad_()
@@ -151,7 +151,7 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
     assert "graph a second time" in str(error)
 else:
-    raise AssertionError("no error")
+    raise AssertionError("the second backward was expected to fail")
 
 # %%
 # The reference maps: one forward pass per class. One ``torch.autograd.grad`` call per class on
@@ -208,8 +208,9 @@ net.zero_grad(set_to_none=True)
 
 # %%
 # One call does all three: ``grad_outputs`` holds a one-hot row per class, and
-# ``is_grads_batched=True`` runs the backward per row, batched (:external:py:func:`torch.vmap`).
-# No ``retain_graph``; the maps agree with the reference within 1e-6:
+# ``is_grads_batched=True`` makes one vmapped backward (:external:py:func:`torch.vmap`), one
+# vector-Jacobian product per row. No ``retain_graph``; the maps agree with the reference within
+# 1e-6:
 
 x = image.clone().requires_grad_()
 logits, _ = net(x)

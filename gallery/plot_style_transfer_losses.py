@@ -25,6 +25,7 @@ from torch import nn
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
@@ -213,7 +214,9 @@ with checked(optimizer, reference, image=image):
 image = start_image.clone().requires_grad_(True)
 sum(losses(image)).backward()
 difference = (grad_separate - image.grad).abs().max().item()
-print(f"bitwise equal: {torch.equal(grad_separate, image.grad)}; max abs difference {difference:.1e}")
+print(
+    f"bitwise equal: {torch.equal(grad_separate, image.grad)}; max abs difference {difference:.1e}"
+)
 assert torch.allclose(grad_separate, image.grad, rtol=1e-5, atol=1e-7)
 
 # %%
@@ -235,7 +238,12 @@ with torch.no_grad():
 print(f"summed loss after 30 steps: {final:.3f}")
 assert final < 0.6 * 3
 
-pictures = {"content": content_image, "style": style_image, "start": start_image, "after 30 steps": image.detach()}
+pictures = {
+    "content": content_image,
+    "style": style_image,
+    "start": start_image,
+    "after 30 steps": image.detach(),
+}
 fig, axes = plt.subplots(1, 4, figsize=(4.2, 1.4))
 for ax, (name, picture) in zip(axes, pictures.items()):
     ax.imshow(picture[0].permute(1, 2, 0).clamp(0, 1).numpy())

@@ -34,6 +34,7 @@ from torch import nn
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors, steadier timings
 
+
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
 # --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
@@ -205,14 +206,20 @@ def measure(mode, sizes=True):  # sizes=False: only the times
     def window(chunk):
         h, loss = ends[-1], 0
         for x, y in zip(inputs[chunk], targets[chunk]):
-            h = torch.tanh(x @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T + cell.bias_hh)
+            h = torch.tanh(
+                x @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T + cell.bias_hh
+            )
             loss = loss + ((h @ readout.weight.T + readout.bias - y) ** 2).mean()
         ends.append(h.detach())
         return loss / STEPS
 
     checking = mode == "detach" and sizes
     nodes, held, seconds = [], [], []
-    with checked(optimizer, window, cell=cell, readout=readout) if checking else contextlib.nullcontext():
+    with (
+        checked(optimizer, window, cell=cell, readout=readout)
+        if checking
+        else contextlib.nullcontext()
+    ):
         for chunk in range(CHUNKS):
             began = time.perf_counter()
             start = hidden.detach() if mode == "detach" else hidden
@@ -282,7 +289,9 @@ ax_bytes.set(
     title="Retaining holds every chunk's graph", ylabel="KiB of saved tensors\nwhen backward starts"
 )
 ax_time.set(
-    title="and each backward pass gets slower", xlabel="chunk", ylabel="ms per chunk\n(fastest of 2 runs)"
+    title="and each backward pass gets slower",
+    xlabel="chunk",
+    ylabel="ms per chunk\n(fastest of 2 runs)",
 )
 ax_bytes.legend()
 fig.tight_layout()
@@ -365,7 +374,12 @@ def lstm_reference(model, carry):
         h, c = ends[-1] if carry and k else (torch.zeros(STREAMS, HIDDEN),) * 2
         loss = 0
         for x, y in zip(wave[k * CHUNK : (k + 1) * CHUNK], wave[k * CHUNK + 1 :]):
-            gates = x @ lstm.weight_ih_l0.T + h @ lstm.weight_hh_l0.T + lstm.bias_ih_l0 + lstm.bias_hh_l0
+            gates = (
+                x @ lstm.weight_ih_l0.T
+                + h @ lstm.weight_hh_l0.T
+                + lstm.bias_ih_l0
+                + lstm.bias_hh_l0
+            )
             i, f, g, o = gates.chunk(4, dim=1)
             c = f.sigmoid() * c + i.sigmoid() * g.tanh()
             h = o.sigmoid() * c.tanh()

@@ -227,6 +227,7 @@ def sam_reference(model, x=inputs, y=outputs):
 
     return loss_at_moved_weights
 
+
 # %%
 # The check passes three SAM steps, and stops at once the step that reuses the first loss
 # (linear model): its "SAM" gradient is the plain one.
