@@ -198,7 +198,7 @@ for name, way in ways.items():
 # saved tensor, recorded in a :class:`weakref.WeakKeyDictionary` that forgets it when autograd
 # drops it. ``held_bytes()``: the bytes of the distinct storages autograd still keeps, parameters
 # excluded, read after the forward, after backward with the losses still referenced, and after
-# ``del``.
+# they are dropped.
 
 
 class Box:
@@ -223,17 +223,17 @@ def held_bytes():
 
 def measured(way):
     with saved_tensors_hooks(pack, lambda box: box.tensor):
-        loss_a, loss_b = forward()
+        losses = forward()
     saved = held_bytes()
-    way(lambda: (loss_a, loss_b))
-    held = held_bytes()
-    del loss_a, loss_b
+    way(lambda: losses)
+    held = held_bytes()  # the losses still referenced
+    losses = None
     return saved, held, held_bytes()
 
 
 results = {name: measured(ways[name]) for name in ("sequential", "summed", "listed")}
 for name, (saved, held, after_del) in results.items():
-    print(f"{name:>10}: saved {saved} B, held after backward {held} B, after del {after_del} B")
+    print(f"{name:>10}: saved {saved} B, held after backward {held} B, dropped {after_del} B")
 assert len({saved for saved, _, _ in results.values()}) == 1  # the same forward pass
 assert results["summed"][1] == results["listed"][1] == 0
 assert 0 < results["sequential"][1] < results["sequential"][0]
