@@ -22,7 +22,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch import nn
-from torch.autograd.graph import saved_tensors_hooks
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
@@ -245,30 +244,6 @@ else:
 
 wgan_gp(detach=False, fresh=True, critic_steps=3)
 wgan_gp(detach=False, retain=True)
-
-# %%
-# What ``create_graph=True`` keeps
-# --------------------------------
-#
-# A :external:py:class:`~torch.autograd.graph.saved_tensors_hooks` pack hook counts the tensors
-# saved while the input gradient is computed: with ``create_graph=True``, the backward records
-# a graph for the penalty's backward; without it, nothing. :doc:`../docs/what-it-costs` measures
-# kept graphs.
-
-
-def tensors_saved_by(compute):
-    saved = []
-    with saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        compute()
-    return len(saved)
-
-
-with_graph = tensors_saved_by(lambda: penalty(create_graph=True))
-without = tensors_saved_by(lambda: penalty(create_graph=False))
-forward_only = tensors_saved_by(lambda: critic(between))
-print(f"tensors saved: forward {forward_only}; forward and input gradient: ", end="")
-print(f"create_graph {with_graph}, without {without}")
-assert without == forward_only < with_graph
 
 # %%
 # Checked against finite differences

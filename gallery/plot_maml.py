@@ -4,8 +4,8 @@ MAML: second order, not .data
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
 tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`
-(``create_graph=True`` also keeps the graph). Forgetting ``create_graph`` silently gives first-order MAML's
-gradient. An in-place inner update (``.data``, ``torch.no_grad()``, an inner optimizer) does too
+(``create_graph=True`` also keeps the graph: :doc:`../docs/retain-and-create-graph`).
+Forgetting ``create_graph`` silently gives first-order MAML's gradient. An in-place inner update (``.data``, ``torch.no_grad()``, an inner optimizer) does too
 for one task, and also overwrites the meta-parameters, so each next task adapts from the previous
 one's result.
 
@@ -114,11 +114,9 @@ def make_model():
     )
 
 
-def adapt(model, params, support, create_graph=True, retain_graph=None):
+def adapt(model, params, support, create_graph=True):
     loss = mse(functional_call(model, params, (support[0],)), support[1])
-    grads = torch.autograd.grad(
-        loss, [*params.values()], retain_graph=retain_graph, create_graph=create_graph
-    )
+    grads = torch.autograd.grad(loss, [*params.values()], create_graph=create_graph)
     return {name: p - INNER_LR * g for (name, p), g in zip(params.items(), grads)}
 
 
@@ -158,68 +156,42 @@ for steps in (1, 3):
 print("1 and 3 inner steps: equal up to rounding")
 
 # %%
-# Where ``retain_graph`` comes in
-# -------------------------------
-#
-# The outer backward walks the support loss's graph again (the inner gradient's graph uses its
-# saved activations). ``retain_graph`` defaults to ``create_graph``
-# (:doc:`../docs/retain-and-create-graph`); forced off, it fails:
-
-fast = adapt(model, meta_params, support, retain_graph=False)
-try:
-    torch.autograd.grad(query_loss(model, fast, query), list(meta_params.values()))
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
-    assert "graph a second time" in str(error)
-else:
-    raise AssertionError("the outer backward was expected to fail")
-
-# %%
 # Forgetting ``create_graph``: first-order MAML, silently
 # -------------------------------------------------------
 #
 # Without ``create_graph=True`` the inner gradients are constants. The adapted parameters still
 # depend on the meta-parameters through ``p - lr * g``, so nothing fails, but the term through
 # ``g`` is gone. What is left is the query loss's gradient at the *adapted* parameters (asserted):
-# first-order MAML, far from the second-order gradient.
+# first-order MAML, far from the second-order gradient (compared):
 
-loss = query_loss(model, adapt(model, meta_params, support, create_graph=False), query)
-first_order = torch.autograd.grad(loss, list(meta_params.values()))
-fast = {
-    n: p.detach().requires_grad_() for n, p in adapt(model, meta_params, support, False).items()
-}
+adapted = adapt(model, meta_params, support, create_graph=False)
+first_order = torch.autograd.grad(query_loss(model, adapted, query), list(meta_params.values()))
+fast = {n: p.detach().requires_grad_() for n, p in adapted.items()}
 at_adapted = torch.autograd.grad(query_loss(model, fast, query), list(fast.values()))
 assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(first_order, at_adapted))
-
-
-def compare(name, grads):
-    diff = max((a - b).abs().max().item() for a, b in zip(grads, second_order))
-    flat, flat_2nd = (torch.cat([g.flatten() for g in gs]) for gs in (grads, second_order))
-    cosine = nn.functional.cosine_similarity(flat, flat_2nd, dim=0).item()
-    print(f"{name}: max diff from second order {diff:.3f}, cosine {cosine:.3f}")
-    return diff, cosine
-
-
-largest = max(g.abs().max().item() for g in second_order)
-print(f"largest second-order entry: {largest:.3f}")
-diff, cosine = compare("first-order (create_graph=False)", first_order)
+flat_1st, flat_2nd = (torch.cat([g.flatten() for g in gs]) for gs in (first_order, second_order))
+diff, largest = (flat_1st - flat_2nd).abs().max().item(), flat_2nd.abs().max().item()
+cosine = nn.functional.cosine_similarity(flat_1st, flat_2nd, dim=0).item()
+print(
+    f"first order: largest difference {diff:.3f} > largest entry {largest:.3f}, cosine {cosine:.3f}"
+)
 assert diff > largest and 0 < cosine < 0.9
 
 # %%
 # In-place inner updates: first order, and lost meta-parameters
 # -------------------------------------------------------------
 #
-# Adapting the module itself, ``p.sub_(...)`` raises "a leaf Variable that requires grad is being
-# used in an in-place operation" (asserted). For a plain SGD step on leaves, such as MAML's outer
-# update, doing it under ``torch.no_grad()`` is right (:ref:`leaf-rules`). In the inner loop it
-# cuts the update out of the meta-gradient: ``p.data -= ...``, ``torch.no_grad()`` and an inner
-# ``torch.optim.SGD`` step all run and, for this task from the meta-parameters, give the
-# first-order gradient (up to rounding). They also overwrite the meta-parameters (of a copy,
-# here): over a meta-batch, each next task would adapt from the previous one's result.
+# For a plain SGD step on leaves, such as MAML's outer update, ``torch.no_grad()`` is right
+# (:ref:`leaf-rules`). In the inner loop it cuts the update out of the meta-gradient:
+# ``p.data -= ...``, ``torch.no_grad()`` and an inner ``torch.optim.SGD`` step all run and, for
+# this task from the meta-parameters, give the first-order gradient (up to rounding). They also
+# overwrite the meta-parameters (of a copy, here): over a meta-batch, each next task would adapt
+# from the previous one's result. Without either, an in-place update of the module fails:
 
 try:
     copy.deepcopy(model)[0].weight.sub_(1.0)
 except RuntimeError as error:
+    print(f"{type(error).__name__}: {error}")
     assert "a leaf Variable that requires grad is being used in an in-place operation" in str(error)
 else:
     raise AssertionError("the in-place update of a leaf was expected to fail")
@@ -245,8 +217,8 @@ def in_place_outer_gradient(how):
 
 for how in ("p.data -=", "no_grad p -=", "inner SGD step"):
     outer, overwritten = in_place_outer_gradient(how)
-    compare(how, outer)
     assert overwritten and all(torch.allclose(a, b, atol=1e-7) for a, b in zip(outer, first_order))
+print("p.data -=, no_grad p -=, inner SGD step: first order, meta-parameters overwritten")
 
 # %%
 # Meta-training

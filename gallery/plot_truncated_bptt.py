@@ -342,28 +342,22 @@ else:
     raise AssertionError("the second chunk's backward was expected to fail")
 
 # %%
-# The state is a plain tuple, which has no ``.detach()``:
-
-try:
-    (h, c).detach()
-except AttributeError as error:
-    print(f"{type(error).__name__}: {error}")
-    assert "'tuple' object has no attribute 'detach'" in str(error)
-else:
-    raise AssertionError("a tuple's .detach() was expected to fail")
-
-# %%
-# ``detach_state`` handles tensors and tuples (the word-language-model examples call theirs
-# ``repackage_hidden``). The next chunk still *starts* where the last one ended; only the
-# gradient stops. One model carries the state through a pass over the streams and starts each
-# pass from zeros; another resets it at every chunk. Each update is checked against the chunk's
-# loss from the LSTM's equations written out, from the reference's own carried state.
+# The state is a tuple, which has no ``.detach()``; ``nn.GRU`` and ``nn.RNN`` return one tensor,
+# like the cell above (both asserted). ``detach_state`` handles both (the word-language-model
+# examples call theirs ``repackage_hidden``). The next chunk still *starts* where the last one
+# ended; only the gradient stops. One model carries the state through a pass over the streams and
+# starts each pass from zeros; another resets it at every chunk. Each update is checked against
+# the chunk's loss from the LSTM's equations written out, from the reference's own carried state.
 
 
 def detach_state(state):  # a tensor (nn.RNN, nn.GRU), a tuple of them (nn.LSTM), or None
     if state is None or isinstance(state, torch.Tensor):
         return None if state is None else state.detach()
     return type(state)(detach_state(part) for part in state)
+
+
+assert not hasattr((h, c), "detach")
+assert isinstance(nn.GRU(1, HIDDEN)(wave[:CHUNK])[1], torch.Tensor)
 
 
 def lstm_reference(model, carry):
@@ -436,14 +430,6 @@ ax.plot(positions, reset_err, color="#808080", marker="o", markersize=3, label="
 ax.set(xlabel="position in the chunk", ylabel="evaluation MSE", title="Reset: worse at first")
 ax.legend()
 plt.show()
-
-# %%
-# ``nn.GRU`` and ``nn.RNN`` return one state tensor, like the cell above: ``h = h.detach()`` is
-# the whole fix.
-
-state = Forecaster(nn.GRU)(wave[:CHUNK])[1]
-print(f"GRU state: one {type(state).__name__} of shape {tuple(state.shape)}")
-assert isinstance(state, torch.Tensor)
 
 # %%
 # See also: :doc:`../docs/errors`, :doc:`../docs/what-it-costs`. Reported in:
