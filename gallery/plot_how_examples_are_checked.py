@@ -5,17 +5,22 @@ How the examples are checked
 Every script here ran when the site was built; every output is what the block above it printed.
 Scripts state facts with ``assert``; a step *meant* to fail catches that one exception, prints
 it and checks its message, so any other exception stops the build. Every training fix is checked
-by its outcome over at least three optimizer steps; the saliency and timing pages, which take no
-step, compare gradients directly.
+by its outcome over at least three optimizer steps; where nothing steps (saliency maps, timed
+ways), gradients are compared directly.
 
 .. index:: how the examples are checked, worked examples, expected errors, outcome check
 """
 
 # %%
-# An output comes from the code above it
-# ---------------------------------------
+# An expected error is caught, printed and checked
+# ------------------------------------------------
+#
+# Every output is what the block above it printed. A second :meth:`~torch.Tensor.backward` finds
+# the graph freed; the ``else`` branch fails the script if, one day, the error does not come.
+# Other scripts print such an error shortened, up to its first parenthesis, colon or full stop.
 
 import contextlib
+import time
 
 import matplotlib.pyplot as plt
 import torch
@@ -26,17 +31,6 @@ torch.set_num_threads(1)  # tiny tensors
 x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
 y = (x**2).sum()
 y.backward()
-print(x.grad)
-assert torch.equal(x.grad, 2 * x.detach())
-
-# %%
-# An expected error is caught, printed and checked
-# ------------------------------------------------
-#
-# A second :meth:`~torch.Tensor.backward` finds the graph freed; the ``else`` branch fails the
-# script if, one day, the error does not come. Other scripts print such an error shortened, up
-# to its first parenthesis or full stop.
-
 try:
     y.backward()
 except RuntimeError as error:
@@ -46,23 +40,10 @@ else:
     raise AssertionError("a second backward() through a freed graph was expected to fail")
 
 # %%
-# A figure is drawn from a live run
-# ---------------------------------
-
-steps = torch.arange(1, 6)
-fig, ax = plt.subplots(figsize=(4, 2.5))
-ax.plot(steps, steps**2, marker="o", color="#808080")
-ax.set(xlabel="step", ylabel="step²", title="Drawn when the site was built")
-fig.tight_layout()
-plt.show()
-
-# %%
 # A measured time is drawn, never printed or asserted
 # ---------------------------------------------------
 #
 # The figure is named after the script and its place, so the page's text stays the same.
-
-import time
 
 
 def fastest_backward(n, repeats=20):
