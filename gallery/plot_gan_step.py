@@ -109,12 +109,7 @@ bce = F.binary_cross_entropy_with_logits
 
 def fresh_pair():
     gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
-    return (
-        gen,
-        disc,
-        torch.optim.SGD(gen.parameters(), 0.05),
-        torch.optim.SGD(disc.parameters(), 0.05),
-    )
+    return gen, disc, *(torch.optim.SGD(net.parameters(), 0.05) for net in (gen, disc))
 
 
 def three_checked_steps(step, simultaneous=False):
@@ -293,7 +288,6 @@ fig, ax = plt.subplots(figsize=(4.2, 3.4))
 bins = torch.linspace(-0.5, 5.5, 61)
 ax.hist(samples_before, bins=bins, alpha=0.6, color="#808080", label="before")
 ax.hist(samples_after, bins=bins, alpha=0.6, color="#1a9c6b", label="after 120 steps")
-ax.hist(3 + 0.5 * torch.randn(2000), bins=bins, histtype="step", color="#24292f", label="real")
 ax.set(title="Generated samples end up near 3", xlabel="sample value", ylabel="samples per bin")
 ax.legend(loc="upper right")
 fig.tight_layout()

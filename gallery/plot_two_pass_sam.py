@@ -17,7 +17,6 @@ through ``.data``, a silently wrong mixture.
 import contextlib
 import copy
 
-import matplotlib.pyplot as plt
 import torch
 from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
@@ -214,7 +213,6 @@ def sam_step(model, optimizer, x=inputs, y=outputs, reuse=False):
             param.copy_(original)
             param.grad = grad
     optimizer.step()
-    return loss.item(), grads, sharp_grads
 
 
 def sam_reference(model, x=inputs, y=outputs):
@@ -248,39 +246,3 @@ except AssertionError as error:
     assert "step 0: wrong gradient of linear.weight" in str(error)
 else:
     raise AssertionError("the check was expected to fail")
-
-# %%
-# Training: SAM against plain gradient descent
-# --------------------------------------------
-#
-# Same start and learning rate, 60 steps; the loss is recorded at the unperturbed weights before
-# each step.
-
-sgd_net, sam_net = copy.deepcopy(start), copy.deepcopy(start)
-sgd_optimizer = torch.optim.SGD(sgd_net.parameters(), lr=0.1)
-sam_optimizer = torch.optim.SGD(sam_net.parameters(), lr=0.1)
-sgd_losses, sam_losses = [], []
-for _ in range(60):
-    sgd_optimizer.zero_grad()
-    loss = mse(sgd_net, inputs, outputs)
-    loss.backward()
-    sgd_optimizer.step()
-    sgd_losses.append(loss.item())
-    sam_losses.append(sam_step(sam_net, sam_optimizer)[0])
-with torch.no_grad():
-    final_sgd, final_sam = (mse(net, inputs, outputs).item() for net in (sgd_net, sam_net))
-print(
-    f"loss: start {sgd_losses[0]:.4f}; after 60 steps: plain {final_sgd:.4f}, SAM {final_sam:.4f}"
-)
-assert sgd_losses[0] == sam_losses[0] and final_sam > final_sgd and final_sam < sam_losses[0]
-
-# %%
-# Both descend; SAM ends higher on this training loss, which it minimises only through its worst
-# case within ``rho``, at two forward passes per step (``sam_step``).
-
-fig, ax = plt.subplots(figsize=(4.2, 3.2), layout="constrained")
-ax.plot(sgd_losses, color="#808080", linestyle="--", label="plain gradient descent")
-ax.plot(sam_losses, color="#24292f", label=f"SAM (rho = {RHO})")
-ax.set(xlabel="step", ylabel="training loss (MSE)", title="Both descend; SAM ends higher")
-ax.legend()
-plt.show()
