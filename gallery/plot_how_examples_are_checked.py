@@ -68,15 +68,13 @@ plt.show()
 # A fix is checked by its outcome
 # -------------------------------
 #
-# A fix that silences an error can still train wrong. ``checked`` hooks ``optimizer.step()``. At
-# each step, every parameter's ``.grad`` must equal the gradient of ``reference(step)``, and each
-# parameter meant to train must have a non-zero one; at the end, at least three steps ran and
-# those parameters moved. The reference recomputes the step's loss from scratch at the current
-# weights, written apart from the fix: it calls none of the fix's functions and reads nothing the
-# loop kept (a carried state is rebuilt by the reference itself). Where a page must share a loss
-# formula with its fix, it says that its check proves how the gradient is obtained, not the
-# formula. Each script that checks a fix carries this block unchanged (a test compares the
-# copies with ``docs/outcome.py``), and ``tests/mutations`` declares wrong variants of every fix,
+# A fix that silences an error can still train wrong. ``checked`` hooks ``optimizer.step()``
+# (its docstring says what it checks). The reference recomputes the step's loss from scratch at
+# the current weights, written apart from the fix: it calls none of the fix's functions and reads
+# nothing the loop kept (a carried state is rebuilt by the reference itself). Where a script must
+# share a loss formula with its fix, it says that its check proves how the gradient is obtained,
+# not the formula. Each script that checks a fix carries this block unchanged (a test compares
+# the copies with ``docs/outcome.py``); ``tests/mutations`` declares wrong variants of every fix,
 # each of which must fail its check.
 
 

@@ -23,7 +23,6 @@ one's result.
 import contextlib
 import copy
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch import nn
@@ -100,12 +99,11 @@ INNER_LR, HIDDEN = 0.1, 24
 mse = nn.functional.mse_loss
 
 
-def sample_task(n_support=10, n_query=10, with_wave=False):
+def sample_task(n_support=10, n_query=10):
     amplitude, phase = 0.5 + 1.5 * torch.rand(()), np.pi * torch.rand(())
     x = 10 * torch.rand(n_support + n_query, 1) - 5
     y = amplitude * torch.sin(x + phase)
-    support, query = (x[:n_support], y[:n_support]), (x[n_support:], y[n_support:])
-    return (support, query, (amplitude, phase)) if with_wave else (support, query)
+    return (x[:n_support], y[:n_support]), (x[n_support:], y[n_support:])
 
 
 def make_model():
@@ -269,16 +267,16 @@ model = copy.deepcopy(start)
 history = meta_train(120)
 
 torch.manual_seed(2)
-tests = [sample_task(n_query=50, with_wave=True) for _ in range(50)]
+tests = [sample_task(n_query=50) for _ in range(50)]
 
 
 def after_one_step(net):  # mean query error on the new tasks
     named = dict(net.named_parameters())
-    return np.mean([query_loss(net, adapt(net, named, s, False), q).item() for s, q, _ in tests])
+    return np.mean([query_loss(net, adapt(net, named, s, False), q).item() for s, q in tests])
 
 
 trained, untrained = after_one_step(model), after_one_step(start)
-zero = np.mean([(query[1] ** 2).mean().item() for _, query, _ in tests])
+zero = np.mean([(query[1] ** 2).mean().item() for _, query in tests])
 first_10, last_10 = np.mean(history[:10]), np.mean(history[-10:])
 print(f"meta-training query loss: first 10 updates {first_10:.3f}, last 10 {last_10:.3f}")
 print(
@@ -286,27 +284,7 @@ print(
 )
 assert last_10 < 0.6 * first_10
 assert trained < 0.5 * untrained and trained < 0.5 * zero
-assert trained > 0.2  # not a fit
-
-# %%
-# Less than half the error of the other two, but not a fit. One new task, before and after its
-# inner step:
-
-support, query, (amplitude, phase) = tests[0]
-grid = torch.linspace(-5, 5, 200)[:, None]
-adapted = adapt(model, dict(model.named_parameters()), support, create_graph=False)
-with torch.no_grad():
-    before = functional_call(model, dict(model.named_parameters()), (grid,))
-    after = functional_call(model, adapted, (grid,))
-
-fig, ax = plt.subplots(figsize=(4.2, 4.6), layout="constrained")
-ax.plot(grid, amplitude * torch.sin(grid + phase), color="#2f80ed", label="task")
-ax.plot(grid, before, color="#808080", linestyle="--", label="learned init")
-ax.plot(grid, after, color="#1a9c6b", linewidth=2, label="after 1 step")
-ax.scatter(support[0], support[1], color="#e0542c", s=18, zorder=3, label="support")
-ax.set(xlabel="x", ylabel="y", title="One inner step from the\nmeta-learned init, on a new task")
-fig.legend(loc="outside lower center", ncols=2)
-plt.show()
+assert trained > 0.2  # less than half the others' error, but not a fit
 
 # %%
 # See also: :doc:`training patterns <../docs/training-patterns>`. Reported in:

@@ -195,10 +195,10 @@ else:
 # detaches at every chunk and steps after each, a truncated-BPTT loop whose 40 steps are checked
 # (:doc:`plot_how_examples_are_checked`) against the RNN's equations written out, run from where
 # the reference's own previous chunk ended. For each chunk, its loss's ``graph_size`` before its
-# backward:
+# backward, and the time of its forward and backward passes:
 
 
-def measure(mode, sizes=True):  # sizes=False: only the times
+def measure(mode):
     hidden = restart()
     optimizer = torch.optim.SGD(params, lr=0.01)
     ends = [hidden]  # the reference's own carried state
@@ -213,19 +213,15 @@ def measure(mode, sizes=True):  # sizes=False: only the times
         ends.append(h.detach())
         return loss / STEPS
 
-    checking = mode == "detach" and sizes
     nodes, held, seconds = [], [], []
-    with (
-        checked(optimizer, window, cell=cell, readout=readout)
-        if checking
-        else contextlib.nullcontext()
-    ):
+    checking = checked(optimizer, window, cell=cell, readout=readout)
+    with checking if mode == "detach" else contextlib.nullcontext():
         for chunk in range(CHUNKS):
             began = time.perf_counter()
             start = hidden.detach() if mode == "detach" else hidden
             hidden, loss = run_chunk(start, chunk)
             forward = time.perf_counter() - began
-            count, size = graph_size(loss, EXCLUDE) if sizes else (0, 0)  # not timed
+            count, size = graph_size(loss, EXCLUDE)  # not timed
             nodes.append(count)
             held.append(size)
             began = time.perf_counter()
@@ -271,11 +267,8 @@ print("40 retained backward calls = one backward of the summed losses, up to rou
 # Time per chunk
 # --------------
 #
-# Each chunk's forward and backward, fastest of 2 runs on the machine that ran this; drawn, never
-# asserted. The top panel: the bytes from above.
-
-runs = {mode: [counts[mode][2], measure(mode, sizes=False)[2]] for mode in counts}
-fastest = {mode: [1e3 * min(times) for times in zip(*runs[mode])] for mode in runs}
+# The times on the machine that ran this, drawn, never asserted; the top panel: the bytes from
+# above.
 
 chunk_numbers = range(1, CHUNKS + 1)
 fig, (ax_bytes, ax_time) = plt.subplots(2, 1, figsize=(4.2, 5.6), sharex=True)
@@ -284,14 +277,14 @@ for mode, color, label in (
     ("detach", "#1a9c6b", "hidden.detach()"),
 ):
     ax_bytes.plot(chunk_numbers, [b / 1024 for b in counts[mode][1]], color=color, label=label)
-    ax_time.plot(chunk_numbers, fastest[mode], color=color, label=label)
+    ax_time.plot(chunk_numbers, [1e3 * t for t in counts[mode][2]], color=color, label=label)
 ax_bytes.set(
     title="Retaining holds every chunk's graph", ylabel="KiB of saved tensors\nwhen backward starts"
 )
 ax_time.set(
     title="and each backward pass gets slower",
     xlabel="chunk",
-    ylabel="ms per chunk\n(fastest of 2 runs)",
+    ylabel="ms per chunk",
 )
 ax_bytes.legend()
 fig.tight_layout()
