@@ -137,10 +137,9 @@ else:
 # --------------
 #
 # Checked (:doc:`plot_how_examples_are_checked`) against the two losses written out again at the
-# current weights, these train right, the sequential way up to rounding (it adds the two losses'
-# gradients in ``.grad``, another order of additions; :doc:`../docs/several-losses` shows which
-# parts agree to the bit). ``cut_at_features`` detaches the trunk's output, runs each head's
-# backward, then sends the collected gradient through the trunk once.
+# current weights, these train right, the sequential way up to rounding (another order of
+# additions: :doc:`../docs/several-losses`). ``cut_at_features`` detaches the trunk's output,
+# runs each head's backward, then sends the collected gradient through the trunk once.
 
 
 def sequential(forward):
@@ -254,10 +253,9 @@ del loss_a_alone
 # ----
 #
 # Two more ways return the gradients instead of filling ``.grad``: :func:`torch.autograd.grad`
-# on the list or on the sum. On a trunk 48 and one 512 wide, the six give the same gradients up
-# to rounding (asserted), and each forward and backward is timed many times, gradients cleared
-# before each. The figure shows the median on the machine that ran this; no time is printed or
-# asserted.
+# on the list or on the sum. On trunks 48 and 512 wide, the six give the same gradients up to
+# rounding (asserted); the figure shows each one's median time for a forward and backward on the
+# machine that ran this, never printed or asserted.
 
 
 def six_ways(width):

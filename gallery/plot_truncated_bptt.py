@@ -18,8 +18,7 @@ backward walks all earlier chunks: nodes, saved bytes and time grow every chunk.
 # A :class:`torch.nn.RNNCell` reads 40 chunks of 8 steps; a readout predicts a running sum of the
 # inputs. ``graph_size(loss)`` counts the nodes a backward from ``loss`` would visit and the bytes
 # of the distinct storages they hold as saved tensors (``_saved_*``), parameters and data
-# excluded; it sees what a :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook misses,
-# such as the tensor ``loss / STEPS`` makes of ``STEPS``.
+# excluded.
 
 import contextlib
 import time
@@ -251,24 +250,7 @@ assert len(byte_steps) == 1 and byte_steps.pop() > 0
 assert retain_nodes[0] == detach_nodes[0] and retain_held[0] == detach_held[0]
 
 # %%
-# Each chunk's retained backward went back to the start, so the 40 calls added up untruncated
-# BPTT's gradient of the total loss; one backward of the summed losses gives it too, up to
-# rounding. ``retain_graph=True`` buys no truncation.
-
-hidden, total = restart(), 0
-for chunk in range(CHUNKS):
-    hidden, loss = run_chunk(hidden, chunk)
-    total = total + loss
-total.backward()
-assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6) for p, g in zip(params, retained_grads))
-print("40 retained backward calls = one backward of the summed losses, up to rounding")
-
-# %%
-# Time per chunk
-# --------------
-#
-# The times on the machine that ran this, drawn, never asserted; the top panel: the bytes from
-# above.
+# Those bytes, and the times on the machine that ran this (drawn, never asserted):
 
 chunk_numbers = range(1, CHUNKS + 1)
 fig, (ax_bytes, ax_time) = plt.subplots(2, 1, figsize=(4.2, 5.6), sharex=True)
@@ -281,14 +263,23 @@ for mode, color, label in (
 ax_bytes.set(
     title="Retaining holds every chunk's graph", ylabel="KiB of saved tensors\nwhen backward starts"
 )
-ax_time.set(
-    title="and each backward pass gets slower",
-    xlabel="chunk",
-    ylabel="ms per chunk",
-)
+ax_time.set(title="and each backward pass gets slower", xlabel="chunk", ylabel="ms per chunk")
 ax_bytes.legend()
 fig.tight_layout()
 plt.show()
+
+# %%
+# Each chunk's retained backward went back to the start, so the 40 calls added up untruncated
+# BPTT's gradient of the total loss; one backward of the summed losses gives it too, up to
+# rounding. ``retain_graph=True`` buys no truncation.
+
+hidden, total = restart(), 0
+for chunk in range(CHUNKS):
+    hidden, loss = run_chunk(hidden, chunk)
+    total = total + loss
+total.backward()
+assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6) for p, g in zip(params, retained_grads))
+print("40 retained backward calls = one backward of the summed losses, up to rounding")
 
 # %%
 # ``nn.LSTM``: detach ``h`` and ``c``
@@ -398,6 +389,5 @@ assert last < 0.3 * first
 # See also: :doc:`../docs/errors`, :doc:`../docs/what-it-costs`. Reported in:
 # `yunjey/pytorch-tutorial#90 <https://github.com/yunjey/pytorch-tutorial/issues/90>`__,
 # `MorvanZhou/PyTorch-Tutorial#57 <https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57>`__
-# (``retain_graph=True`` tried). IC3Net's trainer detaches both ``h`` and ``c`` every
-# ``detach_gap`` steps of an episode and calls backward once per batch, so there the detach only
-# truncates; `IC3Net/IC3Net#7 <https://github.com/IC3Net/IC3Net/issues/7>`__ asks why.
+# (``retain_graph=True`` tried), `IC3Net/IC3Net#7 <https://github.com/IC3Net/IC3Net/issues/7>`__
+# (why detach ``h`` and ``c`` every ``detach_gap`` steps: to truncate).
