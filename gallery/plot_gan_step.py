@@ -284,13 +284,14 @@ print(f"generated mean before {samples_before.mean():.2f}, after {samples_after.
 assert abs(samples_before.mean()) < 0.5
 assert abs(samples_after.mean() - 3) < 0.2
 
-fig, ax = plt.subplots(figsize=(4.2, 3.4))
-bins = torch.linspace(-0.5, 5.5, 61)
-ax.hist(samples_before, bins=bins, alpha=0.6, color="#808080", label="before")
-ax.hist(samples_after, bins=bins, alpha=0.6, color="#1a9c6b", label="after 120 steps")
+fig, ax = plt.subplots(figsize=(4.2, 3.4), layout="constrained")
+for samples, color, label in (
+    (samples_before, "#808080", "before"),
+    (samples_after, "#1a9c6b", "after"),
+):
+    ax.hist(samples, bins=torch.linspace(-0.5, 5.5, 61), alpha=0.6, color=color, label=label)
 ax.set(title="Generated samples end up near 3", xlabel="sample value", ylabel="samples per bin")
-ax.legend(loc="upper right")
-fig.tight_layout()
+ax.legend()
 plt.show()
 
 # %%

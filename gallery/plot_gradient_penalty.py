@@ -110,8 +110,8 @@ def penalty(create_graph, points=between):
 # ---------------------------------------------------
 #
 # By default :external:py:func:`torch.autograd.grad` returns a gradient with no history, so the
-# penalty does not depend on the weights. Added to a loss, it changes no gradient (asserted
-# below); alone, its backward fails (:ref:`other causes <errors-no-grad-fn>`):
+# penalty does not depend on the weights. Added to a loss, it changes no gradient (asserted);
+# alone, its backward fails (:ref:`other causes <errors-no-grad-fn>`):
 
 flat_penalty = penalty(create_graph=False)
 try:

@@ -18,7 +18,7 @@ one's result.
 # A task is a wave ``A sin(x + phase)``; the model takes one gradient step on 10 of its points
 # (the support set) and is scored on 10 others (the query set). ``adapt`` returns new tensors
 # ``p - lr * g`` without touching the module; :func:`torch.func.functional_call` runs the module
-# on them. ``checked``: :doc:`plot_how_examples_are_checked`.
+# on them.
 
 import contextlib
 import copy
@@ -222,8 +222,9 @@ print("p.data -=, no_grad p -=, inner SGD step: first order, meta-parameters ove
 # Meta-training
 # -------------
 #
-# 120 second-order meta-updates (Adam) on 4 tasks each, every one checked against
-# ``adapted_loss``'s gradient at the current weights; first order fails the check. Then on 50
+# 120 second-order meta-updates (Adam) on 4 tasks each, every one checked
+# (:doc:`plot_how_examples_are_checked`) against ``adapted_loss``'s gradient at the current
+# weights; first order fails the check. Then on 50
 # new tasks, the query error after one inner step from the learned initialisation, from the
 # starting one, and of predicting 0.
 
