@@ -14,8 +14,8 @@ dropped. Six ways of getting the gradients, timed on trunks 48 and 512 wide.
 """
 
 # %%
-# ``make_net(width)`` builds a trunk ``width`` wide and two heads on its output, a regression
-# and a classification, and returns them with a function computing the two losses.
+# ``make_net(width)``: a trunk ``width`` wide, two heads on its output (a regression and a
+# classification), and the function computing their losses.
 
 import contextlib
 import time

@@ -12,7 +12,8 @@ between classes. No optimizer here: the maps are compared with maps from fresh f
 """
 
 # %%
-# Each 8×8 image holds a noisy row (class 0), column (1) or wrapped diagonal (2).
+# Each 8×8 image holds a noisy row (class 0), column (1) or wrapped diagonal (2). A map is the
+# gradient of the true class's logit with respect to the pixels.
 
 import matplotlib.pyplot as plt
 import torch
@@ -53,10 +54,6 @@ with torch.no_grad():
     accuracy = (net(test_images).argmax(1) == test_labels).float().mean().item()
 print(f"accuracy on 200 new images {accuracy:.1%}")
 assert accuracy > 0.9
-
-# %%
-# Its score: the true class's logit.
-
 image, label = test_images[:1], test_labels[0].item()
 with torch.no_grad():
     logits = net(image)[0]

@@ -190,9 +190,8 @@ separate_losses = losses(image)
 for loss in separate_losses:
     loss.backward(retain_graph=True)
 grad_separate = image.grad.clone()
-separate_losses[0].backward()
+separate_losses[0].backward()  # a fourth backward runs
 assert not torch.equal(image.grad, grad_separate)
-print("a fourth backward ran")
 
 image = start_image.clone().requires_grad_(True)
 optimizer = torch.optim.Adam([image], lr=0.03)
@@ -221,7 +220,7 @@ assert torch.allclose(grad_separate, image.grad, rtol=1e-5, atol=1e-7)
 
 # %%
 # 30 checked :class:`torch.optim.Adam` steps on the pixels, clamped to [0, 1], bring the summed
-# loss (3 at the start) below 60 % of its start:
+# loss (3 at the start) below 60 % of its start. Content, style, start, after 30 steps:
 
 image = start_image.clone().requires_grad_(True)
 assert abs(sum(losses(image)).item() - 3) < 1e-5
@@ -238,16 +237,9 @@ with torch.no_grad():
 print(f"summed loss after 30 steps: {final:.3f}")
 assert final < 0.6 * 3
 
-pictures = {
-    "content": content_image,
-    "style": style_image,
-    "start": start_image,
-    "after 30 steps": image.detach(),
-}
 fig, axes = plt.subplots(1, 4, figsize=(4.2, 1.4))
-for ax, (name, picture) in zip(axes, pictures.items()):
+for ax, picture in zip(axes, (content_image, style_image, start_image, image.detach())):
     ax.imshow(picture[0].permute(1, 2, 0).clamp(0, 1).numpy())
-    ax.set_title(name, fontsize=8)
     ax.axis("off")
 plt.show()
 

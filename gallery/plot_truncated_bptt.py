@@ -279,7 +279,6 @@ for chunk in range(CHUNKS):
     total = total + loss
 total.backward()
 assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-6) for p, g in zip(params, retained_grads))
-print("40 retained backward calls = one backward of the summed losses, up to rounding")
 
 # %%
 # ``nn.LSTM``: detach ``h`` and ``c``
