@@ -15,9 +15,9 @@ ways), gradients are compared directly.
 # An expected error is caught, printed and checked
 # ------------------------------------------------
 #
-# Every output is what the block above it printed. A second :meth:`~torch.Tensor.backward` finds
-# the graph freed; the ``else`` branch fails the script if, one day, the error does not come.
-# Other scripts print such an error shortened, up to its first parenthesis, colon or full stop.
+# A second :meth:`~torch.Tensor.backward` finds the graph freed; the ``else`` branch fails the
+# script if, one day, the error does not come. Other scripts print such an error shortened, up to
+# its first parenthesis, colon or full stop.
 
 import contextlib
 import time

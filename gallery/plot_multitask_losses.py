@@ -294,7 +294,3 @@ for ax, (width, times) in zip(axes, medians.items()):
     ax.set(xlabel="median time per forward and backward (µs)", title=f"trunk width {width}")
 fig.suptitle("Forward + backward, two losses, CPU, one thread")
 plt.show()
-
-# %%
-# The bars are one machine's measurement, not a rule. What is counted: ``sequential`` walks the
-# trunk's backward twice (:doc:`../docs/several-losses` counts it with a hook).

@@ -12,7 +12,7 @@ between classes. No optimizer here: the maps are compared with maps from fresh f
 """
 
 # %%
-# Each 8×8 image holds a noisy row (class 0), column (1) or wrapped diagonal (2). A map is the
+# Each 8×8 image holds a noisy row (class 0), column (1) or wrapped diagonal (2). A map: the
 # gradient of the true class's logit with respect to the pixels.
 
 import matplotlib.pyplot as plt

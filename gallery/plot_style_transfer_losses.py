@@ -244,4 +244,4 @@ for ax, picture in zip(axes, (content_image, style_image, start_image, image.det
 plt.show()
 
 # %%
-# See also: :doc:`../docs/several-losses`, the same comparison with two heads.
+# See also: :doc:`../docs/several-losses`.

@@ -269,9 +269,8 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# Each chunk's retained backward went back to the start, so the 40 calls added up untruncated
-# BPTT's gradient of the total loss; one backward of the summed losses gives it too, up to
-# rounding. ``retain_graph=True`` buys no truncation.
+# The 40 retained calls, each back to the start, added up untruncated BPTT's gradient: one
+# backward of the summed losses gives it too. ``retain_graph=True`` buys no truncation.
 
 hidden, total = restart(), 0
 for chunk in range(CHUNKS):
