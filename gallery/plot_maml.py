@@ -179,12 +179,12 @@ assert diff > largest and 0 < cosine < 0.9
 # In-place inner updates: first order, and lost meta-parameters
 # -------------------------------------------------------------
 #
-# For a plain SGD step on leaves, such as MAML's outer update, ``torch.no_grad()`` is right
-# (:ref:`leaf-rules`). In the inner loop it cuts the update out of the meta-gradient:
-# ``p.data -= ...``, ``torch.no_grad()`` and an inner ``torch.optim.SGD`` step all run and, for
-# this task from the meta-parameters, give the first-order gradient (up to rounding). They also
-# overwrite the meta-parameters (of a copy, here): over a meta-batch, each next task would adapt
-# from the previous one's result. Without either, an in-place update of the module fails:
+# ``torch.no_grad()`` is right for MAML's outer SGD step on leaves (:ref:`leaf-rules`), not in
+# the inner loop: there ``p.data -= ...``, ``torch.no_grad()`` and an inner ``torch.optim.SGD``
+# step all run and, for this task from the meta-parameters, give the first-order gradient (up to
+# rounding). They also overwrite the meta-parameters (of a copy, here), so over a meta-batch each
+# next task would adapt from the previous one's result. Without either, an in-place update of the
+# module fails:
 
 try:
     copy.deepcopy(model)[0].weight.sub_(1.0)
