@@ -249,9 +249,8 @@ fig, ax = plt.subplots(figsize=(4.2, 4.4), layout="constrained")
 ax.plot(values, autograd_slopes, color="#1a9c6b", label="autograd, create_graph=True")
 ax.plot(values[::4], finite_slopes[::4], "o", color="#24292f", label="central difference")
 ax.axhline(0.0, color="#e0542c", linestyle="--", label="without create_graph")
-ax.axvline(original, color="#808080", linewidth=1, linestyle=":")
 ax.set(
-    xlabel=f"weight [{row}, {col}] of the first layer\n(dotted: its current value)",
+    xlabel=f"weight [{row}, {col}] of the first layer",
     ylabel="∂ penalty / ∂ weight",
     title="The penalty's gradient reaches\nthe weight only with create_graph",
 )

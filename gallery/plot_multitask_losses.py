@@ -194,10 +194,9 @@ for name, way in ways.items():
 # -------------------
 #
 # A :class:`~torch.autograd.graph.saved_tensors_hooks` pack hook hands autograd a ``Box`` per
-# saved tensor, recorded in a :class:`weakref.WeakKeyDictionary` that forgets it when autograd
-# drops it. ``held_bytes()``: the bytes of the distinct storages autograd still keeps, parameters
-# excluded, read after the forward, after backward with the losses still referenced, and after
-# they are dropped.
+# saved tensor, tracked in a :class:`weakref.WeakKeyDictionary`; ``held_bytes()`` sums the
+# distinct storages autograd still keeps (parameters excluded) after the forward, after backward
+# with the losses still referenced, and after they are dropped.
 
 
 class Box:
