@@ -6,8 +6,9 @@ The fix: detach the carried state at the start of each chunk (the window boundar
 ``hidden = hidden.detach()``, for ``nn.LSTM`` both tensors, ``h, c = h.detach(), c.detach()``,
 and start new sequences from zeros. Carried as it is, the state makes the second chunk's backward
 fail on the first chunk's freed graph, also when only ``h`` is detached. ``retain_graph=True``
-then raises the in-place error after an optimizer step; without steps it runs, and every
-backward walks all earlier chunks: nodes, saved bytes and time grow every chunk.
+runs here only without an optimizer step between chunks (after one: the in-place error, the
+step having changed weights the kept graph saved), and then every backward walks all earlier
+chunks: nodes, saved bytes and time grow every chunk.
 
 .. index:: truncated BPTT, truncated backpropagation through time, RNN, recurrent network,
    hidden state, detach hidden state, LSTM, nn.LSTM, cell state, h and c, nn.GRU,
@@ -325,7 +326,7 @@ else:
 
 # %%
 # The state is a tuple, which has no ``.detach()``; ``nn.GRU`` and ``nn.RNN`` return one tensor,
-# like the cell above (both asserted). ``detach_state`` handles both (the word-language-model
+# like the cell above (all asserted). ``detach_state`` handles both (the word-language-model
 # examples call theirs ``repackage_hidden``). The next chunk still *starts* where the last one
 # ended; only the gradient stops. The state is carried through each pass over the streams, from
 # zeros at its start. Each update is checked against the chunk's loss from the LSTM's equations
@@ -339,7 +340,7 @@ def detach_state(state):  # a tensor (nn.RNN, nn.GRU), a tuple of them (nn.LSTM)
 
 
 assert not hasattr((h, c), "detach")
-assert isinstance(nn.GRU(1, HIDDEN)(wave[:CHUNK])[1], torch.Tensor)
+assert all(isinstance(rnn(1, HIDDEN)(wave[:CHUNK])[1], torch.Tensor) for rnn in (nn.GRU, nn.RNN))
 
 
 def lstm_reference(model):
