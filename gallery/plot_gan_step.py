@@ -206,8 +206,9 @@ assert three_checked_steps(lambda *nets: undetached_step(*nets, True, True)) == 
 # ------------------------------------------------------------------
 #
 # Both losses built on one pass ``disc(gen(noise))``: the discriminator's backward frees it, and
-# the generator's loss needs it. With ``retain_graph=True``, both backward calls must come before
-# ``opt_disc.step()``, which changes in place the weights the kept pass saved:
+# the generator's loss needs it (the freed-graph error). With ``retain_graph=True``, both backward
+# calls must come before ``opt_disc.step()``, which changes in place the weights the kept pass
+# saved (:ref:`the in-place error <errors-inplace>`). Both errors asserted:
 
 for retain_graph, message in ((False, "graph a second time"), (True, "modified by an inplace")):
     gen, disc, opt_gen, opt_disc = fresh_pair()
@@ -217,7 +218,7 @@ for retain_graph, message in ((False, "graph a second time"), (True, "modified b
     try:
         bce(scores_fake, is_real).backward()
     except RuntimeError as error:
-        print(f"{type(error).__name__}: {str(error).partition(' (')[0].partition(':')[0]}")
+        print(f"retain_graph={retain_graph}: {type(error).__name__}")
         assert message in str(error)
     else:
         raise AssertionError("the generator's backward was expected to fail")
