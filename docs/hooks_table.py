@@ -252,36 +252,53 @@ def other_table() -> dict:
 ROUTES = {  # what readers report, and the section with the fix (docs/hooks.md); "no fix": none
     "Module.register_forward_pre_hook": "[not called](#hooks-forward)",
     "Module.register_forward_hook": "[not called](#hooks-forward)",
-    "Module.register_full_backward_pre_hook": "[not called on a frozen layer fed data](#hooks-guard)",
-    "Module.register_full_backward_hook": "[\"Output 0 of BackwardHookFunction is a view\"](#hooks-guard)",
-    "Module.register_backward_hook": "[grad_input is not the module's](#hooks-legacy)",
+    "Module.register_full_backward_pre_hook": "[not called: frozen, fed data](#hooks-guard)",
+    "Module.register_full_backward_hook": "[\"Output 0 … is a view\"](#hooks-guard)",
+    "Module.register_backward_hook": "[wrong grad_input](#hooks-legacy)",
     "register_module_backward_hook": "[\"Cannot use both…\"](#hooks-legacy)",
-    "Tensor.register_hook on lin.weight": "[not called with autograd.grad](#hooks-autograd-grad)",
-    "Tensor.register_hook on the output": "[\"cannot register a hook on a tensor that doesn't "
-    "require gradient\"](#hooks-guard)",
-    "Tensor.register_post_accumulate_grad_hook": "[optimizer in backward never steps]"
-    "(#hooks-autograd-grad)",
-    "Node.register_hook on out.grad_fn": "[\"'NoneType' object has no attribute "
-    "'register_hook'\"](#hooks-guard)",
-    "Node.register_prehook on out.grad_fn": "[\"'NoneType' object has no attribute "
-    "'register_prehook'\"](#hooks-guard)",
-    "register_multi_grad_hook on weight, bias": "[\"A leaf node was passed to "
-    "_will_engine_execute_node\"](#hooks-autograd-grad)",
-    'register_multi_grad_hook mode="any"': "[not called with autograd.grad](#hooks-autograd-grad)",
+    "Tensor.register_hook on lin.weight": "[not called](#hooks-autograd-grad)",
+    "Tensor.register_post_accumulate_grad_hook": "[never steps](#hooks-autograd-grad)",
+    'register_multi_grad_hook mode="any"': "[not called](#hooks-autograd-grad)",
     "saved_tensors_hooks": "no fix: nothing to save",
     "save_on_cpu": "no fix: nothing to save",
+}  # fmt: skip
+ROUTE_ERRORS = {  # rows whose route is an error under the table: (its text, the section)
+    "Tensor.register_hook on the output": (
+        "RuntimeError: cannot register a hook on a tensor that doesn't require gradient", "hooks-guard"),
+    "Node.register_hook on out.grad_fn": (
+        "AttributeError: 'NoneType' object has no attribute 'register_hook'", "hooks-guard"),
+    "Node.register_prehook on out.grad_fn": (
+        "AttributeError: 'NoneType' object has no attribute 'register_prehook'", "hooks-guard"),
+    "register_multi_grad_hook on weight, bias": ("RuntimeError: A leaf node was passed to "
+        "_will_engine_execute_node but we are currently running autograd.grad()", "hooks-autograd-grad"),
 }  # fmt: skip
 ROUTES |= {f"register_module_{kind}": ROUTES[f"Module.register_{kind}"]
            for kind in ("forward_pre_hook", "forward_hook", "full_backward_pre_hook", "full_backward_hook")}  # fmt: skip
 
 
 def markdown(table: dict, notes: dict) -> str:
-    """The pass table, its routes, and the numbered errors and warnings under it."""
+    """The pass table, its routes, and the numbered errors, warnings and graph breaks under it
+    (each without its examples, cut to 24 words)."""
     lines = ["| hook | " + " | ".join(CONDITIONS.values()) + " | route |",
              "|---" * (len(CONDITIONS) + 2) + "|"]  # fmt: skip
+
+    def route(name):
+        if name in ROUTES:
+            return ROUTES[name]
+        error, section = ROUTE_ERRORS[name]
+        assert error in notes, (
+            f"hooks_table.py: {name!r} no longer raises {error!r}: fix ROUTE_ERRORS"
+        )
+        return f"[E{notes[error]}](#{section})"
+
     lines += [f"| `{name}` | " + " | ".join(table[name, c] for c in CONDITIONS)
-              + f" | {ROUTES[name]} |" for name in ROWS]  # fmt: skip
-    return "\n".join([*lines, "", *[f"{_kind(t)}{n}: {t}" for t, n in notes.items()]])
+              + f" | {route(name)} |" for name in ROWS]  # fmt: skip
+
+    def short(text):  # without examples in parentheses, at most 24 words
+        words = re.sub(r" \(e\.g\.[^)]*\)", "", text).split()
+        return " ".join(words[:24]) + (" …" if len(words) > 24 else "")
+
+    return "\n".join([*lines, "", *[f"{_kind(t)}{n}: {short(t)}" for t, n in notes.items()]])
 
 
 def other_markdown(table: dict) -> str:
