@@ -259,8 +259,8 @@ ROUTES = {  # what readers report, and the section with the fix (docs/hooks.md);
     "Tensor.register_hook on lin.weight": "[not called](#hooks-autograd-grad)",
     "Tensor.register_post_accumulate_grad_hook": "[never steps](#hooks-autograd-grad)",
     'register_multi_grad_hook mode="any"': "[not called](#hooks-autograd-grad)",
-    "saved_tensors_hooks": "no fix: nothing to save",
-    "save_on_cpu": "no fix: nothing to save",
+    "saved_tensors_hooks": "no fix",
+    "save_on_cpu": "no fix",
 }  # fmt: skip
 ROUTE_ERRORS = {  # rows whose route is an error under the table: (its text, the section)
     "Tensor.register_hook on the output": (
@@ -278,9 +278,15 @@ ROUTES |= {f"register_module_{kind}": ROUTES[f"Module.register_{kind}"]
 
 def markdown(table: dict, notes: dict) -> str:
     """The pass table, its routes, and the numbered errors, warnings and graph breaks under it
-    (each without its examples, cut to 24 words)."""
-    lines = ["| hook | " + " | ".join(CONDITIONS.values()) + " | route |",
-             "|---" * (len(CONDITIONS) + 2) + "|"]  # fmt: skip
+    (each without its examples, cut to 24 words). The two compiled columns show as one where
+    they agree ("aot_eager result / inductor result" where not)."""
+    eager = [c for c in CONDITIONS if c not in ("aot_eager", "inductor")]
+    lines = ["| hook | " + " | ".join(CONDITIONS[c] for c in eager) + " | compiled | route |",
+             "|---" * (len(eager) + 3) + "|"]  # fmt: skip
+
+    def compiled(name):
+        results = dict.fromkeys(table[name, c] for c in ("aot_eager", "inductor"))
+        return " / ".join(results)
 
     def route(name):
         if name in ROUTES:
@@ -291,8 +297,8 @@ def markdown(table: dict, notes: dict) -> str:
         )
         return f"[E{notes[error]}](#{section})"
 
-    lines += [f"| `{name}` | " + " | ".join(table[name, c] for c in CONDITIONS)
-              + f" | {route(name)} |" for name in ROWS]  # fmt: skip
+    lines += [f"| `{name}` | " + " | ".join(table[name, c] for c in eager)
+              + f" | {compiled(name)} | {route(name)} |" for name in ROWS]  # fmt: skip
 
     def short(text):  # without examples in parentheses, at most 24 words
         words = re.sub(r" \(e\.g\.[^)]*\)", "", text).split()
