@@ -47,16 +47,22 @@ def checked(optimizer, reference, *, train=None, steps=3, **named):
     """Check each ``optimizer.step()`` in the block by its outcome. At each step (with a closure,
     after each run of it), every parameter's ``.grad`` must equal the gradient of
     ``reference(step)``, a loss recomputed from scratch at the current weights by other code
-    than the fix, and each parameter meant to train (``train``; all by default) must get a
-    non-zero gradient. At the end, at least ``steps`` steps ran and each of those parameters
-    moved. ``named``: modules or tensors, which name the parameters in the messages."""
+    than the fix, and each parameter meant to train (``train``; by default all of the optimizer's
+    and of ``named``, which must then all be in it) must get a non-zero gradient. At the end, at
+    least ``steps`` steps ran and each of those parameters moved. ``named``: modules or tensors,
+    which name the parameters in the messages."""
     names = {}
     for key, part in named.items():
         pairs = part.named_parameters() if isinstance(part, torch.nn.Module) else [("", part)]
         for name, p in pairs:
             names.setdefault(p, f"{key}.{name}".strip("."))
     params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    if train is None:  # every named parameter that requires grad is meant to train
+        held = {id(p) for p in params}
+        left_out = [n for p, n in names.items() if p.requires_grad and id(p) not in held]
+        assert not left_out, f"{left_out[0]} is not in the optimizer: it never trains"
     meant = params if train is None else list(train)
+    assert meant, "the optimizer holds no parameter meant to train: nothing to check"
     start, done, trained = [p.detach().clone() for p in meant], [], {id(p) for p in meant}
 
     def compare():
