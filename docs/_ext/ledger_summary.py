@@ -1,4 +1,5 @@
-"""The ledger's counts and claim tables, computed from the claim sections when ``docs/ledger.md`` is
+"""The ledger's counts and claim tables (the claims that do not hold, with the numbers of those that
+do), computed from the claim sections when ``docs/ledger.md`` is
 read (a code cell cannot: a download runs without the other pages). A claim is a label
 ``(ledger-000-5)=``, a heading ``## 000-5: <claim>``, an empty line and its verdict badge; anything
 else after such a label, or a placeholder left unreplaced, fails the build.
@@ -64,7 +65,7 @@ def fill_in(app, docname: str, source: list[str]) -> None:
     if docname != "docs/ledger":
         return
     docs = Path(app.srcdir) / "docs"
-    for path in docs.glob("ledger-*.md"):
+    for path in [*docs.glob("ledger-*.md"), Path(__file__)]:  # this code writes the tables too
         app.env.note_dependency(str(path))
     texts = read_claims(docs)
 
@@ -73,11 +74,14 @@ def fill_in(app, docname: str, source: list[str]) -> None:
             return summary(texts)
         if match[2] not in texts:
             raise ExtensionError(f"ledger.md: {{ledger-claims}} {match[2]}: no such text")
-        rows = [
-            [f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`", BADGE[v], claim]
-            for _, id_, claim, v in texts[match[2]]
-        ]
-        return table(["claim", "verdict", "what the text says, in our words"], rows)
+        def link(id_: str) -> str:
+            return f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`"
+
+        # A claim that holds is linked by its number only: the table shows what to unlearn.
+        rows = [[link(i), BADGE[v], c] for _, i, c, v in texts[match[2]] if v != "correct"]
+        held = [link(i) for _, i, _, v in texts[match[2]] if v == "correct"]
+        said = f"\n\nHold ({BADGE['correct']}): {', '.join(held)}." if held else ""
+        return table(["claim", "verdict", "what the text says, in our words"], rows) + said
 
     source[0] = PLACEHOLDER.sub(replace, source[0])
 
