@@ -154,10 +154,12 @@ def _script(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def small_site(tmp_path_factory):
-    """A page and two scripts built with the site's configuration: cold; then after a torch
+    """A page (importing a helper module) and two scripts built with the site's configuration:
+    cold; then after a torch
     upgrade (the installed torch's metadata says NEW_TORCH: a ``torch-<version>.dist-info`` first
     on PYTHONPATH, and ``constraints.txt`` pins it, as after ``nox -s lock``); then after one
-    script is removed. Returns the project and each build's (return code, log)."""
+    script is removed; after a label moved; after the helper module changed. Returns the project
+    and each build's (return code, log)."""
     tmp = tmp_path_factory.mktemp("small")
     project = copy_tree(tmp / "site", BUILD_FILES)
     (project / "index.md").write_text(
@@ -166,8 +168,9 @@ def small_site(tmp_path_factory):
     (project / "docs" / "other.md").write_text(OTHER)
     (project / "docs" / "page.md").write_text(
         PAGE_HEADER + "# A page\n\nSee {ref}`moved`.\n\n"
-        '```{code-cell} ipython3\nprint("the page ran")\n```\n'
+        '```{code-cell} ipython3\nfrom helper import VALUE\n\nprint("the page ran", VALUE)\n```\n'
     )
+    (project / "docs" / "helper.py").write_text('VALUE = "first"\n')
     (project / "gallery").mkdir()
     (project / "gallery" / "README.rst").write_text("Examples\n========\n\nTwo scripts.\n")
     for name in ("kept", "removed"):
@@ -196,6 +199,8 @@ def small_site(tmp_path_factory):
     moved = OTHER.replace("(moved)=\n", "").replace("## Second", "(moved)=\n## Second")
     (project / "docs" / "other.md").write_text(moved)
     build("label moved", upgraded)
+    (project / "docs" / "helper.py").write_text('VALUE = "second"\n')
+    build("helper edited", upgraded)
     return project, builds
 
 
@@ -239,3 +244,12 @@ def test_a_moved_label_updates_the_pages_that_link_to_it(small_site):
     page = (project / "_build" / "html" / "docs" / "page.html").read_text()
     link = BeautifulSoup(page, "html.parser").select_one('a[href="other.html#moved"]')
     assert link is not None and link.get_text() == "Second", link
+
+
+def test_editing_a_helper_module_re_executes_the_pages_that_import_it(small_site):
+    project, builds = small_site
+    code, log = builds["helper edited"]
+    assert code == 0, f"the build after editing docs/helper.py failed:\n{log[-5000:]}"
+    assert _executed(project, log) == ({"docs/page"}, 0), _executed(project, log)
+    page = (project / "_build" / "html" / "docs" / "page.html").read_text()
+    assert "the page ran second" in page, "the page shows the helper's old value"
