@@ -196,18 +196,23 @@ else:
 # :ref:`in-place error <errors-inplace>`): here a linear policy's does, with the gradient of the
 # policy *that acted* at every update (asserted). The check stops it at the second update:
 
+
+def three_updates(policy, loss, **backward):  # on one stored episode, checked
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
+    with checked(optimizer, ratio_reference(policy, 3), policy=policy):
+        for update in range(3):
+            optimizer.zero_grad()
+            loss().backward(**backward)
+            optimizer.step()
+
+
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
-optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
 states, actions, returns, log_probs = run_episode(policy, keep_graph=True)
 acting_policy = copy.deepcopy(policy)
 assert returns[0] != 0  # non-zero gradients
 try:
-    with checked(optimizer, ratio_reference(policy, 3), policy=policy):
-        for update in range(3):
-            optimizer.zero_grad()
-            (-(log_probs * returns).sum()).backward(retain_graph=True)
-            optimizer.step()
+    three_updates(policy, lambda: -(log_probs * returns).sum(), retain_graph=True)
 except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 1: wrong gradient of policy.weight" in str(error)
@@ -250,14 +255,9 @@ assert abs(slope["ratio-weighted"] - slope["current policy"]) < 1e-6
 assert not torch.equal(*(nn.Dropout(0.5)(torch.ones(16)) for _ in range(2)))
 torch.manual_seed(7)
 policy = nn.Linear(N_INPUTS, 2)
-optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
 states, actions, returns, log_probs = run_episode(policy)
 assert log_probs.grad_fn is None  # the stored batch holds no graph
-with checked(optimizer, ratio_reference(policy, 3), policy=policy):
-    for update in range(3):
-        optimizer.zero_grad()
-        surrogate(policy, states, actions, returns, log_probs).backward()  # fresh graph
-        optimizer.step()
+three_updates(policy, lambda: surrogate(policy, states, actions, returns, log_probs))  # fresh graph
 
 # %%
 # Actor-critic: detach the advantage in the actor's loss
@@ -286,22 +286,27 @@ def actor_critic_reference(updates_per_batch):
     return lambda step: actor_part(step) + ((critic(states)[:, 0] - returns) ** 2).mean()
 
 
+def actor_critic_updates(detach):  # three, on one stored episode, checked
+    with checked(optimizer, actor_critic_reference(3), actor=actor, critic=critic):
+        for update in range(3):
+            optimizer.zero_grad()
+            losses(detach).backward()
+            optimizer.step()
+
+
 torch.manual_seed(0)
 actor, critic = mlp(2), mlp(1)
 optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=0.005)
 states, actions, returns, old = run_episode(actor)
 episodes = 1
 try:
-    with checked(optimizer, actor_critic_reference(3), actor=actor, critic=critic):
-        for update in range(3):
-            optimizer.zero_grad()
-            losses(detach=False).backward()
-            optimizer.step()
+    actor_critic_updates(detach=False)
 except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
     assert "step 0: wrong gradient of critic.0.weight" in str(error)
 else:
     raise AssertionError("the check was expected to fail")
+actor_critic_updates(detach=True)  # detached, the same updates pass (no step was taken above)
 
 # %%
 # Training the fixed loop

@@ -236,19 +236,19 @@ def sam_reference(model, x=inputs, y=outputs):
 # The check passes three SAM steps, and stops at once the step that reuses the first loss
 # (linear model): its "SAM" gradient is the plain one.
 
-net = copy.deepcopy(start)
-optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
-with checked(optimizer, sam_reference(net), net=net):
-    for _ in range(3):
-        sam_step(net, optimizer)
 
-optimizer = torch.optim.SGD(linear.parameters(), lr=0.1)
-try:
-    with checked(optimizer, sam_reference(linear, features, targets), linear=linear):
+def three_sam_steps(model, x=inputs, y=outputs, reuse=False):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with checked(optimizer, sam_reference(model, x, y), model=model):
         for _ in range(3):
-            sam_step(linear, optimizer, features, targets, reuse=True)
+            sam_step(model, optimizer, x, y, reuse)
+
+
+three_sam_steps(copy.deepcopy(start))
+try:
+    three_sam_steps(linear, features, targets, reuse=True)
 except AssertionError as error:
     print(f"{type(error).__name__}: {error}")
-    assert "step 0: wrong gradient of linear.weight" in str(error)
+    assert "step 0: wrong gradient of model.weight" in str(error)
 else:
     raise AssertionError("the check was expected to fail")
