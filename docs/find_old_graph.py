@@ -138,7 +138,10 @@ def mark_step() -> None:
     global _MARK
     read = getattr(torch.autograd, "_get_sequence_nr", None)
     if read is None:
-        _gap("torch.autograd._get_sequence_nr()", "mark_step() marks nothing; only nodes freed by a backward count as old")
+        _gap(
+            "torch.autograd._get_sequence_nr()",
+            "mark_step() marks nothing; only nodes freed by a backward count as old",
+        )
         return
     _MARK = read()  # the next node's number, read, nothing made
 
@@ -226,7 +229,9 @@ class Report:
         lines = []
         if self.carriers:
             lines.append("Carrying an earlier step's graph:")
-            alike = collections.defaultdict(list)  # one line for places of one kind (a cache's layers)
+            alike = collections.defaultdict(
+                list
+            )  # one line for places of one kind (a cache's layers)
             for carrier in self.carriers:
                 alike[carrier.kind, carrier.node, carrier.verdict, carrier.enters].append(carrier)
             for group in alike.values():
@@ -241,7 +246,9 @@ class Report:
             )
             counts = collections.Counter(str(c) for c in self.culprits)
             if self.carriers:  # the places are named above: the nodes' own list would repeat them
-                counts = collections.Counter(str(dataclasses.replace(c, held_by=())) for c in self.culprits)
+                counts = collections.Counter(
+                    str(dataclasses.replace(c, held_by=())) for c in self.culprits
+                )
             lines += [
                 f"  {text}" + (f"\n      ({n} such nodes)" if n > 1 else "")
                 for text, n in counts.items()
@@ -565,7 +572,9 @@ def _class_attributes(kind: type):
             yield f"={klass.__name__}", klass  # an absolute path: Sampler.history
 
 
-_IPYTHON = re.compile(r"_+|_\d+|_i+|_i\d+|_[iod]h|In|Out|get_ipython|exit|quit")  # history, not yours
+_IPYTHON = re.compile(
+    r"_+|_\d+|_i+|_i\d+|_[iod]h|In|Out|get_ipython|exit|quit"
+)  # history, not yours
 
 
 def _walk(objects: dict[str, object], budget: int):
@@ -600,11 +609,15 @@ def _walk(objects: dict[str, object], budget: int):
                         walk.opt_params.update(id(p) for p in group["params"] if p.requires_grad)
                 elif issubclass(kind, torch.nn.Module):
                     walk.module_params.update(
-                        id(p) for p in (_own_dict(obj) or {}).get("_parameters", {}).values() if p is not None
+                        id(p)
+                        for p in (_own_dict(obj) or {}).get("_parameters", {}).values()
+                        if p is not None
                     )
                 try:
                     for suffix, child in _children(obj, walk.names, top):
-                        if issubclass(type(child), _ATOMS):  # a number, a string: counted, nothing inside
+                        if issubclass(
+                            type(child), _ATOMS
+                        ):  # a number, a string: counted, nothing inside
                             walk.visited += 1
                             if walk.visited > budget:
                                 walk.visited -= 1
@@ -864,7 +877,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     # old node, or if only old nodes lie below it
     known_old = {fn for fn, names_ in state.items() if names_ is not None}
     newest_old = max(
-        (n for f in known_old if type(f).__name__ != "AccumulateGrad" and (n := _seq(f)) is not None),
+        (
+            n
+            for f in known_old
+            if type(f).__name__ != "AccumulateGrad" and (n := _seq(f)) is not None
+        ),
         default=-1,
     )
     new_below = _below(list(state), kids, lambda f: alive[f] and f not in known_old, stop=known_old)
@@ -958,7 +975,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
         elif root is not None and not enters and tensor.dim() == 0:
             kind, verdict = "a number kept across steps that this loss does not use", "detach"
-            reason = "a running total or a log keeps every earlier step's graph alive (memory grows)"
+            reason = (
+                "a running total or a log keeps every earlier step's graph alive (memory grows)"
+            )
             fix = "add loss.item() (a float) to it, or loss.detach()"
         elif count > 1 or group in this_step and group != here:
             what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
@@ -978,7 +997,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 )
                 fix = "store detached copies (x.detach()) where they are added"
                 if reaches_trained.get(fn):
-                    reason += f"; if they are values of {leaf_names}, which still trains, recompute them"
+                    reason += (
+                        f"; if they are values of {leaf_names}, which still trains, recompute them"
+                    )
         elif not old(fn):
             kind, verdict = "rebuilt this step from its value of an earlier step", "state"
             reason = "state carried from step to step"
@@ -992,7 +1013,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             verb = "train" if len(leaves) > 1 else "trains"
             reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
             fix = "compute it inside the step; a constant (a target, a teacher's output): detach it"
-        elif mine := _leaves_below(fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad):
+        elif mine := _leaves_below(
+            fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
+        ):
             kind, verdict = old_kind(fn), "recompute"
             mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
             reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given holds"
@@ -1009,7 +1032,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             kind, verdict = old_kind(fn), "detach"
             reason = "a constant for this step: its graph reaches no leaf that requires grad"
             fix = f"{detach}, or compute it under torch.no_grad()"
-        carriers.append(Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters))
+        carriers.append(
+            Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
+        )
     carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
 
     freed, culprits = [], []
@@ -1059,8 +1084,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             "with retain_graph=True nothing is freed: call mark_step() at the top of each step so "
             "that nodes made before it count as old"
         )
-    if torch.is_anomaly_enabled() and freed and not any(
-        "traceback_" in (getattr(f, "metadata", None) or {}) for f in known_old
+    if (
+        torch.is_anomaly_enabled()
+        and freed
+        and not any("traceback_" in (getattr(f, "metadata", None) or {}) for f in known_old)
     ):
         notes.append(  # a private key: made before anomaly mode was on, or torch moved it
             'anomaly mode is on, but no old node holds its stack (Node.metadata["traceback_"]): '
