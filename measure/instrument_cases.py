@@ -777,7 +777,7 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "mmengine_update_params": "solved",
     "full_backward_hook": "solved",
     "losses_in_torch_tensor": "solved",
-    "reentrant_checkpoint": "partial",
+    "reentrant_checkpoint": "solved",
     "nncf_parameter_replaced": "solved",
     "zero_init_relu": "partial",
     "custom_function_zeros": "solved",

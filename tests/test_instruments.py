@@ -346,7 +346,7 @@ def test_why_no_grad_rules():
     report = why_no_grad(loss, lin=lin, moved=moved, frozen=frozen, unused=nn.Linear(3, 1))
     assert report["moved"].rule == "not a leaf: a copy"
     assert report["frozen.weight"].rule == "frozen"
-    assert report["unused.weight"].rule == "not on the graph"
+    assert report["unused.weight"].rule == "not on the graph: its module is not used or is cut"
     assert report["lin.weight"].rule == "has a gradient"
 
 
