@@ -2,20 +2,19 @@
 
 The source directory is the repository root: MyST-NB pages live in ``docs/``, sphinx-gallery
 scripts in ``gallery/`` (rendered into ``auto_examples/``), and ``index.md`` is the home page.
-Every page and script is executed during the build; see README.md, "How the build keeps its
-promises", for what each setting below enforces.
+Every page and script is executed during the build; MAINTAINING.md says what each setting below
+enforces. Settings only: what must happen when a build starts is done by the extensions in
+docs/_ext, in the order listed at ``extensions`` below.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+sys.path[:0] = [str(ROOT / "docs" / "_ext"), str(ROOT / "tools")]  # extensions; forking_kernel
 
 # --- Fail early and clearly where Sphinx's own message would not -----------------------------------
 # A missing Sphinx extension is named by Sphinx itself. These are not extensions: without them the
@@ -40,7 +39,6 @@ if _missing:
         "python -m pip install -r requirements/docs.txt -c constraints.txt"
     )
 
-import gallery_reset  # noqa: E402
 import site_context  # noqa: E402
 
 # --- Project ------------------------------------------------------------------------------------
@@ -64,19 +62,25 @@ extensions = [
     "sphinx_design",
     "sphinxext.opengraph",
     "notfound.extension",
-    # Local extensions (docs/_ext): each is small and says why it exists.
+    # Local extensions (docs/_ext). When a build starts (builder-inited): freshness empties the
+    # execution caches on a new execution key and drops the files of removed scripts (priority
+    # 400), execution writes the kernelspec and starts the zygote (400), internals creates and
+    # trims the page cache and copies myst-nb's stylesheet (450), sphinx-gallery runs the scripts
+    # (500). While a page is read: freshness notes its dependencies (source-read),
+    # ledger_summary fills in the ledger, myst-nb executes it (or takes it from the cache,
+    # internals), execution checks and completes its notebook (doctree-read). Then freshness
+    # picks the pages to write (env-get-updated); html_output gives each page its context, links
+    # its code and rewrites it (template_bridge); then site_context writes the sitemap and
+    # robots.txt and freshness completes the search index (build-finished).
+    "freshness",
     "site_context",
-    "gallery_reset",
-    "nb_execution",
-    "forking_kernel",
-    "nb_expectations",
-    "reproducible_output",
-    "code_links",
+    "internals",
+    "execution",
     "ledger_summary",
 ]
-# Every rendered page goes through the rewrites that make it valid HTML and free of axe violations
-# (docs/_ext/html_quality.py says which, and why each has no setting).
-template_bridge = "html_quality.QualityTemplates"
+# Every rendered page gets links in its code and the rewrites that make it valid HTML and free of
+# axe violations (docs/_ext/html_output.py says which, and why each has no setting).
+template_bridge = "html_output.SiteTemplates"
 
 root_doc = "index"
 templates_path = ["docs/_templates"]
@@ -108,7 +112,8 @@ pygments_dark_style = "github-dark"
 # --- MyST-NB: every page is executed; a cell may only raise when it says which error ----------
 myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
 myst_heading_anchors = 3
-nb_execution_mode = "cache"  # re-execute a page only when its code changes
+nb_execution_mode = "cache"  # re-execute a page only when its code changes (docs/_ext/freshness.py)
+nb_execution_cache_path = str(ROOT / "_build" / ".jupyter_cache")
 # Per cell. Cells take seconds, but a busy 2-core machine stretches them many times over (the
 # longest page took 67 s on a machine with a load of 12); this only catches a cell that hangs.
 nb_execution_timeout = 600
@@ -120,27 +125,14 @@ nb_merge_streams = True  # one output block per stream, however the kernel chunk
 nb_kernel_rgx_aliases = {".*": "python3"}
 nb_render_markdown_format = "gfm"  # Markdown produced by cells (tables built from results) renders
 
-# The kernel reads its start-up (seeds, short tracebacks) from a private IPython directory that we
-# copy into _build, so the source tree is never written to.
-_ipython_dir = ROOT / "_build" / "ipython"
-shutil.copytree(ROOT / "docs" / "_ipython", _ipython_dir, dirs_exist_ok=True)
-os.environ["IPYTHONDIR"] = str(_ipython_dir)
-# The "python3" kernel starts whichever `python` is first on PATH: make it this interpreter, so the
-# pages run with exactly the packages (and torch) that Sphinx itself sees.
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-
-# Every figure, in pages and gallery, takes the site's one style (docs/matplotlibrc says why).
-os.environ["MATPLOTLIBRC"] = str(ROOT / "docs" / "matplotlibrc")
-
-
 # --- sphinx-gallery ----------------------------------------------------------------------------
 sphinx_gallery_conf = {
     "examples_dirs": "gallery",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",  # every plot_*.py is executed
-    "reset_modules": ("gallery_reset.reset_before_example",),
+    "reset_modules": ("site_context.reset_before_example",),
     "reset_modules_order": "both",
-    "image_scrapers": (gallery_reset.SVGFigures(),),
+    "image_scrapers": (site_context.SVGFigures(),),
     "remove_config_comments": True,
     "write_computation_times": False,  # timings differ between builds; the benchmark reports them
     "min_reported_time": float("inf"),
@@ -166,13 +158,12 @@ html_static_path = ["docs/_static"]
 html_css_files = ["site.css"]
 # The site's search ranking (see its header): pasted errors and readers' words find the page that
 # explains them. It relies on each page's index entries, which searchindex.js holds for every page
-# after any kind of build (docs/_ext/reproducible_output.py carries over those of pages not written).
+# after any kind of build (docs/_ext/freshness.py carries over those of pages not written).
 html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False
 html_baseurl = site_context.site_url()
-# robots.txt names the sitemap at the site's public URL, so it is written per build, like the sitemap.
-html_extra_path = ["docs/_extra", str(site_context.write_robots_txt(ROOT / "_build" / "extra"))]
+html_extra_path = ["docs/_extra"]  # robots.txt and sitemap.xml: docs/_ext/site_context.py
 html_theme_options = {
     "source_repository": REPOSITORY,
     "source_branch": BRANCH,
@@ -189,8 +180,6 @@ copybutton_exclude = ".linenos, .gp, .go"
 copybutton_prompt_text = r">>> |\.\.\. |\$ |In \[\d*\]: | {2,5}\.\.\.: "
 copybutton_prompt_is_regexp = True
 
-# sitemap.xml lists every page (docs/_ext/reproducible_output.py writes it; search, genindex and 404
-# are not pages of content).
 ogp_site_url = site_context.site_url()
 ogp_site_name = project
 # One card for every page, committed in docs/_extra (the site root): 1200 x 630, no version on it.

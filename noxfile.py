@@ -63,8 +63,7 @@ def tests(session: nox.Session) -> None:
                 "CI must prove the build works offline, but unshare/ip/root are unavailable."
             )
         session.warn("SKIPPING the offline proof: this machine cannot create a network namespace.")
-    # --if-stale: a site built (offline, successfully) from exactly these files is not rebuilt.
-    session.run(*BUILD_SITE, "--if-stale", *(["--offline"] if offline else []))
+    session.run(*BUILD_SITE, *(["--offline"] if offline else []))
     args = list(session.posargs)
     if not any((ROOT / arg.split("::")[0]).exists() for arg in args if not arg.startswith("-")):
         args.append("tests")  # `-- -m fast`, `-- -k name`: the whole folder, selected
@@ -112,7 +111,7 @@ def versions(session: nox.Session) -> None:
     `nox -s versions -- --release 2.4.1 --only wrappers.ipynb` runs a part."""
     install(session, "docs")
     # the results are about to be rewritten: old unexplained failures must not stop this build
-    session.run(*BUILD_SITE, "--if-stale", env={"TORCH_RELEASES_RERUN": "1"})
+    session.run(*BUILD_SITE, env={"TORCH_RELEASES_RERUN": "1"})
     session.run("python", "measure/run_versions.py", *session.posargs)
 
 

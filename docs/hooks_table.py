@@ -8,11 +8,14 @@ every public hook of ``torch.autograd.graph`` (a name holding "hook", or a subcl
 
 ``pass_table()`` runs the hooks that a forward or backward pass fires. Each is registered on a
 ``Linear`` layer ``lin`` (or on its weight, its output, or the output's ``grad_fn``; saved-tensor
-hooks around the layer's call), followed by a ``Linear`` head that trains, and counted when it
-runs for ``lin``, under each of ``CONDITIONS``. ``other_table()`` runs the hooks no pass fires
+hooks around the layer's call), followed by a head that trains (a weight, not a module: global
+module hooks see ``lin`` alone), and counted when it runs for ``lin``, under each of
+``CONDITIONS``. In the compiled columns a hook that fired while ``torch.compile`` compiled no
+graph (it fell back to eager for the layer) is marked with the graph break's reason. ``other_table()`` runs the hooks no pass fires
 (``state_dict``, ``load_state_dict``, registration, ``disable_saved_tensors_hooks``). A result is
 "yes" (it ran), "no", or ``"Type: message"`` of the error; ``notes`` collects the errors and the
-``UserWarning``s seen, numbered. Where it stops: one layer type, hooks registered before the
+``UserWarning``s seen and the graph breaks, numbered. ``ddp_hook_grads()`` shows what a
+parameter's hooks see under ``DistributedDataParallel``. Where it stops: one layer type, hooks registered before the
 first call, default registration flags; a compiled run is ``torch.compile(lin)`` with the hooks
 already in place.
 """
@@ -25,9 +28,11 @@ import warnings
 
 import torch
 import torch.autograd.graph as graph
+import torch.nn.functional as F
 import torch.nn.modules.module as module_hooks
 from outcome import outcome
 from torch import nn
+from torch._dynamo.utils import counters
 
 CONDITIONS = {  # key: column heading
     "call": "lin(x)",
@@ -107,27 +112,32 @@ ROWS = {
     "register_multi_grad_hook on weight, bias": (
         lambda lin, calls: graph.register_multi_grad_hook(
             (lin.weight, lin.bias), lambda grads: calls.append(1)), _none, None),
+    'register_multi_grad_hook mode="any"': (
+        lambda lin, calls: graph.register_multi_grad_hook(
+            (lin.weight, lin.bias), lambda grad: calls.append(1), mode="any"), _none, None),
     "saved_tensors_hooks": (_none, _none, _Counted),
     "save_on_cpu": (_none, _none, lambda calls: _Counted(calls, graph.save_on_cpu())),
 }  # fmt: skip
 
 
 def _trial(on_module, on_output, saved, condition):
-    lin, head = nn.Linear(3, 2), nn.Linear(2, 1)
+    """ "yes", "no" or "Type: message", and the reason of a graph break where nothing compiled."""
+    lin, head = nn.Linear(3, 2), torch.randn(1, 2, requires_grad=True)
     x = torch.randn(4, 3, requires_grad=condition == "grad_x")
     if condition == "frozen":
         lin.requires_grad_(False)
     calls, handles = [], []
+    compiled = condition in ("aot_eager", "inductor")
+    counters.clear()
 
     def run():
         handles.append(on_module(lin, calls))
-        compiled = condition in ("aot_eager", "inductor")
         layer = torch.compile(lin, backend=condition) if compiled else lin
         with torch.no_grad() if condition == "no_grad" else contextlib.nullcontext():
             with saved(calls) if saved else contextlib.nullcontext():
                 out = layer.forward(x) if condition == "forward" else layer(x)
             on_output(out, calls)
-            loss = head(out).sum()
+            loss = F.linear(out, head).sum()
         if condition in ("grad_x", "grad_w"):
             torch.autograd.grad(loss, x if condition == "grad_x" else lin.weight)
         elif condition != "no_grad":
@@ -136,16 +146,27 @@ def _trial(on_module, on_output, saved, condition):
     result = outcome(run)
     for handle in filter(None, handles):
         handle.remove()
-    return ("yes" if calls else "no") if result == "right" else result.split(". ")[0]
+    breaks = (
+        [] if not compiled or counters["stats"]["unique_graphs"] else list(counters["graph_break"])
+    )
+    result = ("yes" if calls else "no") if result == "right" else result.split(". ")[0]
+    return result, [f"graph break, nothing compiled: {b.splitlines()[0]}" for b in breaks]
 
 
-def _marked(result, warned, notes):
-    """ "yes", "no", or "E<n>", then ", W<n>" per UserWarning; the texts go into ``notes``."""
+def _marked(trial, warned, notes):
+    """ "yes", "no", or "E<n>", then ", W<n>" per UserWarning and ", B<n>" per graph break that
+    left the layer uncompiled; the texts go into ``notes``."""
+    result, breaks = trial
     if ":" in result:
         result = f"E{notes.setdefault(result, len(notes) + 1)}"
-    marks = [notes.setdefault(f"UserWarning: {str(w.message).split('. ')[0]}", len(notes) + 1)
-             for w in warned if issubclass(w.category, UserWarning)]  # fmt: skip
-    return result + "".join(f", W{m}" for m in dict.fromkeys(marks))
+    texts = [f"UserWarning: {str(w.message).split('. ')[0]}"
+             for w in warned if issubclass(w.category, UserWarning)] + breaks  # fmt: skip
+    marks = [f"{_kind(t)}{notes.setdefault(t, len(notes) + 1)}" for t in dict.fromkeys(texts)]
+    return ", ".join([result, *marks])
+
+
+def _kind(note):
+    return {"UserWarning": "W", "graph break": "B"}.get(note.split(":")[0].split(",")[0], "E")
 
 
 def pass_table(notes: dict) -> dict:
@@ -228,39 +249,62 @@ def other_table() -> dict:
     return table
 
 
-ROUTES = {  # what readers report, and the section with the fix (docs/hooks.md)
+ROUTES = {  # what readers report, and the section with the fix (docs/hooks.md); "no fix": none
     "Module.register_forward_pre_hook": "[not called](#hooks-forward)",
     "Module.register_forward_hook": "[not called](#hooks-forward)",
-    "Module.register_full_backward_pre_hook": "[not called on a frozen layer](#hooks-guard)",
-    "Module.register_full_backward_hook": "[\"Output 0 of BackwardHookFunction is a view\"](#hooks-guard)",
-    "Module.register_backward_hook": "[grad_input is not the module's](#hooks-legacy)",
+    "Module.register_full_backward_pre_hook": "[not called: frozen, fed data](#hooks-guard)",
+    "Module.register_full_backward_hook": "[\"Output 0 … is a view\"](#hooks-guard)",
+    "Module.register_backward_hook": "[wrong grad_input](#hooks-legacy)",
     "register_module_backward_hook": "[\"Cannot use both…\"](#hooks-legacy)",
-    "Tensor.register_hook on lin.weight": "[not called with autograd.grad](#hooks-autograd-grad)",
-    "Tensor.register_hook on the output": "[\"cannot register a hook on a tensor that doesn't "
-    "require gradient\"](#hooks-guard)",
-    "Tensor.register_post_accumulate_grad_hook": "[optimizer in backward never steps]"
-    "(#hooks-autograd-grad)",
-    "Node.register_hook on out.grad_fn": "[\"'NoneType' object has no attribute "
-    "'register_hook'\"](#hooks-guard)",
-    "register_multi_grad_hook on weight, bias": "[\"A leaf node was passed to "
-    "_will_engine_execute_node\"](#hooks-autograd-grad)",
-    "saved_tensors_hooks": "pack not called: nothing saved",
-    "save_on_cpu": "no memory saved: nothing saved",
-    "Node.register_prehook on out.grad_fn": "as Node.register_hook",
-} | {
-    f"register_module_{kind}": "as the Module method"
-    for kind in ("forward_pre_hook", "forward_hook", "full_backward_pre_hook", "full_backward_hook")
+    "Tensor.register_hook on lin.weight": "[not called](#hooks-autograd-grad)",
+    "Tensor.register_post_accumulate_grad_hook": "[never steps](#hooks-autograd-grad)",
+    'register_multi_grad_hook mode="any"': "[not called](#hooks-autograd-grad)",
+    "saved_tensors_hooks": "no fix",
+    "save_on_cpu": "no fix",
 }  # fmt: skip
+ROUTE_ERRORS = {  # rows whose route is an error under the table: (its text, the section)
+    "Tensor.register_hook on the output": (
+        "RuntimeError: cannot register a hook on a tensor that doesn't require gradient", "hooks-guard"),
+    "Node.register_hook on out.grad_fn": (
+        "AttributeError: 'NoneType' object has no attribute 'register_hook'", "hooks-guard"),
+    "Node.register_prehook on out.grad_fn": (
+        "AttributeError: 'NoneType' object has no attribute 'register_prehook'", "hooks-guard"),
+    "register_multi_grad_hook on weight, bias": ("RuntimeError: A leaf node was passed to "
+        "_will_engine_execute_node but we are currently running autograd.grad()", "hooks-autograd-grad"),
+}  # fmt: skip
+ROUTES |= {f"register_module_{kind}": ROUTES[f"Module.register_{kind}"]
+           for kind in ("forward_pre_hook", "forward_hook", "full_backward_pre_hook", "full_backward_hook")}  # fmt: skip
 
 
 def markdown(table: dict, notes: dict) -> str:
-    """The pass table, its routes, and the numbered errors and warnings under it."""
-    lines = ["| hook | " + " | ".join(CONDITIONS.values()) + " | route |",
-             "|---" * (len(CONDITIONS) + 2) + "|"]  # fmt: skip
-    lines += [f"| `{name}` | " + " | ".join(table[name, c] for c in CONDITIONS)
-              + f" | {ROUTES[name]} |" for name in ROWS]  # fmt: skip
-    kind = lambda text: "W" if text.startswith("UserWarning") else "E"  # noqa: E731
-    return "\n".join([*lines, "", *[f"{kind(t)}{n}: {t}" for t, n in notes.items()]])
+    """The pass table, its routes, and the numbered errors, warnings and graph breaks under it
+    (each without its examples, cut to 24 words). The two compiled columns show as one where
+    they agree ("aot_eager result / inductor result" where not)."""
+    eager = [c for c in CONDITIONS if c not in ("aot_eager", "inductor")]
+    lines = ["| hook | " + " | ".join(CONDITIONS[c] for c in eager) + " | compiled | route |",
+             "|---" * (len(eager) + 3) + "|"]  # fmt: skip
+
+    def compiled(name):
+        results = dict.fromkeys(table[name, c] for c in ("aot_eager", "inductor"))
+        return " / ".join(results)
+
+    def route(name):
+        if name in ROUTES:
+            return ROUTES[name]
+        error, section = ROUTE_ERRORS[name]
+        assert error in notes, (
+            f"hooks_table.py: {name!r} no longer raises {error!r}: fix ROUTE_ERRORS"
+        )
+        return f"[E{notes[error]}](#{section})"
+
+    lines += [f"| `{name}` | " + " | ".join(table[name, c] for c in eager)
+              + f" | {compiled(name)} | {route(name)} |" for name in ROWS]  # fmt: skip
+
+    def short(text):  # without examples in parentheses, at most 24 words
+        words = re.sub(r" \(e\.g\.[^)]*\)", "", text).split()
+        return " ".join(words[:24]) + (" …" if len(words) > 24 else "")
+
+    return "\n".join([*lines, "", *[f"{_kind(t)}{n}: {short(t)}" for t, n in notes.items()]])
 
 
 def other_markdown(table: dict) -> str:
@@ -269,3 +313,41 @@ def other_markdown(table: dict) -> str:
               + " | ".join(table[name, w].split(":")[0] for w in OTHER_WAYS) + " |"
               for name, (fired_by, _) in OTHER.items()]  # fmt: skip
     return "\n".join(lines)
+
+
+def ddp_hook_grads() -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """What a parameter's tensor hook and post-accumulate hook see under DistributedDataParallel,
+    the ``.grad`` the backward pass ends with, and the batch. One rank (gloo, a file rendezvous),
+    whose communication hook doubles each bucket where other ranks would add their gradients."""
+    import os
+    import sys
+    import tempfile
+
+    import torch.distributed as dist
+
+    loopback = {"linux": "lo", "darwin": "lo0"}.get(sys.platform)  # no host-name lookup
+    if loopback:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
+    with tempfile.TemporaryDirectory() as folder:
+        dist.init_process_group(
+            "gloo", init_method=f"file://{folder}/rendezvous", rank=0, world_size=1
+        )
+        try:
+            lin, seen = nn.Linear(3, 1), {}
+            ddp = nn.parallel.DistributedDataParallel(lin)
+
+            def doubled(state, bucket):  # the all-reduce's stand-in
+                future = torch.futures.Future()
+                future.set_result(bucket.buffer() * 2)
+                return future
+
+            ddp.register_comm_hook(None, doubled)
+            lin.weight.register_hook(lambda grad: seen.update(register_hook=grad.clone()))
+            lin.weight.register_post_accumulate_grad_hook(
+                lambda p: seen.update(post_accumulate=p.grad.clone())
+            )
+            batch = torch.randn(4, 3)
+            ddp(batch).sum().backward()
+            return seen, lin.weight.grad, batch
+        finally:
+            dist.destroy_process_group()

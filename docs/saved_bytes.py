@@ -17,8 +17,10 @@ import os
 import sys
 import weakref
 
+import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.profiler import ProfilerActivity, profile, record_function
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 
 class _Box:
@@ -30,45 +32,70 @@ class _Box:
         self.tensor = tensor
 
 
+def _blocks(tensor):
+    """(address, bytes) of each memory block a tensor refers to: one storage for an ordinary
+    tensor; its indices and values for a sparse one; its inner tensors for a wrapper subclass (a
+    nested tensor). Raises what ``untyped_storage()`` raises for a tensor with no storage."""
+    if tensor.layout == torch.sparse_coo:
+        parts = [tensor._indices(), tensor._values()]
+    elif tensor.layout in (torch.sparse_csr, torch.sparse_bsr):
+        parts = [tensor.crow_indices(), tensor.col_indices(), tensor.values()]
+    elif tensor.layout in (torch.sparse_csc, torch.sparse_bsc):
+        parts = [tensor.ccol_indices(), tensor.row_indices(), tensor.values()]
+    elif is_traceable_wrapper_subclass(tensor):
+        parts = [getattr(tensor, name) for name in tensor.__tensor_flatten__()[0]]
+    else:
+        storage = tensor.untyped_storage()
+        return [(storage.data_ptr(), storage.nbytes())]
+    return [block for part in parts if part is not None for block in _blocks(part)]
+
+
 class SavedBytes(saved_tensors_hooks):
     """Bytes of memory that the tensors saved for backward while this context is active refer to.
 
     Each block of memory (a tensor's storage) counts once and in full, however many saved tensors
     or views refer to it; the storages of ``skip`` (parameters, which exist anyway) do not count.
     ``held``: bytes autograd still holds now; ``peak``: the most it held at once; ``total``: every
-    block saved while active, released or not. What the pack hook never sees is not counted:
-    Python numbers that an operation wraps as 0-dim tensors and saves (``x * 3.0``, ``x / 4``),
-    and tensors a custom ``autograd.Function`` keeps as ``ctx`` attributes.
+    block saved while active, released or not. A sparse tensor counts its indices and values; a
+    nested tensor, its inner tensors. ``unseen``: how many saved tensors had no storage to read
+    (counted here, their bytes not). What the pack hook never sees is not counted: Python numbers
+    that an operation wraps as 0-dim tensors and saves (``x * 3.0``, ``x / 4``), and tensors a
+    custom ``autograd.Function`` keeps as ``ctx`` attributes.
     """
 
     def __init__(self, skip=()):
         super().__init__(self._pack, self._unpack)
-        self._skip = {p.untyped_storage().data_ptr() for p in skip}
+        self._skip = {address for p in skip for address, _ in _blocks(p)}
         self._blocks = {}  # storage address -> [boxes that hold it, bytes]
-        self.held = self.peak = self.total = 0
+        self.held = self.peak = self.total = self.unseen = 0
 
     def _pack(self, tensor):
         box = _Box(tensor.detach())  # an alias without history: the meter holds no graph
-        storage = tensor.untyped_storage()
-        address = storage.data_ptr()
-        if address not in self._skip:
-            block = self._blocks.setdefault(address, [0, storage.nbytes()])
+        try:
+            blocks = [(a, n) for a, n in dict(_blocks(tensor)).items() if a not in self._skip]
+        except (NotImplementedError, RuntimeError):  # no storage to read
+            self.unseen += 1
+            return box
+        for address, nbytes in blocks:
+            block = self._blocks.setdefault(address, [0, nbytes])
             if block[0] == 0:
                 self.held += block[1]
                 self.total += block[1]
                 self.peak = max(self.peak, self.held)
             block[0] += 1
-            weakref.finalize(box, self._release, address).atexit = False
+        if blocks:
+            weakref.finalize(box, self._release, [a for a, _ in blocks]).atexit = False
         return box
 
     def _unpack(self, box):
         return box.tensor
 
-    def _release(self, address):
-        block = self._blocks[address]
-        block[0] -= 1
-        if block[0] == 0:
-            self.held -= self._blocks.pop(address)[1]
+    def _release(self, addresses):
+        for address in addresses:
+            block = self._blocks[address]
+            block[0] -= 1
+            if block[0] == 0:
+                self.held -= self._blocks.pop(address)[1]
 
 
 @contextlib.contextmanager

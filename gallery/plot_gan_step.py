@@ -5,8 +5,8 @@ GAN step: fake.detach() or retain_graph
 The fix: train the discriminator on ``fake.detach()``, then score ``fake`` again for the
 generator's loss; no ``retain_graph``. ``retain_graph=True`` silences the error and, unless the
 generator's ``.grad`` is zeroed right before its backward, trains it on the discriminator's loss
-too. One discriminator pass feeding both losses needs ``retain_graph=True`` and ``inputs=``,
-and trains as a simultaneous update.
+too. One discriminator pass feeding both losses needs ``retain_graph=True`` and each backward
+limited to its own network; it trains as a simultaneous update.
 
 .. index:: GAN, GAN training step, generator, discriminator, fake.detach(), netD, netG,
    errD.backward, errG.backward
@@ -14,9 +14,9 @@ and trains as a simultaneous update.
 
 # %%
 # Real samples: mean 3, standard deviation 0.5. ``gen`` maps 4-D noise to a number, ``disc`` a
-# number to a logit; ``fresh_pair()`` restarts both. ``checked``
-# (:doc:`plot_how_examples_are_checked`) compares each network's ``.grad`` at its optimizer's
-# step with the gradient of that network's own loss at the current weights.
+# number to a logit. ``three_checked_steps`` runs a step function three times on fresh copies,
+# each network checked (:doc:`plot_how_examples_are_checked`) against its own loss written out
+# at the current weights, and counts the backward passes that reach the generator.
 
 import contextlib
 import copy
@@ -30,29 +30,73 @@ torch.manual_seed(0)
 torch.set_num_threads(1)  # tiny tensors
 
 
+# --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix
+# --- carry these lines unchanged (tests/test_outcome_copies.py compares them).
 @contextlib.contextmanager
-def checked(optimizer, reference, **modules):
-    names = {p: f"{k}.{n}" for k, m in modules.items() for n, p in m.named_parameters()}
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    start, done = [p.detach().clone() for p in params], []
+def checked(optimizer, reference, *, train=None, steps=3, **named):
+    """Check each ``optimizer.step()`` in the block by its outcome. At each step (with a closure,
+    after each run of it), every parameter's ``.grad`` must equal the gradient of
+    ``reference(step)``, a loss recomputed from scratch at the current weights by other code
+    than the fix, and each parameter meant to train (``train``; by default all of the optimizer's
+    and of ``named``, which must then all be in it) must get a non-zero gradient. At the end, at
+    least ``steps`` steps ran and each of those parameters moved. ``named``: modules or tensors,
+    which name the parameters in the messages."""
+    names = {}
+    for key, part in named.items():
+        pairs = part.named_parameters() if isinstance(part, torch.nn.Module) else [("", part)]
+        for name, p in pairs:
+            names.setdefault(p, f"{key}.{name}".strip("."))
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+    if train is None:  # every named parameter that requires grad is meant to train
+        held = {id(p) for p in params}
+        left_out = [n for p, n in names.items() if p.requires_grad and id(p) not in held]
+        assert not left_out, f"{left_out[0]} is not in the optimizer: it never trains"
+    meant = params if train is None else list(train)
+    assert meant, "the optimizer holds no parameter meant to train: nothing to check"
+    start, done, trained = [p.detach().clone() for p in meant], [], {id(p) for p in meant}
 
-    def check(*_):
-        wanted = torch.autograd.grad(reference(len(done)), params, allow_unused=True)
-        for p, want in zip(params, wanted):
-            got, step = p.grad, f"step {len(done)}:"
-            assert got is not None and got.any(), f"{step} {names[p]} got no gradient"
-            assert want is not None and got.allclose(want, 1e-4, 1e-6), (
-                f"{step} wrong gradient of {names[p]}"
+    def compare():
+        at = f"step {len(done) - 1}:"
+        got = [None if p.grad is None else p.grad.clone() for p in params]
+        with torch.enable_grad():
+            wanted = torch.autograd.grad(reference(len(done) - 1), params, allow_unused=True)
+        for p, grad, want in zip(params, got, wanted):
+            p.grad, name = grad, names.get(p, "a parameter")  # autograd.grad may add to it
+            if id(p) in trained:
+                assert grad is not None and grad.any(), f"{at} {name} got no gradient"
+            grad = torch.zeros_like(p) if grad is None else grad
+            want = torch.zeros_like(p) if want is None else want
+            ratio = grad.norm() / want.norm().clamp_min(1e-12)
+            assert grad.allclose(want, 1e-4, 1e-6), (
+                f"{at} wrong gradient of {name} (norm x{ratio:.3g})"
             )
-        done.append(0)
+
+    def check(opt, args, kwargs):  # Optimizer.register_step_pre_hook, public since torch 2.0
+        done.append(len(done))
+        closure = kwargs.get("closure") or next((a for a in args if callable(a)), None)
+        if closure is None:
+            return compare()
+
+        def closure_then_compare():  # LBFGS, Lightning: the gradients come inside step()
+            loss = closure()
+            compare()
+            return loss
+
+        args = tuple(a for a in args if a is not closure)  # args[0] is the optimizer
+        return args, {**kwargs, "closure": closure_then_compare}
 
     handle = optimizer.register_step_pre_hook(check)
-    yield
-    handle.remove()
-    assert len(done) >= 3 and not any(map(torch.equal, params, start)), (
-        "< 3 steps, or one not moved"
-    )
-    print(f"{'/'.join(modules)}: {len(done)} steps checked")
+    try:
+        yield done
+    finally:
+        handle.remove()
+    assert len(done) >= steps, f"{len(done)} steps ran; a fix is checked over {steps}"
+    for p, before in zip(meant, start):
+        assert not torch.equal(p.detach(), before), f"{names.get(p, 'a parameter')} never moved"
+    print(f"{'/'.join(named) or 'model'}: {len(done)} steps checked")
+
+
+# --- end of checked
 
 
 def mlp(n_in, n_out):
@@ -71,33 +115,29 @@ bce = F.binary_cross_entropy_with_logits
 
 def fresh_pair():
     gen, disc = copy.deepcopy(gen_start), copy.deepcopy(disc_start)
-    return (
-        gen,
-        disc,
-        torch.optim.SGD(gen.parameters(), 0.05),
-        torch.optim.SGD(disc.parameters(), 0.05),
-    )
+    return gen, disc, *(torch.optim.SGD(net.parameters(), 0.05) for net in (gen, disc))
 
 
 def three_checked_steps(step, simultaneous=False):
     gen, disc, opt_gen, opt_disc = fresh_pair()
-    judge = copy.deepcopy(disc)  # simultaneous: the discriminator as the step began
-    disc_loss = lambda k: bce(disc(real), is_real) + bce(disc(gen(noise)), is_fake)  # noqa: E731
-    gen_loss = lambda k: bce((judge if simultaneous else disc)(gen(noise)), is_real)  # noqa: E731
+    began = {}  # step -> the discriminator as that step began, kept by its reference
+    passes, checking = [], []  # backward passes reaching the generator, except the check's
+    gen[0].weight.register_hook(lambda grad: None if checking else passes.append(grad))
+    opt_gen.register_step_pre_hook(lambda *_: checking.append(True))  # before the check's hook
+    opt_gen.register_step_post_hook(lambda *_: checking.clear())
+
+    def disc_loss(k):  # runs before the discriminator's step k
+        began[k] = copy.deepcopy(disc)
+        return bce(disc(real), is_real) + bce(disc(gen(noise)), is_fake)
+
+    def gen_loss(k):
+        return bce((began.get(k, disc) if simultaneous else disc)(gen(noise)), is_real)
+
     with checked(opt_disc, disc_loss, disc=disc), checked(opt_gen, gen_loss, gen=gen):
         for _ in range(3):
-            judge.load_state_dict(disc.state_dict())
             step(gen, disc, opt_gen, opt_disc)
-
-
-def check_fails(expected, step):
-    try:
-        three_checked_steps(step)
-    except AssertionError as error:
-        print(f"{type(error).__name__}: {error}")
-        assert expected in str(error)
-    else:
-        raise AssertionError("the check passed")
+    print(f"backward passes through the generator: {len(passes)}")
+    return len(passes)
 
 
 # %%
@@ -121,7 +161,7 @@ def usual_step(gen, disc, opt_gen, opt_disc):
     opt_gen.step()
 
 
-three_checked_steps(usual_step)
+assert three_checked_steps(usual_step) == 3
 
 # %%
 # Without ``detach()``, the discriminator's backward runs on into the generator and frees its
@@ -147,30 +187,51 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {str(error).partition(' (')[0]}")
     assert "graph a second time" in str(error)
 else:
-    raise AssertionError("no error")
+    raise AssertionError("the generator's backward was expected to fail")
 
 # %%
 # ``loss_disc.backward(retain_graph=True)`` silences it, and the discriminator's loss now also
 # reaches the generator's ``.grad``. Zeroed only at the top, the generator trains on both:
 
-check_fails("step 0: wrong gradient of gen.", lambda *nets: undetached_step(*nets, True, False))
+try:
+    three_checked_steps(lambda *nets: undetached_step(*nets, True, False))
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of gen." in str(error)
+else:
+    raise AssertionError("the check was expected to fail")
 
 # %%
-# Zeroed again before the generator's backward, it trains right, after a backward through the
-# generator for nothing. ``detach()`` is the fix.
+# Zeroed again before the generator's backward, it trains right, with a second backward through
+# the generator at every step, for nothing. ``detach()`` is the fix.
 
-three_checked_steps(lambda *nets: undetached_step(*nets, True, True))
+assert three_checked_steps(lambda *nets: undetached_step(*nets, True, True)) == 6
 
 # %%
 # One discriminator pass for both losses: ``retain_graph`` is needed
 # ------------------------------------------------------------------
 #
 # Both losses built on one pass ``disc(gen(noise))``: the discriminator's backward frees it, and
-# the generator's loss needs it. ``retain_graph=True`` is the fix here, on two conditions. Both
-# backward calls come before ``opt_disc.step()``, which changes in place the weights the kept
-# pass saved: after it, the generator's backward raises the
-# :ref:`in-place modification error <errors-inplace>`. And each backward is limited to its own
-# network with ``inputs=``. (Both errors are asserted, not printed again.)
+# the generator's loss needs it (the freed-graph error). With ``retain_graph=True``, both backward
+# calls must come before ``opt_disc.step()``, which changes in place the weights the kept pass
+# saved (:ref:`the in-place error <errors-inplace>`). Both errors asserted:
+
+for retain_graph, message in ((False, "graph a second time"), (True, "modified by an inplace")):
+    gen, disc, opt_gen, opt_disc = fresh_pair()
+    scores_fake = disc(gen(noise))
+    (bce(disc(real), is_real) + bce(scores_fake, is_fake)).backward(retain_graph=retain_graph)
+    opt_disc.step()
+    try:
+        bce(scores_fake, is_real).backward()
+    except RuntimeError as error:
+        print(f"retain_graph={retain_graph}: {type(error).__name__}")
+        assert message in str(error)
+    else:
+        raise AssertionError("the generator's backward was expected to fail")
+
+# %%
+# And each backward must be limited to its own network, here with ``inputs=``. Without it, the
+# generator's loss also lands in the discriminator's ``.grad``:
 
 
 def reused_step(gen, disc, opt_gen, opt_disc, inputs=True):
@@ -185,34 +246,28 @@ def reused_step(gen, disc, opt_gen, opt_disc, inputs=True):
     opt_gen.step()
 
 
-def fails_with(message, retain_graph, step):
-    gen, disc, opt_gen, opt_disc = fresh_pair()
-    scores_fake = disc(gen(noise))
-    (bce(disc(real), is_real) + bce(scores_fake, is_fake)).backward(retain_graph=retain_graph)
-    opt_disc.step() if step else None
-    try:
-        bce(scores_fake, is_real).backward()
-    except RuntimeError as error:
-        return message in str(error)
-
-
-assert fails_with("backward through the graph a second time", retain_graph=False, step=False)
-assert fails_with("modified by an inplace operation", retain_graph=True, step=True)
+try:
+    three_checked_steps(lambda *nets: reused_step(*nets, inputs=False))
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of disc." in str(error)
+else:
+    raise AssertionError("the check was expected to fail")
 
 # %%
-# Without ``inputs=``, the generator's loss also lands in the discriminator's ``.grad``:
-
-check_fails("step 0: wrong gradient of disc.", lambda *nets: reused_step(*nets, inputs=False))
-
-# %%
-# With ``inputs=``, the generator's gradient goes through the discriminator *before* its update
-# (the kept pass): the updates are simultaneous, not alternating. Checked as such (the
-# generator's loss scored by the discriminator as the step began), it trains right; held to the
-# alternating reference, it fails at step 0. The kept pass also holds both graphs until the
-# generator's backward (:doc:`../docs/what-it-costs`).
+# With ``inputs=``, the generator's gradient goes through the discriminator *before* its update:
+# the updates are simultaneous, not alternating. Checked as such (the generator's loss scored by
+# the discriminator as the step began), it trains right; held to the alternating reference, it
+# fails at step 0.
 
 three_checked_steps(reused_step, simultaneous=True)
-check_fails("step 0: wrong gradient of gen.", reused_step)
+try:
+    three_checked_steps(reused_step)
+except AssertionError as error:
+    print(f"{type(error).__name__}: {error}")
+    assert "step 0: wrong gradient of gen." in str(error)
+else:
+    raise AssertionError("the check was expected to fail")
 
 # %%
 # Training with the usual step
@@ -236,17 +291,14 @@ print(f"generated mean before {samples_before.mean():.2f}, after {samples_after.
 assert abs(samples_before.mean()) < 0.5
 assert abs(samples_after.mean() - 3) < 0.2
 
-USUAL, INK, NEUTRAL = "#1a9c6b", "#24292f", "#808080"
-fig, ax_hist = plt.subplots(figsize=(4.2, 3.4))
-bins = torch.linspace(-0.5, 5.5, 61)
-ax_hist.hist(samples_before, bins=bins, alpha=0.6, color=NEUTRAL, label="before")
-ax_hist.hist(samples_after, bins=bins, alpha=0.6, color=USUAL, label="after 120 steps")
-ax_hist.hist(3 + 0.5 * torch.randn(2000), bins=bins, histtype="step", color=INK, label="real")
-ax_hist.set(
-    title="Generated samples end up near 3", xlabel="sample value", ylabel="samples per bin"
-)
-ax_hist.legend(loc="upper right")
-fig.tight_layout()
+fig, ax = plt.subplots(figsize=(4.2, 3.4), layout="constrained")
+for samples, color, label in (
+    (samples_before, "#808080", "before"),
+    (samples_after, "#1a9c6b", "after"),
+):
+    ax.hist(samples, bins=torch.linspace(-0.5, 5.5, 61), alpha=0.6, color=color, label=label)
+ax.set(title="Generated samples end up near 3", xlabel="sample value", ylabel="samples per bin")
+ax.legend()
 plt.show()
 
 # %%

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from builds import ROOT, copy_tree, gallery_scripts, myst_pages, read_notebook, run_build
 
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # forking_kernel
+sys.path.insert(0, str(ROOT / "tools"))  # forking_kernel
 
 TARGETS = {"cold": 60.0, "floor_ratio": 3.0, "ratio": 0.10, "page_ratio": 0.10, "script": 5.0}
 
@@ -76,9 +76,9 @@ def kernel_start_seconds(forked: bool) -> float:
 
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         path = os.path.join(folder, "zygote")
-        os.environ["JUPYTER_PATH"] = str(forking_kernel.write_kernelspec(Path(folder), path))
-        os.environ["IPYTHONDIR"] = str(ROOT / "docs" / "_ipython")
         zygote = forking_kernel.start(path) if forked else None
+        jupyter = forking_kernel.write_kernelspec(Path(folder), path if forked else None)
+        os.environ["JUPYTER_PATH"] = str(jupyter)
         if zygote:
             time.sleep(8)  # let it finish importing, as it does while the gallery runs
         start = time.perf_counter()
@@ -202,6 +202,7 @@ def main() -> None:
         sys.exit(stress(int(sys.argv[2])))
     cores = os.cpu_count() or 1
     print(f"Build benchmark ({cores} cores; 2-core targets in brackets)", flush=True)
+    print("  load average (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory() as tmp:
         project = copy_tree(Path(tmp) / "site")
         cold, _ = timed(build_or_exit, project)
@@ -224,6 +225,7 @@ def main() -> None:
         sphinx_only = sphinx_without_execution(copy_tree(Path(tmp) / "noexec"))
         one_process_pages, one_process_gallery = execute_in_one_process(project)
 
+    print("  load average (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     floor = one_process_pages + one_process_gallery + sphinx_only
     print("\n  where the cold build's time goes (seconds of work; pages run in parallel readers):")
     print(f"    gallery scripts, run one by one before reading: {sum(scripts.values()):6.1f} s "

@@ -3,15 +3,28 @@
 ``tests/search_queries.toml`` lists the queries and the pages that answer each one. This module
 runs them on ``search.html`` of a built site, in Chromium, exactly as a reader would (the page's own
 ``searchtools.js`` and scorer), and measures the share of queries whose first result is a right
-page and the mean reciprocal rank (MRR: the mean of 1/rank of the first right page, 0 when none is
-listed). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures, for
-this query set or another one (``--queries FILE``, the same format).
+page, the share with a right page within the first three, and the mean reciprocal rank (MRR: the
+mean of 1/rank of the first right page, 0 when none is listed).
+
+Section level: a query may name the section that holds its fix (``section``: the label, as in
+``(label)=``). Each result links to one place on its page (``page.html#anchor``); the link is in
+the right section when the anchor's element lies inside the labelled section (or is it), as the
+built HTML nests them. Two figures: the right page first *and* linked to the right section (the
+reader's first click lands on the fix), and, of the queries whose right page is listed, the share
+whose link goes to the right section.
+
+Two file formats are read: the tests' (``q``, ``pages``, optional ``section``) and that of the
+collected query sets (``text``, ``page``, ``label``, plus ``source`` and ``why``, which are not
+used). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures, for this
+query set or another file (``--queries FILE``, either format).
 
 ``measure/heldout_queries.toml`` is a held-out set of real queries: it is not run against the
 search until the lead releases it (``HELDOUT_QUERIES=run``), so that the ranking is never tuned on
 it. Every entry point here refuses it before that.
 
     python measure/search_quality.py [--site _build/html] [--file] [--verbose] [--queries FILE]
+
+A page renamed since a query file was written is scored under its new name (``RENAMED``).
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -33,12 +47,18 @@ RIGHT_FIRST_TARGET = 0.90  # share of queries whose first result is a right page
 TOP = 3  # every query must have a right page among this many first results
 # Built pages that are not content (nothing to find on them).
 NOT_CONTENT = {"search", "genindex", "404", "py-modindex"}
+# Pages merged or renamed since query files were written (old docname -> the page holding it now).
+RENAMED = {
+    "auto_examples/plot_lstm_tbptt": "auto_examples/plot_truncated_bptt",
+    "auto_examples/plot_several_losses_time": "auto_examples/plot_multitask_losses",
+}
 
 
 @dataclass
 class Query:
     q: str
     pages: list[str]
+    section: str = ""  # the label of the section holding the fix ("": not named)
 
     def short(self, width: int = 70) -> str:
         text = " ".join(self.q.split())
@@ -50,6 +70,9 @@ class Outcome:
     query: Query
     expected: list[str]  # the expected pages that exist in the site searched
     results: list[str] = field(default_factory=list)  # docnames, in the order shown, each once
+    anchors: list[str] = field(default_factory=list)  # the anchor each result links to ("": top)
+    # whether the first right page's link lies in the query's section (None: no section named)
+    in_section: bool | None = None
 
     @property
     def rank(self) -> int | None:
@@ -58,11 +81,23 @@ class Outcome:
                 return position
         return None
 
+    @property
+    def link(self) -> str:
+        """The first right page's link (``docs/x#anchor``), or ""."""
+        if self.rank is None:
+            return ""
+        anchor = self.anchors[self.rank - 1]
+        return self.results[self.rank - 1] + (f"#{anchor}" if anchor else "")
+
     def describe(self) -> str:
         shown = ", ".join(f"{i}. {d}" for i, d in enumerate(self.results[:5], start=1)) or "nothing"
         where = f"rank {self.rank}" if self.rank else "not listed"
         expected = " or ".join(self.expected)
-        return f"{self.query.short()!r}: expected {expected} ({where}); got {shown}"
+        section = ""
+        if self.in_section is not None:
+            mark = "right section" if self.in_section else "WRONG SECTION"
+            section = f" [{mark}: wants #{self.query.section}, links {self.link or '-'}]"
+        return f"{self.query.short()!r}: expected {expected} ({where}){section}; got {shown}"
 
 
 def load_queries(path: Path = QUERIES) -> list[Query]:
@@ -71,8 +106,16 @@ def load_queries(path: Path = QUERIES) -> list[Query]:
             f"{HELDOUT.relative_to(ROOT)} is held out: it is not run against the search until the "
             "lead releases it (then HELDOUT_QUERIES=run)."
         )
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return [Query(q["q"], list(q["pages"])) for q in data["query"]]
+    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    queries = []
+    for entry in data["query"]:
+        if "text" in entry:  # a collected set: text, page, label (source, why)
+            query = Query(entry["text"], [entry["page"]], entry.get("label", ""))
+        else:
+            query = Query(entry["q"], list(entry["pages"]), entry.get("section", ""))
+        query.pages = [RENAMED.get(p, p) for p in query.pages]
+        queries.append(query)
+    return queries
 
 
 def site_docnames(site: Path) -> set[str]:
@@ -130,6 +173,52 @@ def index_entries_by_page(site: Path) -> dict[str, set[str]]:
     return found
 
 
+class Sections:
+    """Where each id of a built page lies: the ``<section>`` elements around it (itself included
+    when it is one), read from the HTML as built (one pass over its tags, per page, cached)."""
+
+    TAG = re.compile(r"<(/?)(section)\b[^>]*>|\bid=\"([^\"]+)\"")
+
+    def __init__(self, site: Path):
+        self.site = site
+        self.pages: dict[str, dict[str, tuple[str, ...]]] = {}
+
+    def of(self, docname: str) -> dict[str, tuple[str, ...]]:
+        """id -> the ids of the sections that hold it, outermost first; "" -> the page's top."""
+        if docname not in self.pages:
+            html = (self.site / f"{docname}.html").read_text(encoding="utf-8")
+            start = html.find('<article role="main"')  # the page's content, not its navigation
+            html = html[max(start, 0) :]
+            places: dict[str, tuple[str, ...]] = {}
+            stack: list[str] = []
+            for match in self.TAG.finditer(html):
+                closing, section, ident = match.groups()
+                if section and closing:
+                    stack and stack.pop()
+                elif section:
+                    found = re.search(r'\bid="([^"]+)"', match.group(0))
+                    stack.append(found.group(1) if found else "")
+                    if found:
+                        places.setdefault(found.group(1), tuple(stack))
+                elif ident:
+                    places.setdefault(ident, tuple(stack))
+            top = next((ids[:1] for ids in places.values() if ids), ())
+            places[""] = top
+            self.pages[docname] = places
+        return self.pages[docname]
+
+    def exists(self, docname: str, label: str) -> bool:
+        return label in self.of(docname)
+
+    def holds(self, docname: str, label: str, anchor: str) -> bool:
+        """Whether a link to ``anchor`` on the page lands in the section ``label`` names (the
+        section that is the label, or the one the label's element lies in)."""
+        places = self.of(docname)
+        if label not in places or anchor not in places or not places[label]:
+            return False
+        return places[label][-1] in places[anchor]
+
+
 SEARCH_DONE = """() => {
     const status = document.querySelector('#search-results p.search-summary');
     return status !== null && status.innerText.trim().length > 0;
@@ -184,9 +273,11 @@ QUERY_IN_PAGE = """async (query) => {
 }"""
 
 
-def run_queries(page, search_url: str, runnable) -> list[Outcome]:
+def run_queries(page, search_url: str, runnable, sections: Sections | None = None) -> list[Outcome]:
     """Load the search page once (its index, its scorer), then run each query there as loading
-    ``search.html?q=`` would (``Search.performSearch``); each result page listed once."""
+    ``search.html?q=`` would (``Search.performSearch``); each result page listed once, with the
+    anchor of its first link. With ``sections`` (the searched site's), queries that name a
+    section are scored at section level too."""
     if search_url.startswith("http"):
         without_summaries(page)
     page.goto(search_url, wait_until="load")
@@ -194,22 +285,39 @@ def run_queries(page, search_url: str, runnable) -> list[Outcome]:
     outcomes = []
     for query, expected in runnable:
         seen: list[str] = []
+        anchors: list[str] = []
         for href in page.evaluate(QUERY_IN_PAGE, query.q):
             docname = docname_of(href, search_url)
             if docname not in seen:
                 seen.append(docname)
-        outcomes.append(Outcome(query, expected, seen))
+                anchors.append(unquote(urlsplit(href).fragment))
+        outcome = Outcome(query, expected, seen, anchors)
+        if sections is not None and query.section:
+            rank = outcome.rank
+            outcome.in_section = rank is not None and sections.holds(
+                seen[rank - 1], query.section, anchors[rank - 1]
+            )
+        outcomes.append(outcome)
     return outcomes
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, float]:
     n = len(outcomes)
     ranks = [o.rank for o in outcomes]
+    named = [o for o in outcomes if o.in_section is not None]
+    listed = [o for o in named if o.rank is not None]
     return {
         "queries": n,
         "right_first": sum(r == 1 for r in ranks) / n if n else 0.0,
         "top3": sum(r is not None and r <= TOP for r in ranks) / n if n else 0.0,
         "mrr": sum(1 / r for r in ranks if r) / n if n else 0.0,
+        "with_section": len(named),
+        # right page first, linked to the section holding the fix
+        "section_first": sum(o.rank == 1 and o.in_section for o in named) / len(named)
+        if named
+        else 0.0,
+        # of the queries whose right page is listed: its link goes to the right section
+        "section_linked": sum(bool(o.in_section) for o in listed) / len(listed) if listed else 0.0,
     }
 
 
@@ -220,9 +328,16 @@ def report_lines(outcomes: list[Outcome], verbose: bool = False) -> list[str]:
         f"queries (target >= {RIGHT_FIRST_TARGET:.0%}); mean reciprocal rank {figures['mrr']:.3f}; "
         f"within the first {TOP}: {figures['top3']:.1%} (target 100%)"
     ]
+    if figures["with_section"]:
+        lines.append(
+            f"sections ({figures['with_section']} queries name one): right page first and linked "
+            f"to the right section {figures['section_first']:.1%}; right section linked, of the "
+            f"right pages listed: {figures['section_linked']:.1%}"
+        )
     for outcome in outcomes:
-        if verbose or outcome.rank != 1:
-            lines.append(f"  {'ok  ' if outcome.rank == 1 else 'MISS'} {outcome.describe()}")
+        if verbose or outcome.rank != 1 or outcome.in_section is False:
+            mark = "ok  " if outcome.rank == 1 and outcome.in_section is not False else "MISS"
+            lines.append(f"  {mark} {outcome.describe()}")
     return lines
 
 
@@ -233,16 +348,23 @@ def measure(site: Path, *, browser=None, from_disk: bool = False, queries_path: 
     from browser import chromium, serve
 
     runnable, problems = split_queries(load_queries(queries_path), site_docnames(site))
+    sections = Sections(site)
+    for query, expected in runnable:
+        if query.section and not any(sections.exists(p, query.section) for p in expected):
+            problems.append(
+                f"{query.short()!r}: no section #{query.section} on {' or '.join(expected)} "
+                "(scored as a wrong section)"
+            )
     with contextlib.ExitStack() as stack:
         if browser is None:
             browser = stack.enter_context(chromium())
         page = browser.new_page()
         stack.callback(page.close)
         if from_disk:
-            outcomes = run_queries(page, (site / "search.html").as_uri(), runnable)
+            url = (site / "search.html").as_uri()
         else:
-            base = stack.enter_context(serve(site))
-            outcomes = run_queries(page, f"{base}/search.html", runnable)
+            url = f"{stack.enter_context(serve(site))}/search.html"
+        outcomes = run_queries(page, url, runnable, sections)
     return outcomes, problems
 
 

@@ -90,6 +90,7 @@ BUILD_FILES = [
     "docs/_inventories",
     "docs/_extra",
     "docs/matplotlibrc",
+    "tools/forking_kernel.py",
 ]
 PAGE_HEADER = """\
 ---

@@ -8,9 +8,10 @@ import zipfile
 from types import SimpleNamespace
 
 import nbformat
-from code_links import link_code
-from nb_execution import join_stream_chunks, local_modules
-from reproducible_output import normalise
+from freshness import local_modules
+from html_output import link_code
+from internals import join_stream_chunks
+from site_context import normalise
 
 
 def _stream(name, text):
@@ -86,7 +87,7 @@ def test_code_links_resolve_names_aliases_and_tensor_methods_once_per_page():
 
 def test_the_sitemap_lists_every_page_sorted(tmp_path):
     """sphinx-sitemap listed only the pages written in the last build, in the order written."""
-    from reproducible_output import _write_sitemap
+    from site_context import write_listings
 
     app = SimpleNamespace(
         outdir=str(tmp_path),
@@ -94,14 +95,14 @@ def test_the_sitemap_lists_every_page_sorted(tmp_path):
         env=SimpleNamespace(found_docs={"b", "index", "a/c"}),
         builder=SimpleNamespace(format="html", get_target_uri=lambda docname: f"{docname}.html"),
     )
-    _write_sitemap(app, None)
+    write_listings(app, None)
     locs = re.findall(r"<loc>(.*?)</loc>", (tmp_path / "sitemap.xml").read_text())
     assert locs == ["https://x/a/c.html", "https://x/b.html", "https://x/index.html"]
 
 
 def test_pages_not_written_keep_their_index_entries(tmp_path, monkeypatch):
     """Sphinx drops the index entries of the pages it did not write (sphinx-doc/sphinx#12599)."""
-    import reproducible_output as ro
+    import freshness as ro
 
     def index(docnames, entries):
         data = {"docnames": docnames, "indexentries": entries, "titles": docnames}
@@ -109,10 +110,10 @@ def test_pages_not_written_keep_their_index_entries(tmp_path, monkeypatch):
 
     app = SimpleNamespace(outdir=str(tmp_path))
     index(["a", "b", "c"], {"x": [[0, "", False], [1, "", False]], "y": [[2, "i", True]]})
-    ro._remember_index_entries(app)
+    ro.remember_index_entries(app)
     monkeypatch.setattr(ro, "_read", {"b"})  # b was read (and lost its entry), a and c were not
     index(["a", "b", "c", "d"], {"z": [[3, "", False]]})
-    ro._complete_index_entries(app, None)
+    ro.complete_index_entries(app, None)
     text = (tmp_path / "searchindex.js").read_text()
     got = json.loads(text[len("Search.setIndex(") : -1])["indexentries"]
     assert got == {"x": [[0, "", False]], "y": [[2, "i", True]], "z": [[3, "", False]]}
@@ -121,7 +122,7 @@ def test_pages_not_written_keep_their_index_entries(tmp_path, monkeypatch):
 def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch):
     """sphinx-gallery's files for a script that is gone are deleted (not those of a script whose
     name starts the same); a new torch or Python deletes every .md5, so every script runs again."""
-    import gallery_reset
+    import freshness
 
     gallery, out = tmp_path / "gallery", tmp_path / "auto_examples"
     (out / "images" / "thumb").mkdir(parents=True)
@@ -133,27 +134,34 @@ def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch)
         (out / "images" / f"sphx_glr_{stem}_001.svg").write_text("")
         (out / "images" / "thumb" / f"sphx_glr_{stem}_thumb.svg").write_text("")
     conf = {"examples_dirs": "gallery", "gallery_dirs": "auto_examples"}
-    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(sphinx_gallery_conf=conf))
-    monkeypatch.setattr(gallery_reset, "execution_key", lambda: "torch 1, Python 3")
+    cache = tmp_path / ".jupyter_cache"
+    config = SimpleNamespace(sphinx_gallery_conf=conf, nb_execution_cache_path=str(cache))
+    app = SimpleNamespace(srcdir=str(tmp_path), config=config, doctreedir=str(tmp_path / "dt"))
+    monkeypatch.setattr(freshness, "execution_key", lambda: "torch 1, Python 3")
     (out / ".executed-with").write_text("torch 1, Python 3")
-    gallery_reset.keep_gallery_current(app)
+    cache.mkdir()
+    freshness.empty_stale_caches(app)
     left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert [p for p in left if "plot_a." in p or "plot_a_0" in p or "plot_a_t" in p] == []
     assert "plot_a_b.py.md5" in left and "images/sphx_glr_plot_a_b_001.svg" in left
-    monkeypatch.setattr(gallery_reset, "execution_key", lambda: "torch 2, Python 3")
-    gallery_reset.keep_gallery_current(app)
-    assert not list(out.rglob("*.md5"))
+    assert cache.is_dir()
+    monkeypatch.setattr(freshness, "execution_key", lambda: "torch 2, Python 3")
+    freshness.empty_stale_caches(app)
+    assert not list(out.rglob("*.md5")) and not cache.exists()
     assert (out / ".executed-with").read_text() == "torch 2, Python 3"
 
 
 def test_the_execution_key_changes_with_the_figure_style(tmp_path, monkeypatch):
     """Gallery scripts draw with docs/matplotlibrc too, and sphinx-gallery's cache looks only at
     each script: a new style must run them again, as a new torch does."""
-    import site_context
+    import freshness
 
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "matplotlibrc").write_text("font.size: 12\n")
-    monkeypatch.setattr(site_context, "ROOT", tmp_path)
-    before = site_context.execution_key()
-    (tmp_path / "docs" / "matplotlibrc").write_text("font.size: 14\n")
-    assert site_context.execution_key() != before
+    (tmp_path / "_ipython").mkdir()
+    (tmp_path / "_ipython" / "kernel_config.py").write_text("c = get_config()\n")
+    (tmp_path / "matplotlibrc").write_text("font.size: 12\n")
+    monkeypatch.setattr(freshness, "DOCS", tmp_path)
+    before = freshness.execution_key()
+    (tmp_path / "matplotlibrc").write_text("font.size: 14\n")
+    assert (styled := freshness.execution_key()) != before
+    (tmp_path / "_ipython" / "kernel_config.py").write_text("c = get_config()  # edited\n")
+    assert freshness.execution_key() != styled  # the kernel settings too

@@ -1,16 +1,7 @@
-"""The ledger's counts and claim tables, computed from the claim sections when the site is built.
-
-Why: each ledger page (``docs/ledger-*.md``) has one section per claim: a label
-``(ledger-000-5)=``, the heading ``## 000-5: <the claim in our words>`` and, after an empty line,
-its verdict badge. ``docs/ledger.md`` sums the verdicts up and lists every claim; typed by hand,
-those numbers and rows stood in five places. A code cell cannot compute them: a page's notebook
-download runs alone, without the other pages' Markdown. So when Sphinx reads ``docs/ledger.md``
-(``source-read``), its placeholders become Markdown: ```` ```{ledger-summary} ```` the totals and
-a table of verdicts per text, ```` ```{ledger-claims} 000 ```` text 000's claims (link, badge,
-claim). Unreplaced, they are unknown directives, which fail the strict build; so does a label not
-followed by its heading and a badge on the scale. ``tests/test_ledger.py`` checks the rest
-(numbering, badge colours, a proving cell per claim). The overview is read again whenever a ledger
-page changes (``env.note_dependency``).
+"""The ledger's counts and claim tables, computed from the claim sections when ``docs/ledger.md`` is
+read (a code cell cannot: a download runs without the other pages). A claim is a label
+``(ledger-000-5)=``, a heading ``## 000-5: <claim>``, an empty line and its verdict badge; anything
+else after such a label, or a placeholder left unreplaced, fails the build.
 """
 
 import re
@@ -30,10 +21,7 @@ VERDICTS = {
 CLAIM = re.compile(r"^\(ledger-(\d{3})-(\d+)\)=\n(?:## \1-\2: (.+)\n\n\{bdg-\w+\}`(\w+)`)?", re.M)
 PLACEHOLDER = re.compile(r"^```\{ledger-(summary|claims)\}[ \t]*(\d{3})?[ \t]*\n```[ \t]*$", re.M)
 HYPHEN = "\N{NON-BREAKING HYPHEN}"  # a claim id never breaks in a table cell
-
-
-def badge(verdict: str) -> str:
-    return f"{{bdg-{VERDICTS[verdict][0]}}}`{verdict}`"
+BADGE = {verdict: f"{{bdg-{colour}}}`{verdict}`" for verdict, (colour, _) in VERDICTS.items()}
 
 
 def read_claims(docs: Path) -> dict[str, list[tuple[str, str, str, str]]]:
@@ -68,7 +56,7 @@ def summary(texts) -> str:
     return (
         f"Between them the texts make **{total.total()} technical claims**: "
         f"{', '.join(said[:-1])} and {said[-1]}.\n\n"
-        + table(["text", *map(badge, VERDICTS), "claims"], rows)
+        + table(["text", *BADGE.values(), "claims"], rows)
     )
 
 
@@ -86,7 +74,7 @@ def fill_in(app, docname: str, source: list[str]) -> None:
         if match[2] not in texts:
             raise ExtensionError(f"ledger.md: {{ledger-claims}} {match[2]}: no such text")
         rows = [
-            [f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`", badge(v), claim]
+            [f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`", BADGE[v], claim]
             for _, id_, claim, v in texts[match[2]]
         ]
         return table(["claim", "verdict", "what the text says, in our words"], rows)

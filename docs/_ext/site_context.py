@@ -1,43 +1,29 @@
-"""Per-page context for the templates: where a page's source lives, and which torch ran it.
-
-Why: sphinx-gallery pages are generated rst, so the theme's "view/edit source" links would point at
-files that are not in the repository; they must point at ``gallery/*.py``. And every page states the
-torch version its outputs were executed with, read from the installed ``torch`` (never typed); the
-execution caches are keyed on it (``execution_key``). It also writes ``robots.txt``, which must
-name the sitemap at the same public URL.
+"""The site around the pages: canonical URL (GitHub Pages; ``$SITE_URL`` for a fork), the
+sitemap and robots.txt (sphinx-sitemap listed only the pages written), download zips with a fixed
+time, and a clean start for each gallery script (style, warnings as errors; state restored after).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
-import re
+import warnings
+import zipfile
+from html import escape
 from importlib.metadata import version
 from pathlib import Path
 from urllib.parse import urlparse
 
-from sphinx.application import Sphinx
-from sphinx.util import logging
+from sphinx_gallery.scrapers import matplotlib_scraper
 
-logger = logging.getLogger(__name__)
-
-# The one canonical host. GitHub Pages builds every push to main (reusing the execution caches);
-# Read the Docs builds the same pages as a mirror, and its pages name these as canonical too
-# (``<link rel="canonical">``, ``og:url``, the sitemap and robots.txt), so search engines index one
-# copy. $SITE_URL overrides it for a fork that publishes elsewhere.
-DEFAULT_SITE_URL = (
-    "https://retain-graph-explained.github.io/retain-graph-explained/"  # project site
-)
+DEFAULT_SITE_URL = "https://retain-graph-explained.github.io/retain-graph-explained/"
 ROOT = Path(__file__).resolve().parents[2]
+STYLE = ROOT / "docs" / "matplotlibrc"
+EPOCH, NO_DATE = (1980, 1, 1, 0, 0, 0), {"Date": None}  # the earliest time a zip entry can carry
 
 
 def site_url(path_only: bool = False) -> str:
-    """The site's canonical URL ($SITE_URL, else the default), on every host, Read the Docs included.
-
-    ``path_only=True`` gives instead the path this build is served from, which the 404 page's
-    links start with: on Read the Docs the path of its own URL (such as ``/en/latest/``), since
-    the 404 page must link within the host that serves it."""
+    """The canonical URL; or, with ``path_only``, the path this build is served from (the 404
+    page's links must stay on the host that serves it: on Read the Docs, ``/en/latest/``)."""
     url = os.environ.get("SITE_URL") or DEFAULT_SITE_URL
     if path_only:
         url = os.environ.get("READTHEDOCS_CANONICAL_URL") or url
@@ -45,62 +31,68 @@ def site_url(path_only: bool = False) -> str:
     return urlparse(url).path if path_only else url
 
 
-def write_robots_txt(folder: Path) -> Path:
-    """Write ``folder/robots.txt``: crawl everything, and here is the sitemap; return ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = f"User-agent: *\nAllow: /\n\nSitemap: {site_url()}sitemap.xml\n"
-    path = folder / "robots.txt"
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return folder
-
-
-def source_path(pagename: str, suffix: str | None) -> str | None:
-    """The repository path of the file a page is built from (gallery pages map to gallery/*.py)."""
-    if pagename == "auto_examples/index":
-        return "gallery/README.rst"
-    if pagename.startswith("auto_examples/"):
-        return f"gallery/{pagename.removeprefix('auto_examples/')}.py"
-    return None if suffix is None else pagename + suffix
-
-
 def torch_version() -> str:
-    """The installed torch's version (e.g. ``2.13.0+cpu``), read from its metadata: importing
-    torch only for this would cost an unchanged rebuild about 2 s."""
+    """From torch's metadata: importing torch would cost every rebuild 2 s."""
     return version("torch")
 
 
-def execution_key() -> str:
-    """What every output depends on besides the code: the torch and Python versions, and the
-    figure style (``docs/matplotlibrc``, read by page kernels and gallery scripts alike; the
-    gallery's cache looks at each script alone). Both execution caches (pages and gallery) are
-    keyed on it, so a change re-executes everything, and the stamp on each page names the torch
-    that produced its outputs."""
-    style = hashlib.sha256((ROOT / "docs" / "matplotlibrc").read_bytes()).hexdigest()[:12]
-    return f"torch {torch_version()}, Python {platform.python_version()}, style {style}"
+def write_listings(app, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    pages = sorted(app.builder.get_target_uri(docname) for docname in app.env.found_docs)
+    base = app.config.html_baseurl
+    urls = "".join(f"<url><loc>{escape(base + page)}</loc></url>" for page in pages)
+    xmlns = "http://www.sitemaps.org/schemas/sitemap/0.9"
+    sitemap = f"<?xml version='1.0' encoding='utf-8'?>\n<urlset xmlns=\"{xmlns}\">{urls}</urlset>"
+    Path(app.outdir, "sitemap.xml").write_text(sitemap, encoding="utf-8")
+    robots = f"User-agent: *\nAllow: /\n\nSitemap: {base}sitemap.xml\n"
+    Path(app.outdir, "robots.txt").write_text(robots, encoding="utf-8")
+    for path in sorted(Path(app.outdir, "_downloads").rglob("*.zip")):
+        normalise(path)
 
 
-def _check_torch(app: Sphinx) -> None:
-    pinned = re.search(r"^torch==(\S+)", (ROOT / "constraints.txt").read_text(), re.M)
-    if pinned and torch_version().split("+")[0] != pinned.group(1):
-        logger.warning(
-            "conf.py: the site is being built with torch %s, but constraints.txt pins torch==%s; "
-            "every output would describe the wrong version. Build with `nox -s docs`.",
-            torch_version(),
-            pinned.group(1),
-            type="site",
-        )
+def normalise(path: Path) -> None:
+    with zipfile.ZipFile(path) as archive:
+        files = sorted((info.filename, archive.read(info)) for info in archive.infolist())
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files:
+            info = zipfile.ZipInfo(name, date_time=EPOCH)
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
 
 
-def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    context["torch_version"] = torch_version()
-    context["python_version"] = platform.python_version()
-    context["source_path"] = source_path(pagename, context.get("page_source_suffix"))
+_saved: dict = {}
 
 
-def setup(app: Sphinx) -> dict:
-    # A new key makes Sphinx read every page again (rebuild="env"), and so execute it again.
-    app.add_config_value("execution_key", execution_key(), "env")
-    app.connect("builder-inited", _check_torch)
-    app.connect("html-page-context", _page_context)
+def reset_before_example(gallery_conf: dict, fname: str, when: str) -> None:
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import torch
+
+    plt.close("all")
+    if when == "before":
+        matplotlib.rc_file(STYLE)  # matplotlib's defaults, then the site's style
+        _saved.update(filters=warnings.filters[:], threads=torch.get_num_threads())
+        warnings.simplefilter("error")
+        # matplotlib warns when placing a legend at loc="best" took long: on a busy build machine
+        # that depends on the load, not on the script, so it must not fail the build.
+        warnings.filterwarnings("ignore", message="Creating legend with loc=")
+    else:
+        warnings.filters[:] = _saved["filters"]
+        torch.set_num_threads(_saved["threads"])
+        torch.set_grad_enabled(True)
+
+
+class SVGFigures:
+    """SVG figures without a date; a class in a module, so that the configuration pickles."""
+
+    def __repr__(self) -> str:
+        return "SVGFigures"
+
+    def __call__(self, block, block_vars, gallery_conf):
+        return matplotlib_scraper(block, block_vars, gallery_conf, format="svg", metadata=NO_DATE)
+
+
+def setup(app) -> dict:
+    app.connect("build-finished", write_listings)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
