@@ -1012,7 +1012,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             kind, verdict = old_kind(fn), "recompute"
             verb = "train" if len(leaves) > 1 else "trains"
             reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
-            fix = "compute it inside the step; a constant (a target, a teacher's output): detach it"
+            fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
         elif mine := _leaves_below(
             fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
         ):

@@ -168,10 +168,13 @@ def _summary(names: list[str], most: int = 4) -> str:
         prefixes = list(dict.fromkeys(".".join(p[:depth]) for p in parts))
         if len(prefixes) <= most:
             counts = collections.Counter(".".join(p[:depth]) for p in parts)
+            one = {".".join(p[:depth]): n for n, p in zip(names, parts)}  # a prefix's only name
             return ", ".join(
-                prefix if prefix in names else f"{prefix}.* ({counts[prefix]} tensors)"
+                prefix if prefix in names
+                else one[prefix] if counts[prefix] == 1
+                else f"{prefix}.* ({counts[prefix]} tensors)"
                 for prefix in prefixes
-            )
+            )  # fmt: skip
     return ", ".join(names[:most]) + f" and {len(names) - most} more"
 
 
@@ -359,7 +362,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                     seen.add(child)
                     todo.append(child)
     g.node_set = set(g.nodes)
-    g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None]
+    g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None] + [
+        t for _, t in tensors if t.retains_grad and t.grad_fn in g.node_set and t.grad is not None
+    ]  # leaves, and retained non-leaves (retain_grad(), backward(inputs=[h]))
     g.inside = _in_backward()
     g.dead = _dead_relus(g.nodes) if g.alive and not g.ran else set()
     if loss is None:
