@@ -478,7 +478,7 @@ def test_places_it_cannot_look_are_said():
 
     scale = nn.Parameter(torch.ones(3))
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache  # an lru_cache's results are not searched
     def table(n):
         return torch.sigmoid(scale) * n
 
@@ -527,7 +527,9 @@ def test_mark_step_counts_per_thread():
     for _ in range(3):
         mark_step()
         out = {}
-        worker = threading.Thread(target=lambda: out.setdefault("y", model(torch.randn(2, 3))))
+        worker = threading.Thread(
+            target=lambda out=out: out.setdefault("y", model(torch.randn(2, 3)))
+        )
         worker.start()
         worker.join()
         loss = out["y"].pow(2).mean()
