@@ -43,8 +43,9 @@ How it looks, and where it stops:
   ``__self__``, ``functools.partial``, modules' parameters, buffers and submodules, class
   attributes of classes outside torch and the standard library, and a leaf's ``.grad``. It never
   reads a property or calls your code (a property or ``lazy_property`` not yet computed is not
-  seen), and it changes nothing. Module objects (``import x``) are searched only when passed by
-  name. Generators, frames, weak references and NumPy arrays are not searched.
+  seen), and it changes nothing. Your own modules (``import x``) are searched only when passed by
+  name, a library's never. Generators, iterators (``itertools.cycle``), frames, weak references,
+  caches kept by code (``functools.lru_cache``'s results) and NumPy arrays are not searched.
 * It stops after ``BUDGET`` objects and items (cycles are visited once) and says so.
 * Saved tensors are looked at without unpacking them where torch shows a saved tensor's hook
   (pytorch/pytorch#164358: torch 2.10 and newer). On 2.9 and older, looking means unpacking:

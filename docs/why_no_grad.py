@@ -44,7 +44,7 @@ Where it stops:
   it then gives the rules that remain, together, and says so.
 * Private torch APIs it reads (each guarded; a report says when one is missing and what it does
   instead): ``SavedTensor.unpack_hook``/``.data``, ``Node._raw_saved_*``/``_saved_*``,
-  ``torch.autograd.function.BackwardCFunction``, ``Tensor._backward_hooks``,
+  ``torch.autograd.function.BackwardCFunction``, ``Tensor._backward_hooks``/``_post_accumulate_grad_hooks``,
   ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``
   and torch's backward frames (``torch.autograd.graph._engine_run_backward``).
 """
@@ -80,6 +80,10 @@ _GAPS = [
         ("torch.autograd.function.BackwardCFunction", "a custom Function's node is read as a "
          "built-in one", _FUNCTION_NODE != ()),
         ("Tensor._backward_hooks", "tensor hooks are not listed", hasattr(torch.ones(1), "_backward_hooks")),
+        ("Tensor._post_accumulate_grad_hooks", "post-accumulate-grad hooks are not listed",
+         hasattr(torch.ones(1), "_post_accumulate_grad_hooks")),
+        ("Module._backward_hooks", "module backward hooks are not listed",
+         hasattr(torch.nn.Module(), "_backward_hooks")),
         ("torch.nn.modules.module._global_backward_hooks", "global module hooks are not listed",
          hasattr(torch.nn.modules.module, "_global_backward_hooks")),
         ("torch.autograd.graph._engine_run_backward", "a read from inside a hook is not told apart",
