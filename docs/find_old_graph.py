@@ -43,8 +43,9 @@ How it looks, and where it stops:
   ``__self__``, ``functools.partial``, modules' parameters, buffers and submodules, class
   attributes of classes outside torch and the standard library, and a leaf's ``.grad``. It never
   reads a property or calls your code (a property or ``lazy_property`` not yet computed is not
-  seen), and it changes nothing. Module objects (``import x``) are searched only when passed by
-  name. Generators, frames, weak references and NumPy arrays are not searched.
+  seen), and it changes nothing. Your own modules (``import x``) are searched only when passed by
+  name, a library's never. Generators, iterators (``itertools.cycle``), frames, weak references,
+  caches kept by code (``functools.lru_cache``'s results) and NumPy arrays are not searched.
 * It stops after ``BUDGET`` objects and items (cycles are visited once) and says so.
 * Saved tensors are looked at without unpacking them where torch shows a saved tensor's hook
   (pytorch/pytorch#164358: torch 2.10 and newer). On 2.9 and older, looking means unpacking:
@@ -63,6 +64,7 @@ How it looks, and where it stops:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import re
 import sys
@@ -84,9 +86,43 @@ _FRAME = re.compile(
     r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
 )
 _FREED = "Trying to backward through the graph a second time"
-# Saved tensors show their unpack hook and data from torch 2.10 (pytorch/pytorch#164358; 2.9 not):
-# without them, looking at a hooked saved tensor means unpacking it.
-UNPACKS_TO_LOOK = not hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
+
+# ---- private torch APIs (MAINTAINING.md lists them). Each is read through a guard; where one is
+# missing, the report says so in one sentence (``_gap``) and this module does what that sentence says.
+# - torch._C._autograd.SavedTensor .unpack_hook/.data (2.10+, pytorch/pytorch#164358): a saved
+#   tensor seen without unpacking it; missing: looking unpacks it (UNPACKS_TO_LOOK, a warning).
+# - Node._raw_saved_<name>, Node._saved_<name>: a node's saved tensors, freed or not; missing: no
+#   node shows its age, only mark_step() dates nodes.
+# - torch.autograd._get_sequence_nr(), Node._sequence_nr(): the number autograd gives a node;
+#   missing: mark_step() marks nothing, only nodes freed by a backward count as old.
+# - Node.metadata["traceback_"] (anomaly mode): the stack that made a node; missing: no lines.
+# - torch.autograd.function.BackwardCFunction: a custom Function's node; missing: read as built-in.
+_SAVED_TENSOR = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
+UNPACKS_TO_LOOK = not hasattr(_SAVED_TENSOR, "unpack_hook")
+_FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
+with torch.enable_grad():  # one node, made at import, to see which private attributes torch has
+    _PROBE = (torch.ones(1, requires_grad=True) * torch.ones(1)).grad_fn
+_RAW_SAVED = any(a.startswith("_raw_saved_") for a in dir(_PROBE))
+_GAPS: list[str] = []  # sentences for the private APIs found missing
+
+
+def _gap(api: str, fallback: str) -> None:
+    """Say once, in every later report and as a warning, that a private torch API is missing."""
+    text = f"this torch ({torch.__version__}) has no {api}: {fallback}"
+    if text not in _GAPS:
+        _GAPS.append(text)
+        warnings.warn(text, stacklevel=3)
+
+
+def _seq(fn: object) -> int | None:
+    """``fn._sequence_nr()``, or None where torch lacks it (then said once)."""
+    number = getattr(fn, "_sequence_nr", None)
+    if number is None:
+        _gap("Node._sequence_nr()", "no node counts as made before mark_step()")
+        return None
+    return number()
+
+
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, torch.dtype, torch.device)
 _RESETS = {"ZeroBackward0", "FillBackward0", "FillBackward1", "FillBackward2"}  # zero_(), fill_()
 _WRITES = {
@@ -101,7 +137,14 @@ _MARK: int | None = None  # the sequence number autograd gives the first node of
 def mark_step() -> None:
     """Call at the top of each training step: nodes made before this call count as old."""
     global _MARK
-    _MARK = torch.autograd._get_sequence_nr()  # the next node's number, read, nothing made
+    read = getattr(torch.autograd, "_get_sequence_nr", None)
+    if read is None:
+        _gap(
+            "torch.autograd._get_sequence_nr()",
+            "mark_step() marks nothing; only nodes freed by a backward count as old",
+        )
+        return
+    _MARK = read()  # the next node's number, read, nothing made
 
 
 @dataclass(frozen=True)
@@ -156,9 +199,11 @@ class Carrier:
     reason: str
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
+    enters: bool = False  # whether this loss's graph passes through it (else: kept, not used now)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.kind} ({self.node})\n    -> {self.verdict}: {self.reason}. Fix: {self.fix}"
+        uses = "; this loss uses it" if self.enters else ""
+        return f"{self.path}: {self.kind} ({self.node}){uses}\n    -> {self.verdict}: {self.reason}. Fix: {self.fix}"
 
 
 @dataclass(frozen=True)
@@ -175,6 +220,8 @@ class Report:
     budget_reached: bool = False
     notes: tuple[str, ...] = field(default=())
     twice: tuple[str, ...] = field(default=())  # this step's nodes freed by a backward in this step
+    unfinished: tuple[str, ...] = field(default=())  # objects given whose walk BUDGET stopped
+    unread: tuple[str, ...] = field(default=())  # places whose own code raised when read
 
     def __bool__(self) -> bool:
         return bool(self.freed or self.carriers or self.twice)
@@ -187,7 +234,7 @@ class Report:
                 list
             )  # one line for places of one kind (a cache's layers)
             for carrier in self.carriers:
-                alike[carrier.kind, carrier.node, carrier.verdict].append(carrier)
+                alike[carrier.kind, carrier.node, carrier.verdict, carrier.enters].append(carrier)
             for group in alike.values():
                 paths = [c.path for c in group]
                 if len(paths) > 3:
@@ -199,15 +246,22 @@ class Report:
                 f"{self.nodes} nodes are old) at:"
             )
             counts = collections.Counter(str(c) for c in self.culprits)
+            if self.carriers:  # the places are named above: the nodes' own list would repeat them
+                counts = collections.Counter(
+                    str(dataclasses.replace(c, held_by=())) for c in self.culprits
+                )
             lines += [
                 f"  {text}" + (f"\n      ({n} such nodes)" if n > 1 else "")
                 for text, n in counts.items()
             ]
             if not any(c.held_by for c in self.culprits) and not self.carriers:
                 lines.append(
-                    "  held by none of the objects given: pass the ones your loop keeps, or **locals()"
-                    if self.searched
-                    else "  pass the objects your loop keeps (model=model, or **globals()) to name the place"
+                    "  pass the objects your loop keeps (model=model, or **globals()) to name the place"
+                    if not self.searched
+                    else f"  not found in {', '.join(self.unfinished)}: the search stopped (BUDGET)"
+                    if self.unfinished
+                    else "  held by none of the objects given: pass the ones your loop keeps (or "
+                    "**globals()), or it sits where this cannot look (find_old_graph.py's docstring lists where)"
                 )
         if not lines:
             lines.append(
@@ -225,8 +279,14 @@ class Report:
             lines.append(
                 f"Searched: the loss's graph ({self.nodes} nodes); {searched} "
                 f"({self.objects} objects and items)"
-                + (f"; stopped at BUDGET={BUDGET}, not all searched" if self.budget_reached else "")
-            )
+                + (
+                    f"; stopped at BUDGET={BUDGET}, not all searched: {', '.join(self.unfinished)}"
+                    if self.unfinished else ""
+                )
+            )  # fmt: skip
+        if self.unread:
+            shown = ", ".join(self.unread[:3]) + (" ..." if len(self.unread) > 3 else "")
+            lines.append(f"Not read (its own code raised when read): {shown}")
         lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -249,9 +309,10 @@ def _saved_status(fn: object) -> tuple[tuple[str, ...], bool]:
     looked at through ``_raw_saved_*``: a hook or packed data means it is alive; only when both are
     gone is the ordinary attribute read, which then runs no hook and raises if it was freed.
     Releases whose saved tensors lack ``unpack_hook`` (2.9 and older) are read
-    directly, so there a checkpointed forward runs again.
+    directly, so there a checkpointed forward runs again. A node that saved a list of tensors
+    (``x[idx]``'s ``IndexBackward0``, ``index_put``) refuses even ``_raw_saved_*`` once freed.
     """
-    if isinstance(fn, torch.autograd.function.BackwardCFunction):  # a custom autograd.Function
+    if isinstance(fn, _FUNCTION_NODE):  # a custom autograd.Function
         try:
             return (), bool(fn._raw_saved_tensors)  # refused after release, saved or not
         except RuntimeError as error:
@@ -262,9 +323,18 @@ def _saved_status(fn: object) -> tuple[tuple[str, ...], bool]:
     if attrs is None:
         attrs = tuple(sorted(a for a in dir(fn) if a.startswith("_raw_saved_")))
         _SAVED_ATTRS[type(fn)] = attrs
+        if not _RAW_SAVED:
+            _gap("Node._raw_saved_<name>", "no node shows its age; only mark_step() dates nodes")
     freed, alive = [], False
     for attr in attrs:
-        raw = getattr(fn, attr)
+        name = attr.removeprefix("_raw_saved_")
+        try:
+            raw = getattr(fn, attr)
+        except RuntimeError as error:  # a freed list of saved tensors refuses to be read
+            if _FREED not in str(error):
+                raise
+            freed.append(name)
+            continue
         items = [
             item for item in (raw if isinstance(raw, (list, tuple)) else [raw]) if item is not None
         ]
@@ -273,7 +343,6 @@ def _saved_status(fn: object) -> tuple[tuple[str, ...], bool]:
         ):
             alive = True  # a hooked tensor is not unpacked here
             continue
-        name = attr.removeprefix("_raw_saved_")
         try:
             value = getattr(fn, f"_saved_{name}")  # raises if freed (runs a hook where hidden)
         except RuntimeError as error:  # the error backward() would raise, raised early
@@ -391,53 +460,62 @@ def _key(key: object, names: dict[int, str]) -> str:
 
 
 def _children(obj: object, names: dict[int, str], top: bool):
-    """(suffix, child) pairs: what ``obj`` refers to, read without running its code."""
-    if isinstance(obj, torch.Tensor):
+    """(suffix, child) pairs: what ``obj`` refers to, read without running its code: types are
+    tested with ``issubclass(type(obj), ...)`` (``isinstance`` may read ``__class__``), and a
+    container subclass is read through its base type's methods (``dict.items(obj)``), not its own."""
+    kind = type(obj)
+    if issubclass(kind, torch.Tensor):
         if obj.is_leaf and obj.grad is not None:  # a gradient kept with create_graph=True
             yield ".grad", obj.grad
+        own = _own_dict(obj)  # attributes set on a tensor (w.cached = ...)
+        yield from ((f".{n}", v) for n, v in (own or {}).items())
         return
-    if isinstance(obj, _ATOMS):
+    if issubclass(kind, _ATOMS):
         return
-    if isinstance(obj, (types.GeneratorType, types.CoroutineType, types.FrameType)):
+    if issubclass(kind, (types.GeneratorType, types.CoroutineType, types.FrameType)):
         return
-    if isinstance(obj, types.ModuleType):
+    if issubclass(kind, types.ModuleType):
         file = getattr(obj, "__file__", None)  # none: a built-in module such as sys
         if top and file and _kind(file) == "yours":
-            for name, value in vars(obj).items():
-                if not name.startswith("__") and not isinstance(value, types.ModuleType):
+            for name, value in dict.items(vars(obj)):
+                if not name.startswith("__") and not issubclass(type(value), types.ModuleType):
                     yield f".{name}", value
         return
-    if isinstance(obj, torch.nn.Module):
+    if issubclass(kind, torch.nn.Module):
+        own = _own_dict(obj) or {}
         for slot in ("_parameters", "_buffers", "_modules"):
-            for name, value in vars(obj).get(slot, {}).items():
+            for name, value in dict.items(own.get(slot) or {}):
                 if value is not None:
                     yield f".{name}", value
-        for name, value in vars(obj).items():
+        for name, value in dict.items(own):
             if name not in ("_parameters", "_buffers", "_modules"):
                 yield f".{name}", value
+        yield from _class_attributes(kind)
         return
-    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):  # a namedtuple
-        yield from ((f".{n}", v) for n, v in zip(type(obj)._fields, obj))
+    if issubclass(kind, tuple) and hasattr(kind, "_fields"):  # a namedtuple
+        yield from ((f".{n}", v) for n, v in zip(kind._fields, tuple.__iter__(obj)))
         return
-    if isinstance(obj, (list, tuple, collections.deque)):
-        yield from ((f"[{i}]", v) for i, v in enumerate(obj))
-        return
-    if isinstance(obj, (set, frozenset)):
-        yield from ((f"{{item {i}}}", v) for i, v in enumerate(obj))
-        return
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if isinstance(key, torch.Tensor):
+    for base in (list, tuple, collections.deque):
+        if issubclass(kind, base):
+            yield from ((f"[{i}]", v) for i, v in enumerate(base.__iter__(obj)))
+            return
+    for base in (set, frozenset):
+        if issubclass(kind, base):
+            yield from ((f"{{item {i}}}", v) for i, v in enumerate(base.__iter__(obj)))
+            return
+    if issubclass(kind, dict):
+        for key, value in dict.items(obj):
+            if issubclass(type(key), torch.Tensor):
                 yield f"[{_key(key, names)}](key)", key
             yield f"[{_key(key, names)}]", value
         return
-    if isinstance(obj, types.CellType):
+    if kind is types.CellType:
         try:
             yield "", obj.cell_contents
         except ValueError:  # an empty cell
             pass
         return
-    if isinstance(obj, types.FunctionType):
+    if kind is types.FunctionType:
         for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
             yield f".<closure {name}>", cell
         code = obj.__code__
@@ -450,36 +528,33 @@ def _children(obj: object, names: dict[int, str], top: bool):
             yield f".<default {name}>", value
         yield from ((f".{n}", v) for n, v in (vars(obj) or {}).items())
         return
-    if isinstance(obj, types.MethodType):
+    if kind is types.MethodType:
         yield ".__self__", obj.__self__
         yield ".__func__", obj.__func__
         return
-    if isinstance(obj, functools.partial):
+    if issubclass(kind, functools.partial):
         yield ".func", obj.func
         yield from ((f".args[{i}]", v) for i, v in enumerate(obj.args))
         yield from ((f".keywords[{k!r}]", v) for k, v in obj.keywords.items())
         return
-    if isinstance(obj, (staticmethod, classmethod)):
+    if issubclass(kind, (staticmethod, classmethod)):
         yield "", obj.__func__
         return
-    if isinstance(obj, (property, types.BuiltinFunctionType, types.WrapperDescriptorType)):
+    if issubclass(kind, (property, types.BuiltinFunctionType, types.WrapperDescriptorType)):
         return  # a property is code: not read
-    if isinstance(obj, type):
+    if issubclass(kind, type):
         if _user_class(obj):
-            for name, value in vars(obj).items():
+            for name, value in type.__dict__["__dict__"].__get__(obj).items():  # a mappingproxy
                 if not name.startswith("__"):
                     yield f".{name}", value
         return
-    if type(obj).__module__ == "numpy" or isinstance(obj, torch.Size):
+    if kind.__module__ == "numpy" or issubclass(kind, torch.Size):
         return
-    if _user_class(type(obj)):  # class attributes the instance shares (history = [] in a class)
-        for klass in type(obj).__mro__:
-            if klass is not object and _user_class(klass):
-                yield f"={klass.__name__}", klass  # an absolute path: Sampler.history
+    yield from _class_attributes(kind)
     own = _own_dict(obj)
     if own is not None:
-        yield from ((f".{n}", v) for n, v in own.items())
-    for klass in type(obj).__mro__:
+        yield from ((f".{n}", v) for n, v in dict.items(own))
+    for klass in kind.__mro__:
         slots = vars(klass).get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
             descriptor = vars(klass).get(name)
@@ -490,41 +565,87 @@ def _children(obj: object, names: dict[int, str], top: bool):
                     pass
 
 
+def _class_attributes(kind: type):
+    """The classes of ``kind``'s MRO defined outside torch and the standard library: their
+    attributes are shared by every instance (``history = []`` in a class body)."""
+    for klass in kind.__mro__:
+        if klass is not object and _user_class(klass):
+            yield f"={klass.__name__}", klass  # an absolute path: Sampler.history
+
+
+_IPYTHON = re.compile(
+    r"_+|_\d+|_i+|_i\d+|_[iod]h|In|Out|get_ipython|exit|quit"
+)  # history, not yours
+
+
 def _walk(objects: dict[str, object], budget: int):
-    """Every tensor reachable from ``objects``: ({id: path}, [tensors], visited, budget_reached,
-    params of optimizers found, params of modules found)."""
-    names: dict[int, str] = {}
-    tensors: list[torch.Tensor] = []
-    pinned, seen = [], set()
-    opt_params, module_params = set(), set()
-    queue = collections.deque((name, value, True) for name, value in objects.items())
-    visited = 0
-    while queue:
-        path, obj, top = queue.popleft()
-        if id(obj) in seen:
-            continue
-        visited += 1
-        if visited > budget:
-            return names, tensors, visited - 1, True, opt_params, module_params
-        seen.add(id(obj))
-        pinned.append(obj)
-        if isinstance(obj, torch.Tensor):
-            names[id(obj)] = path
-            tensors.append(obj)
-        elif isinstance(obj, torch.optim.Optimizer):
-            for group in obj.param_groups:
-                opt_params.update(id(p) for p in group["params"] if p.requires_grad)
-        elif isinstance(obj, torch.nn.Module):
-            module_params.update(id(p) for p in obj._parameters.values() if p is not None)
-        for suffix, child in _children(obj, names, top):
-            if isinstance(child, _ATOMS):  # a number, a string: counted, nothing inside
-                visited += 1
-                if visited > budget:
-                    return names, tensors, visited - 1, True, opt_params, module_params
-            elif id(child) not in seen:
-                where = suffix[1:] if suffix.startswith("=") else f"{path}{suffix}"
-                queue.append((where, child, False))
-    return names, tensors, visited, False, opt_params, module_params
+    """Every tensor reachable from ``objects``: a ``_Walk``. Each object given is walked breadth
+    first, in turns (one large object, a replay buffer, does not use up the budget before the
+    others are reached); an object whose reading raises is listed in ``unread``."""
+    walk = _Walk()
+    seen: set[int] = set()
+    turns = [
+        (name, collections.deque([(name, value, True, None)])) for name, value in objects.items()
+    ]
+    while turns:
+        for _name, queue in turns:
+            for _ in range(min(len(queue), 64)):
+                path, obj, top, holder = queue.popleft()
+                if id(obj) in seen:
+                    continue
+                walk.visited += 1
+                if walk.visited > budget:
+                    walk.visited -= 1
+                    walk.unfinished = tuple(n for n, q in turns if q)
+                    return walk
+                seen.add(id(obj))
+                walk.pinned.append(obj)
+                walk.holders[id(obj)] = holder
+                kind = type(obj)
+                if issubclass(kind, torch.Tensor):
+                    walk.names[id(obj)] = path
+                    walk.tensors.append(obj)
+                elif issubclass(kind, torch.optim.Optimizer):
+                    for group in obj.param_groups:
+                        walk.opt_params.update(id(p) for p in group["params"] if p.requires_grad)
+                elif issubclass(kind, torch.nn.Module):
+                    walk.module_params.update(
+                        id(p)
+                        for p in (_own_dict(obj) or {}).get("_parameters", {}).values()
+                        if p is not None
+                    )
+                try:
+                    for suffix, child in _children(obj, walk.names, top):
+                        if issubclass(
+                            type(child), _ATOMS
+                        ):  # a number, a string: counted, nothing inside
+                            walk.visited += 1
+                            if walk.visited > budget:
+                                walk.visited -= 1
+                                walk.unfinished = tuple(n for n, q in turns if q or n == _name)
+                                return walk
+                        elif id(child) not in seen:
+                            where = suffix[1:] if suffix.startswith("=") else f"{path}{suffix}"
+                            queue.append((where, child, False, obj))
+                except Exception:  # noqa: BLE001 - its own code raised when read: say so, go on
+                    walk.unread.append(path)
+        turns = [turn for turn in turns if turn[1]]  # (by length: a deque's == compares items)
+    return walk
+
+
+@dataclass
+class _Walk:
+    """What the object walk found."""
+
+    names: dict = field(default_factory=dict)  # id -> path of each tensor
+    tensors: list = field(default_factory=list)
+    holders: dict = field(default_factory=dict)  # id -> the object that refers to it (None: given)
+    pinned: list = field(default_factory=list)  # keeps every visited object alive (ids stay unique)
+    opt_params: set = field(default_factory=set)  # ids of the parameters of the optimizers found
+    module_params: set = field(default_factory=set)  # ids of the parameters of the modules found
+    visited: int = 0
+    unfinished: tuple = ()  # the objects given whose walk the budget stopped
+    unread: list = field(default_factory=list)  # paths whose reading raised
 
 
 # ---- the graph walk ----------------------------------------------------------------------------
@@ -536,7 +657,8 @@ def _old_state(fn: object, mark: int | None, twice: list) -> tuple[tuple[str, ..
     A node made after the mark whose tensors are freed goes to ``twice``: this step's own graph,
     run by an earlier backward in this step."""
     names, alive = _saved_status(fn)
-    before = mark is not None and type(fn).__name__ != "AccumulateGrad" and fn._sequence_nr() < mark
+    number = _seq(fn) if mark is not None and type(fn).__name__ != "AccumulateGrad" else None
+    before = number is not None and number < mark
     if names and (mark is None or before):
         return names, alive
     if names:
@@ -604,14 +726,70 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
 
 
 def _collapse(paths: list[str]) -> tuple[str, int]:
-    """``["h[0]", "h[1]", "h[2]"]`` -> ``("h[0..2]", 3)``."""
+    """``["h[0]", "h[1]", "h[2]"]`` -> ``("h[0..2]", 3)``; ``q[0].x, q[3].x`` -> ``q[0..3].x``."""
     if len(paths) == 1:
         return paths[0], 1
-    match = [re.fullmatch(r"(.*)\[(\d+)\]", p) for p in paths]
-    if all(match) and len({m[1] for m in match}) == 1:
+    match = [re.fullmatch(r"(.*)\[(\d+)\](.*)", p) for p in paths]
+    if all(match) and len({(m[1], m[3]) for m in match}) == 1:
         numbers = sorted(int(m[2]) for m in match)
-        return f"{match[0][1]}[{numbers[0]}..{numbers[-1]}]", len(paths)
+        return f"{match[0][1]}[{numbers[0]}..{numbers[-1]}]{match[0][3]}", len(paths)
     return ", ".join(paths), len(paths)
+
+
+def _detach(path: str, tensor: torch.Tensor, holders: dict) -> str:
+    """``path = path.detach()``, or what works where that assignment cannot: a tuple rebuilt, a
+    namedtuple's field replaced; in a closure cell or a default argument, detached where made."""
+    holder = holders.get(id(tensor))
+    frozen = _frozen(path, holder)
+    if frozen is None:
+        return f"{path} = {path}.detach()"
+    item = re.fullmatch(r"(.*)\[\d+\]", path)
+    field_ = re.fullmatch(r"(.*)\.(\w+)", path)
+    if frozen == "a tuple" and item and _frozen(item[1], holders.get(id(holder))) is None:
+        return f"{item[1]} = tuple(t.detach() for t in {item[1]})"
+    if frozen == "a namedtuple" and field_ and _frozen(field_[1], holders.get(id(holder))) is None:
+        return f"{field_[1]} = {field_[1]}._replace({field_[2]}={path}.detach())"
+    return f"detach it where it is made (it sits in {frozen}, which cannot be assigned into)"
+
+
+def _frozen(path: str, holder: object) -> str | None:
+    """What holds the tensor at ``path`` if it cannot be assigned into (a tuple, a closure cell,
+    a default argument, a set): then ``path = value`` is no fix to print."""
+    kind = type(holder)
+    if issubclass(kind, tuple):
+        return "a namedtuple" if hasattr(kind, "_fields") else "a tuple"
+    if issubclass(kind, (set, frozenset, types.MappingProxyType)):
+        return f"a {kind.__name__}"
+    if re.search(r"\.<(closure|default) [^>]*>$", path) or kind is types.CellType:
+        return "a closure cell or a default argument"
+    return None
+
+
+_CONTAINERS = (list, collections.deque, tuple, dict, set, frozenset)
+
+
+def _container(tensor: torch.Tensor, holders: dict) -> tuple[object, object]:
+    """The nearest container (not a namedtuple: a record) that holds ``tensor``, and its holder."""
+    obj = holders.get(id(tensor))
+    while obj is not None and not (
+        issubclass(type(obj), _CONTAINERS) and not hasattr(type(obj), "_fields")
+    ):
+        obj = holders.get(id(obj))
+    return obj, None if obj is None else holders.get(id(obj))
+
+
+def _grows(container: object) -> bool:
+    """A list, or a deque without ``maxlen``: it grows with every item added (a bank has a bound)."""
+    kind = type(container)
+    return issubclass(kind, list) or (
+        issubclass(kind, collections.deque) and collections.deque.maxlen.__get__(container) is None
+    )
+
+
+def _file_of(klass: type) -> str:
+    """The file that defines ``klass`` ('<notebook>' for ``__main__`` without one)."""
+    module = sys.modules.get(getattr(klass, "__module__", "") or "")
+    return getattr(module, "__file__", None) or "<notebook>"
 
 
 def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
@@ -644,27 +822,31 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         )
         warnings.warn(text, stacklevel=2)
         notes.append(text)
-    objects = {  # not __builtins__ and the like from **globals()
+    objects = {  # not __builtins__ and the like from **globals(), nor IPython's history (_, Out)
         name: value
         for name, value in objects.items()
         if not (len(name) > 4 and name.startswith("__") and name.endswith("__"))
+        and not _IPYTHON.fullmatch(name)
     }
-    names, tensors, visited, budget_reached, opt_params, module_params = _walk(objects, BUDGET)
-    if opt_params:
-        trains = lambda t: id(t) in opt_params  # noqa: E731
-        trains_what = "an optimizer's parameter", "optimizer parameters"
-    elif module_params:
-        trains = lambda t: id(t) in module_params and t.requires_grad  # noqa: E731
-        trains_what = "a parameter of the modules given", "parameters of the modules given"
-    else:
+    walk = _walk(objects, BUDGET)
+    names = walk.names
+    held = walk.opt_params or walk.module_params  # what is known to train
+    trains = lambda t: id(t) in held and t.requires_grad  # noqa: E731
+    trains_what = (
+        "optimizers' parameters" if walk.opt_params
+        else "parameters of the modules given" if walk.module_params
+        else "leaves that require grad"
+    )  # fmt: skip
+    if not held:
         trains = lambda t: t.requires_grad  # noqa: E731
-        trains_what = "a leaf that requires grad", "leaves that require grad"
     mark, twice = _MARK, []
     root = None if loss is None else loss.grad_fn
     by_node: dict = collections.defaultdict(list)  # grad_fn -> places that hold its tensor
-    for t in tensors:
+    tensor_at: dict = {}  # path -> tensor
+    for t in walk.tensors:
         if t.grad_fn is not None:
             by_node[t.grad_fn].append(names[id(t)])
+            tensor_at[names[id(t)]] = t
 
     # every node of the loss's graph (breadth first, nearest the loss first) and of the objects'
     state, alive, parent, order, kids = {}, {}, {}, [], {}
@@ -696,7 +878,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     # old node, or if only old nodes lie below it
     known_old = {fn for fn, names_ in state.items() if names_ is not None}
     newest_old = max(
-        (f._sequence_nr() for f in known_old if type(f).__name__ != "AccumulateGrad"), default=-1
+        (
+            n
+            for f in known_old
+            if type(f).__name__ != "AccumulateGrad" and (n := _seq(f)) is not None
+        ),
+        default=-1,
     )
     new_below = _below(list(state), kids, lambda f: alive[f] and f not in known_old, stop=known_old)
     reaches_old = _below(list(state), kids, lambda f: f in known_old)
@@ -706,7 +893,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return True
         if not reaches_old.get(fn) or type(fn).__name__ == "AccumulateGrad":
             return False
-        return fn._sequence_nr() < newest_old or not new_below.get(fn)
+        number = _seq(fn)
+        return (number is not None and number < newest_old) or not new_below.get(fn)
 
     fresh, todo = set(), [root] if root is not None and root not in known_old else []
     while todo:  # the part of the loss's graph reached without passing through an old node
@@ -741,82 +929,114 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return "made before mark_step()"
         return "made in an earlier step (what its graph saved was freed)"
 
+    in_loss = set(order)
     carriers, holding = [], []
-    groups: dict = collections.defaultdict(list)  # old tensors kept side by side: a history
+    groups: dict = collections.defaultdict(list)  # a container's items, side by side
+    this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
     for fn, paths in by_node.items():
         if fn is root and not any(old(c) for c in kids[fn]):
             continue  # the loss itself, unless it adds to an earlier value (a running total)
-        if not reaches_old.get(fn):
-            holding += paths
-            continue
         for path in paths:
-            container = re.fullmatch(r"(.*)\[(\d+)\]", path)
-            groups[container[1] if container and old(fn) else path].append((path, fn))
+            item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
+            key = f"{item[1]}[*]{item[3]}" if item else path
+            if not reaches_old.get(fn):
+                holding.append(path)
+                this_step.add(key)
+            else:
+                groups[key if item and old(fn) else path].append((path, fn))
+                if not old(fn):
+                    this_step.add(key)
     for group, members in groups.items():
         paths = [p for p, _ in members]
         fn = members[0][1]
         shown, count = _collapse(paths)
+        here, tensor = paths[0], tensor_at[paths[0]]
         reset = _reset_below(fn, kids, old)
         leaves = _leaves_below(fn, kids, trains)
         leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
-        here = paths[0]
+        detach = _detach(here, tensor, walk.holders)  # how to write "here = here.detach()"
+        frozen = not detach.startswith(f"{here} = ")
+        container, owner = _container(tensor, walk.holders)
+        enters = any(f in in_loss for _, f in members)
         if here.endswith(".grad"):
-            kind, verdict = "a gradient kept with its graph (backward(create_graph=True))", "reset"
-            reason = "the next backward() adds to it, through its graph"
+            kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
+            reason = "no error: each backward() adds to it, through its graph (memory grows)"
             fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
         elif reset in ("zero_()", "fill_()"):
-            kind, verdict = (
-                f"reset in place ({reset}), the old graph kept behind the new value",
-                "reset",
-            )
-            reason = "zero_() or fill_() on a tensor with history keeps that history"
+            kind = f"reset in place ({reset}), the old graph kept behind the new value"
+            verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
             fix = (
-                f"reset it as a new tensor, {here} = torch.zeros_like({here}), or detach it "
-                f"first: {here} = {here}.detach().zero_()"
-            )
+                "reset it as a new tensor (torch.zeros_like(...)) where it is made" if frozen
+                else f"reset it as a new tensor, {here} = torch.zeros_like({here}), or {here} = {here}.detach().zero_()"
+            )  # fmt: skip
         elif reset:
-            kind, verdict = (
-                f"written in place ({reset}) into a tensor that carries an earlier step's graph",
-                "state",
-            )
+            kind = f"written in place ({reset}) into a tensor that carries an earlier step's graph"
+            verdict = "state"
+            reason = "a write into a tensor keeps its history below the new values"
+            fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
+        elif root is not None and not enters and tensor.dim() == 0:
+            kind, verdict = "a number kept across steps that this loss does not use", "detach"
             reason = (
-                "a write into a tensor with history keeps that history below the new values; "
-                "state (a cache, a buffer) carried from step to step"
+                "a running total or a log keeps every earlier step's graph alive (memory grows)"
             )
-            fix = (
-                f"{here} = {here}.detach() at the start of each step, before writing into it; "
-                "a statistic: update it under torch.no_grad()"
-            )
+            fix = "add loss.item() (a float) to it, or loss.detach()"
+        elif count > 1 or group in this_step and group != here:
+            what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
+            kind = what + (", beside this step's" if group in this_step else "")
+            if _grows(container) and _kind(_file_of(type(owner))) == "library":
+                verdict = "state"
+                reason = f"a history that {type(owner).__name__} adds to at every call"
+                fix = (
+                    f"to start each step from the object's state before it, step a copy "
+                    f"(copy.deepcopy) or reset it (a new {type(owner).__name__}, or its reset); "
+                    "to keep the history, keep it detached"
+                )
+            else:
+                verdict = "detach"
+                reason = "samples kept for later (a history, pool, bank, queue)" + (
+                    "; it holds more than one step's items" if group in this_step else ""
+                )
+                fix = "store detached copies (x.detach()) where they are added"
+                if reaches_trained.get(fn):
+                    reason += (
+                        f"; if they are values of {leaf_names}, which still trains, recompute them"
+                    )
         elif not old(fn):
             kind, verdict = "rebuilt this step from its value of an earlier step", "state"
             reason = "state carried from step to step"
             fix = (
-                f"within one sequence, {here} = {here}.detach() at the start of each step or "
-                "window; between independent batches, reset it as a new tensor; a statistic "
-                "(a running mean): update it under torch.no_grad()"
+                f"within one sequence, {detach} at each step's or window's start; between "
+                "independent batches, reset it as a new tensor; a statistic: update it under "
+                "torch.no_grad()"
             )
-        elif group != here and count > 1:
-            kind = f"{count} tensors of earlier steps kept in {group}"
-            verdict = "detach"
-            reason = "samples kept for later (a history, pool, queue, replay buffer)"
-            fix = f"store detached copies: {group}.append(x.detach())"
-            if reaches_trained.get(fn):
-                reason += f"; if they are values built from {leaf_names}, which still trains, recompute them instead"
         elif reaches_trained.get(fn):
             kind, verdict = old_kind(fn), "recompute"
-            what, verb = (
-                (trains_what[1], "train") if len(leaves) > 1 else (trains_what[0], "trains")
-            )
+            verb = "train" if len(leaves) > 1 else "trains"
+            reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
+            fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
+        elif mine := _leaves_below(
+            fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
+        ):
+            kind, verdict = old_kind(fn), "recompute"
+            mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
+            reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given holds"
+            fix = f"if something trains it (a framework's optimizer), compute it inside the step; if not, {detach}"
+        elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
+            kind, verdict = old_kind(fn), "detach"
+            needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
             reason = (
-                f"its graph reaches {leaf_names} ({what}), which still {verb}; detached, it "
-                "would not train them through this value"
+                f"its graph reaches {needing}, which requires grad but which none of the objects given "
+                "trains: a constant for this step, unless something else trains it (then recompute it)"
             )
-            fix = "compute it inside the step; if it is meant as a constant (a target, a teacher's output, a sample kept for later), detach it"
+            fix = f"{detach}, or compute it under torch.no_grad()"
         else:
             kind, verdict = old_kind(fn), "detach"
-            reason = f"a constant for this step: its graph reaches no {trains_what[0]}"
-            fix = f"{here} = {here}.detach(), or compute it under torch.no_grad()"
-        carriers.append(Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count))
+            reason = "a constant for this step: its graph reaches no leaf that requires grad"
+            fix = f"{detach}, or compute it under torch.no_grad()"
+        carriers.append(
+            Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
+        )
+    carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
 
     freed, culprits = [], []
     for fn in order:
@@ -865,7 +1085,18 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             "with retain_graph=True nothing is freed: call mark_step() at the top of each step so "
             "that nodes made before it count as old"
         )
+    if (
+        torch.is_anomaly_enabled()
+        and freed
+        and not any("traceback_" in (getattr(f, "metadata", None) or {}) for f in known_old)
+    ):
+        notes.append(  # a private key: made before anomaly mode was on, or torch moved it
+            'anomaly mode is on, but no old node holds its stack (Node.metadata["traceback_"]): '
+            "turn it on before the loop; if it was, this torch keeps the stack elsewhere: no lines"
+        )
+    notes += _GAPS
     return Report(
         len(order), tuple(freed), tuple(culprits), tuple(carriers), tuple(holding),
-        tuple(objects), visited, budget_reached, tuple(notes), tuple(twice),
+        tuple(objects), walk.visited, bool(walk.unfinished), tuple(notes), tuple(twice),
+        walk.unfinished, tuple(walk.unread),
     )  # fmt: skip

@@ -1,11 +1,13 @@
 """Why is this ``.grad`` None (or zero)? Name the rule for each tensor you expected a gradient for.
 
-Autograd writes a tensor's ``.grad`` in one place only: the ``AccumulateGrad`` node of a leaf
-that requires grad, when a ``backward()`` pass reaches it (or, for a non-leaf, after
-``retain_grad()``). ``torch.autograd.grad`` returns gradients and writes no ``.grad``;
-``backward(inputs=...)`` writes only those inputs'. So a ``.grad`` stays ``None`` because the
-tensor is not a leaf, does not require grad, is not on the loss's graph (a copy of it, or a value
-that entered without history, is there instead), or because of *when* it is read (before
+Autograd writes a leaf's ``.grad`` in one place only: the leaf's ``AccumulateGrad`` node, when a
+``backward()`` pass reaches it with a gradient (a custom ``Function`` may send ``None`` instead).
+A non-leaf gets one after ``retain_grad()`` (``backward(inputs=[h])`` retains ``h`` for you), from
+``backward()`` or ``torch.autograd.grad``, which writes no leaf's ``.grad``. Outside autograd, code
+may write one: by hand, or DDP, which averages a parameter's gradient over the ranks (a parameter
+another rank used gets one). So a ``.grad`` stays ``None`` because the tensor is not a leaf, does
+not require grad, is not on the loss's graph (a copy of it, or a value that entered without
+history, is there instead; or it is not used), or because of *when* it is read (before
 ``backward()``, after ``zero_grad()``, inside a hook that runs before accumulation). This module
 checks each rule on the loss's graph and on the tensors you name, and says which applies.
 
@@ -13,28 +15,44 @@ Use (torch only), one line after your ``backward()`` (before it works too)::
 
     from why_no_grad import why_no_grad
     loss.backward()
-    print(why_no_grad(loss, model=model, w=w))   # modules, tensors, optimizers, lists, by name
+    print(why_no_grad(loss, model=model, opt=opt))   # modules, optimizers, tensors, dicts, by name
+
+``loss`` may be one term of your loss (a regulariser that seems to do nothing): then it says what
+that term reaches. With an optimizer named, it also flags a parameter that has a gradient but that
+no param group holds (it never moves).
 
 Where it stops:
 
 * It reads the graph (``grad_fn``, ``next_functions``, each leaf's ``AccumulateGrad``) and the
   tensors' flags, ``.grad`` and hooks; it runs no backward and changes nothing. It cannot see
   code that ran before: "not on the graph" comes with the list of ways a value enters without
-  history, and the one it can tell (a copy, a tensor sharing memory, a cast) named.
-* Copies are recognised by shape and value (or shared memory) among the leaves the graph
-  reaches, and, while the graph is alive (before ``backward()`` or with ``retain_graph=True``),
-  among the tensors it saved; after ``backward()`` the saved ones are freed and not seen.
+  history, and the one it can tell (a copy, a tensor sharing memory, a cast, a module that
+  checkpoints) named.
+* Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
+  graph reaches and, while the graph is alive (before ``backward()`` or with
+  ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
+  candidate is no parameter of the modules named and the tensor is not constant (tensors
+  initialised alike, two LayerNorms, are not copies). After ``backward()`` the saved ones are
+  freed and not seen.
 * Zero rather than None: a dead ReLU is recognised while the graph is alive (every path from the
   loss to the tensor passes through a ReLU whose output is all zero); after ``backward()`` it lists
-  the hooks that could zero the gradient, and whether it was changed in place after it was
-  written (``zero_grad(set_to_none=False)``); it cannot recompute the derivative.
+  the hooks on the tensor and its module that could zero the gradient (not hooks on activations
+  or nodes: torch does not list those), and whether it was changed in place after it was written
+  (``zero_grad(set_to_none=False)``); it cannot recompute the derivative.
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
-  checkpointed block is never re-run.
+  checkpointed block is never re-run. On older releases whether a backward ran cannot be told:
+  it then gives the rules that remain, together, and says so.
+* Private torch APIs it reads (each guarded; a report says when one is missing and what it does
+  instead): ``SavedTensor.unpack_hook``/``.data``, ``Node._raw_saved_*``/``_saved_*``,
+  ``torch.autograd.function.BackwardCFunction``, ``Tensor._backward_hooks``/``_post_accumulate_grad_hooks``,
+  ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``
+  and torch's backward frames (``torch.autograd.graph._engine_run_backward``).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +63,34 @@ __all__ = ["Finding", "Report", "why_no_grad"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _FREED = "Trying to backward through the graph a second time"
-_SHOWS_HOOKS = hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
+# private torch APIs, each read through a guard; _GAPS holds the sentence for each one missing
+_SHOWS_HOOKS = hasattr(
+    getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None), "unpack_hook"
+)
+_FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
+with torch.enable_grad():  # one node, made at import, to see which private attributes torch has
+    _PROBE = (torch.ones(1, requires_grad=True) * torch.ones(1)).grad_fn
+_GAPS = [
+    f"this torch ({torch.__version__}) has no {api}: {fallback}"
+    for api, fallback, present in (
+        ("SavedTensor.unpack_hook (2.10+)", "saved tensors are not read, so whether a backward "
+         "ran cannot be told; the rules that remain are given together", _SHOWS_HOOKS),
+        ("Node._raw_saved_<name>", "saved tensors are not read", any(
+            a.startswith("_raw_saved_") for a in dir(_PROBE))),
+        ("torch.autograd.function.BackwardCFunction", "a custom Function's node is read as a "
+         "built-in one", _FUNCTION_NODE != ()),
+        ("Tensor._backward_hooks", "tensor hooks are not listed", hasattr(torch.ones(1), "_backward_hooks")),
+        ("Tensor._post_accumulate_grad_hooks", "post-accumulate-grad hooks are not listed",
+         hasattr(torch.ones(1), "_post_accumulate_grad_hooks")),
+        ("Module._backward_hooks", "module backward hooks are not listed",
+         hasattr(torch.nn.Module(), "_backward_hooks")),
+        ("torch.nn.modules.module._global_backward_hooks", "global module hooks are not listed",
+         hasattr(torch.nn.modules.module, "_global_backward_hooks")),
+        ("torch.autograd.graph._engine_run_backward", "a read from inside a hook is not told apart",
+         hasattr(torch.autograd.graph, "_engine_run_backward")),
+    )
+    if not present
+]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
     "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
@@ -82,27 +127,59 @@ class Report:
         return any(f.rule != "has a gradient" for f in self.findings)
 
     def __getitem__(self, name: str) -> Finding:
-        return next(f for f in self.findings if f.name == name)
+        for found in self.findings:
+            if found.name == name:
+                return found
+        raise KeyError(f"why_no_grad: no tensor named {name!r} (named: {self.names()})")
+
+    def names(self) -> str:
+        return _summary([f.name for f in self.findings])
 
     def __str__(self) -> str:
         missing = [f for f in self.findings if f.rule != "has a gradient"]
         fine = [f.name for f in self.findings if f.rule == "has a gradient"]
         lines = [
             f"{len(missing)} of {len(self.findings)} named tensors have no gradient or a zero one"
+            + (
+                " (or are in no optimizer)"
+                if any(f.rule == "not in the optimizer" for f in missing)
+                else ""
+            )
         ]
         alike = collections.defaultdict(list)  # one line for tensors under the same rule and reason
         for f in missing:
             alike[f.grad, f.rule, f.why, f.fix].append(f.name)
         for (grad, rule, why, fix), names in alike.items():
-            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            lines.append(str(Finding(shown, grad, rule, why, fix)))
+            lines.append(str(Finding(_summary(names), grad, rule, why, fix)))
         if fine:
+            lines.append(f"with a gradient: {_summary(fine)}")
+        if self.findings and not missing and self.graph.startswith("the loss's graph"):
             lines.append(
-                f"with a gradient: {', '.join(fine[:6])}" + (" ..." if len(fine) > 6 else "")
+                "To see what one term of your loss reaches (a term that seems to change nothing), "
+                "pass that term: why_no_grad(term, model=model)"
             )
         lines.append(f"Searched: {self.graph}")
         lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+
+def _summary(names: list[str], most: int = 4) -> str:
+    """Up to ``most`` names, or the modules they are under: ``m.layer.0.* (16 tensors)``."""
+    if len(names) <= most:
+        return ", ".join(names)
+    parts = [n.split(".") for n in names]
+    for depth in range(max(map(len, parts)), 0, -1):
+        prefixes = list(dict.fromkeys(".".join(p[:depth]) for p in parts))
+        if len(prefixes) <= most:
+            counts = collections.Counter(".".join(p[:depth]) for p in parts)
+            one = {".".join(p[:depth]): n for n, p in zip(names, parts)}  # a prefix's only name
+            return ", ".join(
+                prefix if prefix in names
+                else one[prefix] if counts[prefix] == 1
+                else f"{prefix}.* ({counts[prefix]} tensors)"
+                for prefix in prefixes
+            )  # fmt: skip
+    return ", ".join(names[:most]) + f" and {len(names) - most} more"
 
 
 def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
@@ -121,10 +198,12 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
             pairs = [(key, value)]
         elif isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value):
             pairs = [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+        elif isinstance(value, dict) and all(isinstance(v, torch.Tensor) for v in value.values()):
+            pairs = [(f"{key}[{k!r}]", v) for k, v in value.items()]  # a state_dict()
         else:
             raise TypeError(
-                f"why_no_grad: {key} must be a tensor, a module, an optimizer or a list of tensors, "
-                f"not a {type(value).__name__}"
+                f"why_no_grad: {key} must be a tensor, a module, an optimizer, or a list or dict of "
+                f"tensors, not a {type(value).__name__}"
             )
         for name, tensor in pairs:
             if id(tensor) not in names:
@@ -135,8 +214,9 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
 
 def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
     """(the saved tensors of ``fn`` that are alive and can be read without running a hook,
-    whether one was freed, whether one is alive)."""
-    if isinstance(fn, torch.autograd.function.BackwardCFunction):
+    whether one was freed, whether one is alive). A node that saved a list of tensors
+    (``x[idx]``'s ``IndexBackward0``) refuses even ``_raw_saved_*`` once freed."""
+    if isinstance(fn, _FUNCTION_NODE):
         try:
             raw = fn._raw_saved_tensors
         except RuntimeError as error:
@@ -148,10 +228,18 @@ def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
     attrs = _SAVED_ATTRS.get(type(fn))
     if attrs is None:  # dir() is slow: once per node type
         attrs = _SAVED_ATTRS[type(fn)] = tuple(a for a in dir(fn) if a.startswith("_raw_saved_"))
+    if not _SHOWS_HOOKS:
+        return values, freed, alive  # looking would unpack (run a checkpoint's forward again)
     for attr in attrs:
-        raw = getattr(fn, attr)
+        try:
+            raw = getattr(fn, attr)
+        except RuntimeError as error:  # a freed list of saved tensors
+            if _FREED not in str(error):
+                raise
+            freed = True
+            continue
         for item in raw if isinstance(raw, (list, tuple)) else [raw]:
-            if item is None or not _SHOWS_HOOKS:
+            if item is None:
                 continue
             if item.unpack_hook is not None:
                 alive = True  # hooked (checkpointing, offloading): not unpacked
@@ -229,7 +317,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     """For each tensor named in ``expected`` (modules give their parameters, optimizers theirs),
     say why its ``.grad`` is ``None`` or zero, from ``loss``'s graph (``None`` if you have no
     loss at hand: then only the tensors' own state is read). Call it after ``backward()``, or
-    before it. It changes nothing."""
+    before it; ``loss`` may be one term of the loss. It changes nothing."""
     if loss is not None and not isinstance(loss, torch.Tensor):
         raise TypeError(
             f"why_no_grad: loss must be the tensor you call backward() on, not a {type(loss).__name__} "
@@ -242,9 +330,10 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
         raise ValueError(
             "why_no_grad: the loss has no graph (no grad_fn, requires_grad=False), so no .grad can be "
-            "written: it was computed under torch.no_grad() or inference_mode, or from values without "
-            "history (.detach(), .item(), numpy, torch.tensor(...)); backward() on it raises 'element 0 "
-            "of tensors does not require grad'; compute it with gradients enabled, from the model's outputs"
+            "written (a term of a loss like this changes no gradient): it was computed under "
+            "torch.no_grad() or inference_mode, or from values without history (.detach(), .item(), "
+            "numpy, torch.tensor(...)); backward() on it raises 'element 0 of tensors does not "
+            "require grad'; compute it with gradients enabled, from the model's outputs"
         )
     tensors = _named(expected)
     modules = [
@@ -276,7 +365,10 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                 if child not in seen:
                     seen.add(child)
                     todo.append(child)
-    g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None]
+    g.node_set = set(g.nodes)
+    g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None] + [
+        t for _, t in tensors if t.retains_grad and t.grad_fn in g.node_set and t.grad is not None
+    ]  # leaves, and retained non-leaves (retain_grad(), backward(inputs=[h]))
     g.inside = _in_backward()
     g.dead = _dead_relus(g.nodes) if g.alive and not g.ran else set()
     if loss is None:
@@ -287,6 +379,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         state = (
             "a backward pass ran through it" if g.ran
             else "no backward pass has run through it yet, or one ran with retain_graph=True" if g.alive
+            else f"whether a backward ran through it cannot be told on torch {torch.__version__}"
+            if not _SHOWS_HOOKS
             else "whether a backward ran through it cannot be told (it saved no tensor)"
         )  # fmt: skip
         plural = "s" if len(g.leaves) != 1 else ""
@@ -305,7 +399,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "the loss's graph reaches none of the tensors named: it reaches only "
             + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
         )
-    return Report(tuple(findings), graph, tuple(notes))
+    return Report(tuple(findings), graph, tuple(notes + _GAPS))
 
 
 @dataclass
@@ -317,6 +411,7 @@ class _Context:
     modules: list  # (name, module) of the modules named, and their submodules
     held: dict  # "opt": ids the optimizers hold; "module": id -> name of the modules' parameters
     nodes: list = field(default_factory=list)
+    node_set: set = field(default_factory=set)
     kids: dict = field(default_factory=dict)
     leaves: dict = field(default_factory=dict)  # id -> (tensor, its AccumulateGrad node)
     saved: list = field(default_factory=list)  # saved tensors readable without a hook
@@ -379,10 +474,18 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             )
         return (
             "not a leaf",
-            f"made by {op} from {source}; .grad is kept only for leaves (backward() warns when it is read)",
+            f"made by {op} from {source}; .grad is kept only for leaves (reading it warns)",
             "call .retain_grad() on it before backward(), or read the gradient of the leaf it was made from",
         )
     if not t.requires_grad:
+        twin = _twin(t, g)
+        if twin:
+            return (
+                "a detached copy",
+                f"it shares its memory with {twin} but does not require grad: a detached view of it "
+                "(state_dict(), .data, .detach()); autograd writes the gradient to the parameter",
+                f"read the parameter's .grad ({twin}.grad; iterate model.named_parameters(), not state_dict())",
+            )
         copy = _copy_on_graph(t, g)
         frozen = isinstance(t, torch.nn.Parameter)
         why = ("frozen: requires_grad is False (requires_grad_(False), or a frozen layer)" if frozen
@@ -398,13 +501,45 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             if frozen
             else "set requires_grad=True (or requires_grad_()) before the forward pass that builds the loss",
         )
-    if loss is not None and id(t) not in g.leaves and loss is not t:
+    on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
+    if loss is not None and not on_graph:
+        if grad is not None and grad.any():
+            return _trained(t, (
+                "has a gradient",
+                "from another pass, not this loss's graph (another loss's backward, p.grad set by "
+                "hand, or DDP's average of a parameter another rank used)",
+                "",
+            ), g)  # fmt: skip
         return _not_reached(t, g)
     if grad is None:
         return _not_written(t, g)
     if grad.any():
-        return ("has a gradient", "", "")
+        return _trained(t, ("has a gradient", "", ""), g)
     return _zero(t, grad, g)
+
+
+def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
+    """A tensor with a gradient: flagged if optimizers were named and none of them holds it."""
+    if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:
+        return (
+            "not in the optimizer",
+            "it has a gradient, but no param group of the optimizers named holds it: it never moves "
+            "(left out when the groups were built, or replaced or added after the optimizer was made)",
+            "give it to the optimizer (opt.add_param_group({'params': [p]}), or build the groups from "
+            "model.parameters() after the model is final)",
+        )
+    return found
+
+
+def _twin(t: torch.Tensor, g: _Context) -> str | None:
+    """A parameter or leaf that requires grad and shares ``t``'s memory, ``t`` itself not
+    requiring grad: ``t`` is a detached view of it (``state_dict()``, ``.data``)."""
+    candidates = [v for v, _ in g.leaves.values()]
+    candidates += [p for _, m in g.modules for p in m.parameters(recurse=False)]
+    for v in candidates:
+        if v is not t and v.requires_grad and _same_memory(v, t) and v.shape == t.shape:
+            return g.label(v)
+    return None
 
 
 def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
@@ -416,6 +551,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "numpy, .detach() then requires_grad_()), so its graph reaches nothing",
             "compute the loss with torch operations on the model's outputs, without .item(), numpy "
             "or torch.tensor(...)",
+        )
+    if any(v is t for v in g.saved):
+        return (
+            "not on the graph: used before requires_grad_()",
+            "the graph saved it as a constant: requires_grad was switched on after the forward pass "
+            "that built this loss",
+            "call requires_grad_() before the forward pass",
         )
     copy = _copy_on_graph(t, g)
     if copy:
@@ -432,12 +574,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             _copy_fix(kept),
         )
     if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
-        loose = [n for i, n in g.held["module"].items() if i not in g.held["opt"]]
         return (
             "not on the graph: replaced",
             "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
-            "nn.Parameter (or .to() of a parameter) replaced it after the optimizer was made"
-            + (f"; not in the optimizer: {', '.join(loose[:3])}" if loose else ""),
+            "nn.Parameter (load_state_dict(assign=True), .to() of a parameter) replaced it after the "
+            "optimizer was made",
             "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
         )
@@ -454,21 +595,59 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "torch.tensor([...])",
         )
     owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    checkpointed = _checkpointing(owner, g.modules)
+    if checkpointed:
+        return (
+            "not on the graph: checkpointed",
+            f"{checkpointed}: a reentrant checkpoint whose inputs need no grad (frozen embeddings, "
+            "inputs without grad) returns an output without history, so nothing inside gets a "
+            "gradient (torch warns 'None of the inputs have requires_grad=True')",
+            "checkpoint with use_reentrant=False (transformers: gradient_checkpointing_kwargs="
+            "{'use_reentrant': False}), or make its input require grad (transformers: "
+            "model.enable_input_require_grads())",
+        )
     siblings = [
         i for i, n in g.held["module"].items() if n.rpartition(".")[0] == owner and i != id(t)
     ]
-    cut = ""
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
-        cut = f"none of {owner}'s parameters is on the graph, while other modules' are: {owner}'s output is cut before the loss; "
+        return (
+            "not on the graph: its module is not used or is cut",
+            "no parameter of its module is on the graph, while other modules' are: the module is not "
+            "called for this loss (a branch not taken, a layer defined but unused), or its output "
+            "is cut before the loss (no_grad, .detach(), .item(), numpy, a reentrant checkpoint "
+            "whose inputs need no grad)",
+            "not called: None is right; skip parameters whose .grad is None where you read them "
+            "(all_reduce, clipping), call the layer, or DDP(find_unused_parameters=True); cut: "
+            "remove it where its output enters the loss (a checkpoint: use_reentrant=False)",
+        )
     return (
         "not on the graph",
-        cut
-        + "the loss's graph does not reach it, nor a copy of it: its value entered without history "
+        "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         "(a forward pass under torch.no_grad() or inference_mode, .detach() or .data, .item() or "
-        "numpy, torch.tensor(...) around a result, a reentrant checkpoint whose inputs need no grad), "
-        "or it is not used for this loss (a branch not taken, a layer not called)",
-        "find where its module's output enters the loss and remove the cut there",
+        "numpy, torch.tensor(...) around a result, requires_grad_() after the forward pass, a "
+        "reentrant checkpoint whose inputs need no grad), or it is not used for this loss (a "
+        "branch not taken, a layer not called)",
+        "find where its value enters the loss and remove the cut there (checkpoint: "
+        "use_reentrant=False); not used: None is right, skip it where you read .grad",
     )
+
+
+def _checkpointing(owner: str, modules: list) -> str | None:
+    """A module at or above ``owner`` that checkpoints its blocks, unless it is known to use the
+    non-reentrant checkpoint: transformers' ``gradient_checkpointing``, timm's ``grad_checkpointing``
+    (plain attributes, read from ``__dict__``)."""
+    for name, module in modules:
+        if not (owner == name or owner.startswith(name + ".") or not name):
+            continue
+        own = vars(module)
+        if own.get("gradient_checkpointing") is True or own.get("grad_checkpointing") is True:
+            func = own.get("_gradient_checkpointing_func")
+            keywords = func.keywords if isinstance(func, functools.partial) else {}
+            if keywords.get("use_reentrant") is False:
+                continue
+            how = " (use_reentrant=True)" if keywords.get("use_reentrant") else ""
+            return f"{name or 'the module'} checkpoints its blocks{how}"
+    return None
 
 
 def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
@@ -486,6 +665,30 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "its .grad was never written, or was set to None",
             "run backward() first",
         )
+    node = g.leaves.get(id(t), (None, None))[1]
+    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)}
+    if (
+        g.with_grad
+        and node is not None
+        and functions
+        and _cut_by(functions, g.loss.grad_fn, node, g.kids)
+    ):
+        return (
+            "no gradient reached it: a custom Function",
+            "every path from the loss to it passes through a custom autograd.Function, and other "
+            "leaves got gradients: its backward returned None for this input (or marked it "
+            "non-differentiable, or set_materialize_grads(False) let None through)",
+            "return a gradient for that input from the Function's backward; if None is meant, skip "
+            "it where you read .grad",
+        )
+    if not _SHOWS_HOOKS:
+        return (
+            "not written (when cannot be told)",
+            f"it is on the loss's graph; on torch {torch.__version__} whether a backward ran cannot "
+            "be told: read before backward(), cleared after it (zero_grad()), computed by "
+            "torch.autograd.grad (which writes no leaf's .grad), or left out of backward(inputs=...)",
+            "read .grad after backward() and before zero_grad(); with autograd.grad, use what it returns",
+        )
     if g.ran and g.with_grad:
         return (
             "not written by this pass",
@@ -498,12 +701,12 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         return (
             "cleared or never written",
             "a pass ran through the graph but no leaf of it has a .grad: it was "
-            "torch.autograd.grad (which returns gradients and writes no .grad), or .grad was "
+            "torch.autograd.grad (which returns gradients and writes no leaf's .grad), or .grad was "
             "cleared after backward() (optimizer.zero_grad() or model.zero_grad() before your read; "
             "set_to_none=True is the default since torch 2.0)",
             "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
         )
-    relu = bool(g.dead) and _cut_by(g.dead, g.loss.grad_fn, g.leaves[id(t)][1], g.kids)
+    relu = bool(g.dead) and _cut_by(g.dead, g.loss.grad_fn, node, g.kids)
     return (
         "read before backward" + ("; will be zero: dead ReLU" if relu else ""),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
@@ -528,7 +731,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
                "the gradient backward() writes will be zero too" if relu else ""),
             "a dead ReLU: lower the learning rate, change the initialisation, or use LeakyReLU" if relu else "",
         )  # fmt: skip
-    functions = {f for f in g.nodes if isinstance(f, torch.autograd.function.BackwardCFunction)}
+    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)}
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
         return (
             "zero: from a custom Function",
@@ -539,10 +742,11 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         )
     why = (
         "the gradient written is zero: the derivative is zero here (a dead ReLU, a mask, a "
-        "constant output, a gradient clipped or scaled to zero)"
+        "constant output, a gradient clipped or scaled to zero, a hook on an activation: those "
+        "are not listed)"
     )
     if hooks:
-        why += f"; hooks that could zero it: {', '.join(hooks)}"
+        why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"
     if grad._version > 0:
         why += (
             "; the .grad tensor was changed in place after it was made (zero_grad(set_to_none=False) "
@@ -575,7 +779,7 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
             return f"{label}, which shares its memory (made by .detach() or .data, then requires_grad_())"
         if variable.dtype != t.dtype and _equal_values(variable, t):
             return f"{label}, a {variable.dtype} copy made outside the graph (a cached cast)"
-        if _equal_values(variable, t):
+        if id(variable) not in g.held["module"] and not _constant(t) and _equal_values(variable, t):
             return f"{label}, a copy with its values (.clone(), torch.tensor(), nn.Parameter(t.clone()), deepcopy)"
     for value in g.saved:
         if value is t or value.requires_grad:
@@ -591,6 +795,13 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
     return None
 
 
+def _constant(t: torch.Tensor) -> bool:
+    """All of ``t``'s values equal (a fresh LayerNorm's ones, a zero bias): many tensors match it."""
+    with torch.no_grad():
+        flat = t.detach().reshape(-1)
+        return flat.numel() < 2 or bool((flat == flat[0]).all())
+
+
 def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
     """A tensor kept on one of the modules (a buffer or an attribute, not a parameter) that is a
     copy or a cast of ``t`` without history: a cast made once, in ``__init__`` or under no_grad."""
@@ -603,7 +814,7 @@ def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
             if (
                 value.grad_fn is None
                 and not value.requires_grad
-                and (_same_memory(value, t) or _equal_values(value, t))
+                and (_same_memory(value, t) or not _constant(t) and _equal_values(value, t))
             ):
                 where = f"{name}.{key}" if name else key
                 kind = "cast" if value.dtype != t.dtype else "copy"

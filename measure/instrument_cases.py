@@ -154,7 +154,7 @@ def evolvegcn_weight_state():
     "https://github.com/OpenNMT/OpenNMT-py/issues/403",
     "truncated BPTT: the decoder state object's hidden and input_feed carried between chunks",
     cause=["state.hidden", "state.input_feed", "rebuilt this step"],
-    fix=["detach() at the start of each step or window"],
+    fix=["detach() at each step's or window's start"],
 )
 def opennmt_decoder_state():
     class DecoderState:  # onmt's RNNDecoderState: hidden and input_feed kept between chunks
@@ -189,7 +189,7 @@ def opennmt_decoder_state():
     "https://github.com/pyg-team/pytorch-frame/pull/229",
     "texts pre-encoded once by an embedder that is not part of the network; rtb training fails "
     "at the second iteration",
-    cause=["tensor_frame.feat_dict['text']", "reaches no an optimizer's parameter"],
+    cause=["tensor_frame.feat_dict['text']", "which none of the objects given trains"],
     fix=["detach()"],
 )
 def pytorch_frame_text_embedder():
@@ -228,7 +228,7 @@ def pytorch_frame_text_embedder():
     "https://github.com/sgadgil6/cnslab_fmri/issues/4",
     "run_training_lstm.py: an LSTM module keeps (h, c) in self.hidden from the last batch",
     cause=["model.hidden", "rebuilt this step"],
-    fix=["model.hidden[0] = model.hidden[0].detach()"],
+    fix=["model.hidden = tuple(t.detach() for t in model.hidden)"],
 )
 def fmri_lstm_hidden():
     class fMRI_LSTM(nn.Module):  # the report's module, smaller
@@ -464,7 +464,7 @@ def forum_y_before_loop():
     "https://github.com/jlamprou/Infini-Attention/issues/3",
     "segment-wise training: the compressive memory M and z of earlier segments",
     cause=["model.M", "model.z", "rebuilt this step"],
-    fix=["detach() at the start of each step or window"],
+    fix=["detach() at each step's or window's start"],
 )
 def infini_attention_memory():
     class InfiniAttention(nn.Module):  # the memory update of the report, reduced
@@ -683,7 +683,7 @@ def custom_function_zeros():
     "https://github.com/tloen/alpaca-lora/issues/352",
     "LoRA weights loaded with PeftModel.from_pretrained: trainable params: 0",
     cause=["frozen", "requires_grad is False"],
-    fix=["requires_grad=True"],
+    fix=["to train it, requires_grad_()"],
 )
 def lora_loaded_frozen():
     class LoraLinear(nn.Module):
@@ -777,7 +777,7 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "mmengine_update_params": "solved",
     "full_backward_hook": "solved",
     "losses_in_torch_tensor": "solved",
-    "reentrant_checkpoint": "partial",
+    "reentrant_checkpoint": "solved",
     "nncf_parameter_replaced": "solved",
     "zero_init_relu": "partial",
     "custom_function_zeros": "solved",
