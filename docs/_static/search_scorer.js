@@ -54,22 +54,56 @@ const SiteSearch = (() => {
     quoting: 0.5, // factor for pages that only quote what other pages explain
     share: 0.5, // exponent of the share of the query's words found on the page
     textShare: 1, // how much a word found only in the text counts in that share
+    sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
   };
   const QUOTING_PAGES = /^docs\/ledger/;
   const MIN_PHRASE_WORDS = 2; // a phrase match needs this many words (single words score as words)
 
+  // Errors as older torch releases word them -> one wording. Applied to the query and to every
+  // title, heading and index entry alike (to their words: lower case, numbers dropped), so that one
+  // index entry finds every release's wording of a message.
+  const WORDINGS = [
+    // 0.1.x: "... through the graph second time, but the buffers have already been freed";
+    // 0.2-1.5: "a second time, but the buffers ..."; 1.6-1.8: "..., but the saved intermediate
+    // results have already been freed"; 1.9: "saved variables" where 1.10+ says "saved tensors"
+    // (docs/errors.md, errors-wordings). Today's: "(or directly access saved tensors after ...)".
+    [/ graph second time /g, " graph a second time "],
+    [/ (?:but the )?saved intermediate results have already been freed /g, " buffers have already been freed "],
+    [/ saved variables /g, " saved tensors "],
+    [/ non leaf variable /g, " non leaf tensor "],
+    // a pasted tensor type: torch.cuda.FloatTensor, torch.HalfTensor -> torch tensor
+    [/ torch (?:cuda )?[a-z]+tensor /g, " torch tensor "],
+  ];
+  // Autograd node names carry a number that changed between releases (SigmoidBackward,
+  // SigmoidBackward0): they are compared without it, in the query and in the index.
+  const nodeName = (stem) => stem.replace(/^([a-z_]+backward)\d+$/, "$1");
+  // Words that readers wrap a question or a pasted error in and that name no page's subject: like
+  // Sphinx's stop words, they are dropped from the query and from the index's titles and entries.
+  const FILLER = new Set(
+    `error errors problem problems issue issues question questions help bug bugs solve solved
+     got get gets getting tried encounter encountered happen happens happened occur occurs
+     anyone please thanks thank hi hello know understand confused idea something also even
+     still just like seems sure want wanted everything anything`.split(/\s+/),
+  );
+
   let prepared = null; // derived from the loaded index, once
 
   const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
-  const normal = (text) => ` ${words(text).join(" ")} `; // for whole-word phrase matching
+  // For whole-word phrase matching: lower case, no numbers, older error wordings made today's.
+  const normal = (text) =>
+    WORDINGS.reduce(
+      (t, [from, to]) => t.replace(from, to),
+      ` ${words(text)
+        .filter((w) => !/^\d+$/.test(w))
+        .join(" ")} `,
+    );
 
   const prepare = (index) => {
     const stemmer = new Stemmer();
-    const stem = (word) => stemmer.stemWord(word);
     const stems = (text) =>
-      words(text)
-        .filter((w) => !stopwords.has(w) && !/^\d+$/.test(w))
-        .map(stem);
+      words(normal(text))
+        .filter((w) => !stopwords.has(w) && !FILLER.has(w))
+        .map((w) => nodeName(stemmer.stemWord(w)));
     const docCount = index.docnames.length;
     const docs = index.docnames.map((docname, file) => ({
       file,
@@ -77,9 +111,9 @@ const SiteSearch = (() => {
       title: index.titles[file],
       titleNormal: normal(index.titles[file] || ""),
       titleStems: new Set(stems(index.titles[file] || "")),
-      headings: [], // [normal text, anchor]
+      headings: [], // [normal text, anchor, stems]
       headingStems: new Set(),
-      entries: [], // [normal text, anchor]
+      entries: [], // [normal text, anchor, stems]
       entryStems: new Set(),
       vocabulary: 0,
       quoting: QUOTING_PAGES.test(docname),
@@ -93,12 +127,16 @@ const SiteSearch = (() => {
         unit.forEach((s) => doc.headingStems.add(s));
       }
     }
+    // An index entry links to where its `{index}` line stands: the page's top (the line after the
+    // title, index-0) or the section whose heading it follows.
     for (const [entry, places] of Object.entries(index.indexentries || {})) {
-      for (const [file] of places) {
+      const seen = new Set();
+      for (const [file, anchor] of places) {
         const doc = docs[file];
-        if (!doc) continue;
+        if (!doc || seen.has(file)) continue; // an entry counts once per page (its first place)
+        seen.add(file);
         const unit = new Set(stems(entry));
-        doc.entries.push([normal(entry), null, unit]);
+        doc.entries.push([normal(entry), anchor === "index-0" ? "" : anchor || "", unit]);
         unit.forEach((s) => doc.entryStems.add(s));
       }
     }
@@ -107,8 +145,9 @@ const SiteSearch = (() => {
     for (const mapping of [index.terms, index.titleterms]) {
       for (const [term, files] of Object.entries(mapping || {})) {
         const list = typeof files === "number" ? [files] : files;
-        if (!textFiles.has(term)) textFiles.set(term, new Set());
-        list.forEach((f) => textFiles.get(term).add(f));
+        const key = nodeName(term);
+        if (!textFiles.has(key)) textFiles.set(key, new Set());
+        list.forEach((f) => textFiles.get(key).add(f));
       }
     }
     for (const files of textFiles.values()) files.forEach((f) => docs[f] && docs[f].vocabulary++);
@@ -153,8 +192,10 @@ const SiteSearch = (() => {
   };
 
   const rank = (query, searchTerms, excludedTerms) => {
-    const { docs, textFiles, idf, inDoc } = ready();
-    const known = [...searchTerms].filter((s) => idf(s) > 0);
+    const { docs, textFiles, idf, inDoc, stems } = ready();
+    // The query's stems as the index's are made (Sphinx's parser knows neither the older wordings
+    // nor the filler words); its "-excluded" words as Sphinx parsed them.
+    const known = [...new Set(stems(query))].filter((s) => idf(s) > 0);
     const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
     const queryNormal = normal(query);
     const queryWords = queryNormal.trim() ? queryNormal.trim().split(" ").length : 0;
@@ -174,27 +215,47 @@ const SiteSearch = (() => {
           found += idf(s) * (where === WEIGHT.text ? WEIGHT.textShare : 1);
         }
       }
-      let phraseScore =
+      const matches = [
         phrase(doc.titleNormal, queryNormal, queryWords, WEIGHT.titlePhrase) +
-        together(doc.titleStems, known, idf, WEIGHT.titleWords);
-      let anchor = "";
-      let bestHeading = 0;
-      for (const [text, , unit] of doc.entries)
-        phraseScore +=
+          together(doc.titleStems, known, idf, WEIGHT.titleWords),
+      ];
+      // Sections: the query's words in one section's heading, or in the index entries placed
+      // under it (the entries under the title count for the page's top, "").
+      const sections = new Map(); // anchor -> [score, stems]
+      const add = (anchor, score, unit) => {
+        if (!sections.has(anchor)) sections.set(anchor, [0, new Set()]);
+        const section = sections.get(anchor);
+        section[0] += score;
+        unit.forEach((s) => section[1].add(s));
+      };
+      for (const [text, anchor, unit] of doc.entries) {
+        const score =
           phrase(text, queryNormal, queryWords, WEIGHT.entryPhrase) +
           together(unit, known, idf, WEIGHT.entryWords);
+        matches.push(score);
+        add(anchor, score, unit);
+      }
       for (const [text, id, unit] of doc.headings) {
         const score =
           phrase(text, queryNormal, queryWords, WEIGHT.headingPhrase) +
           together(unit, known, idf, WEIGHT.headingWords);
-        phraseScore += score;
-        if (score > bestHeading) [bestHeading, anchor] = [score, id ? `#${id}` : ""];
+        matches.push(score);
+        add(id || "", score, unit);
+      }
+      const phraseScore = matches.reduce((sum, m) => sum + m, 0);
+      let anchor = "";
+      let best = 0;
+      for (const [id, [score, unit]] of sections) {
+        if (id === "") continue; // the page's top: linked when no section matches
+        const covered = known.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
+        const total = score + WEIGHT.sectionWords * covered;
+        if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
       }
       if (found === 0 && phraseScore === 0) continue;
       const share = totalIdf > 0 ? found / totalIdf : 1;
       let score = (wordScore + phraseScore) * share ** WEIGHT.share;
       if (doc.quoting) score *= WEIGHT.quoting;
-      results.push({ doc, score, share, anchor, wordScore, phraseScore });
+      results.push({ doc, score, share, anchor, wordScore, phraseScore, best });
     }
     results.sort(
       (a, b) =>
@@ -234,12 +295,13 @@ const SiteSearch = (() => {
   // SiteSearch.explain("memory leak") -> [{page, score, words, phrases, share}, ...]
   // (The query's stems, as the search page finds them for a query without "-excluded" words.)
   const explain = (query) => {
-    return rank(query, new Set(ready().stems(query)), new Set()).map((r) => ({
-      page: r.doc.docname,
+    return rank(query, new Set(), new Set()).map((r) => ({
+      page: r.doc.docname + r.anchor,
       score: +r.score.toFixed(2),
       words: +r.wordScore.toFixed(2),
       phrases: +r.phraseScore.toFixed(2),
       share: +r.share.toFixed(2),
+      section: +r.best.toFixed(2),
     }));
   };
 
