@@ -15,19 +15,26 @@
  * contain every query word, and is not given the query (sphinx-doc/sphinx#13649; README.md,
  * "Private APIs", has the measurements of the documented scorer alone and of Pagefind).
  *
- *  - Words found nowhere on the site are ignored, so a pasted message still finds its page.
+ *  - Words found nowhere on the site are ignored, so a pasted message still finds its page. An
+ *    error's older wordings (WORDINGS), autograd node numbers (SigmoidBackward vs SigmoidBackward0),
+ *    pasted tensor types and numbers (shapes, versions) are normalised away in the query and in
+ *    the index alike, so one index entry finds every torch release's wording.
  *  - Each query word found on a page scores by where it is found there (page title, index
  *    entries, section headings, text), times how rare the word is on the site (idf), so words
  *    every page uses ("backward", "graph") count little.
  *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
  *    the error text listed in the explaining page's index entries), or containing the whole query,
- *    scores by its number of words; an entry equal to the query scores most. Several query words
- *    together in one entry, heading or title (in any order) score extra.
+ *    scores by its number of words, times its share of the query's words to a small power (in a
+ *    long report, the reader's situation around a pasted message decides between the pages that
+ *    list the message); an entry equal to the query scores most. Several query words together in
+ *    one entry, heading or title (in any order) score extra.
  *  - The score is scaled by the square root of the share of the query's (idf-weighted) words that
  *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
  *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
  *    after the pages that explain them.
- *  - Each page appears once, linked to its best-matching section. Equal scores are ordered by the
+ *  - Each page appears once, linked to the section that matches the query best: its heading, or
+ *    the `{index}` line placed right under it (an index entry links to where its line stands; the
+ *    line under the page title links to the page's top). Equal scores are ordered by the
  *    share of the query found, then by the smaller page (fewer distinct words: more focused),
  *    then by page name, never by title alone.
  *
@@ -54,6 +61,7 @@ const SiteSearch = (() => {
     quoting: 0.5, // factor for pages that only quote what other pages explain
     share: 0.5, // exponent of the share of the query's words found on the page
     textShare: 1, // how much a word found only in the text counts in that share
+    phraseShare: 0.25, // exponent of that share (a phrase found in a longer query)
     sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
   };
   const QUOTING_PAGES = /^docs\/ledger/;
@@ -77,15 +85,6 @@ const SiteSearch = (() => {
   // Autograd node names carry a number that changed between releases (SigmoidBackward,
   // SigmoidBackward0): they are compared without it, in the query and in the index.
   const nodeName = (stem) => stem.replace(/^([a-z_]+backward)\d+$/, "$1");
-  // Words that readers wrap a question or a pasted error in and that name no page's subject: like
-  // Sphinx's stop words, they are dropped from the query and from the index's titles and entries.
-  const FILLER = new Set(
-    `error errors problem problems issue issues question questions help bug bugs solve solved
-     got get gets getting tried encounter encountered happen happens happened occur occurs
-     anyone please thanks thank hi hello know understand confused idea something also even
-     still just like seems sure want wanted everything anything`.split(/\s+/),
-  );
-
   let prepared = null; // derived from the loaded index, once
 
   const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
@@ -102,7 +101,7 @@ const SiteSearch = (() => {
     const stemmer = new Stemmer();
     const stems = (text) =>
       words(normal(text))
-        .filter((w) => !stopwords.has(w) && !FILLER.has(w))
+        .filter((w) => !stopwords.has(w))
         .map((w) => nodeName(stemmer.stemWord(w)));
     const docCount = index.docnames.length;
     const docs = index.docnames.map((docname, file) => ({
@@ -172,7 +171,10 @@ const SiteSearch = (() => {
   const phrase = (text, query, queryWords, perWord) => {
     if (text === query) return WEIGHT.exactEntry;
     const n = text.trim().split(" ").length;
-    if (n >= MIN_PHRASE_WORDS && query.includes(text)) return perWord * n;
+    // a phrase found in a longer query counts by the share of the query it makes up, so that the
+    // rest of the query (the reader's situation around a pasted message) decides between pages
+    if (n >= MIN_PHRASE_WORDS && query.includes(text))
+      return perWord * n * (n / queryWords) ** WEIGHT.phraseShare;
     if (queryWords >= MIN_PHRASE_WORDS && text.includes(query))
       return perWord * queryWords * (0.5 + (0.5 * queryWords) / n);
     return 0;
@@ -193,8 +195,8 @@ const SiteSearch = (() => {
 
   const rank = (query, searchTerms, excludedTerms) => {
     const { docs, textFiles, idf, inDoc, stems } = ready();
-    // The query's stems as the index's are made (Sphinx's parser knows neither the older wordings
-    // nor the filler words); its "-excluded" words as Sphinx parsed them.
+    // The query's stems, made as the index's are (Sphinx's parser does not know the older
+    // wordings); its "-excluded" words as Sphinx parsed them.
     const known = [...new Set(stems(query))].filter((s) => idf(s) > 0);
     const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
     const queryNormal = normal(query);
