@@ -44,7 +44,11 @@ ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
 RIGHT_FIRST_TARGET = 0.90  # share of queries whose first result is a right page
-TOP = 3  # every query must have a right page among this many first results
+TOP = 3  # a right page among this many first results ...
+TOP_TARGET = 0.95  # ... for this share of the queries (100 % until issue 36's 64 real reports)
+# Of the queries that name a section: the right page first and linked to that section (measured
+# 60.7 % when set, 2026-12-06; 29.5 % before section-level links).
+SECTION_FIRST_TARGET = 0.55
 # Built pages that are not content (nothing to find on them).
 NOT_CONTENT = {"search", "genindex", "404", "py-modindex"}
 # Pages merged or renamed since query files were written (old docname -> the page holding it now).
@@ -326,12 +330,13 @@ def report_lines(outcomes: list[Outcome], verbose: bool = False) -> list[str]:
     lines = [
         f"search: right page first for {figures['right_first']:.1%} of {figures['queries']} "
         f"queries (target >= {RIGHT_FIRST_TARGET:.0%}); mean reciprocal rank {figures['mrr']:.3f}; "
-        f"within the first {TOP}: {figures['top3']:.1%} (target 100%)"
+        f"within the first {TOP}: {figures['top3']:.1%} (target >= {TOP_TARGET:.0%})"
     ]
     if figures["with_section"]:
         lines.append(
             f"sections ({figures['with_section']} queries name one): right page first and linked "
-            f"to the right section {figures['section_first']:.1%}; right section linked, of the "
+            f"to the right section {figures['section_first']:.1%} (target >= "
+            f"{SECTION_FIRST_TARGET:.0%}); right section linked, of the "
             f"right pages listed: {figures['section_linked']:.1%}"
         )
     for outcome in outcomes:

@@ -15,19 +15,26 @@
  * contain every query word, and is not given the query (sphinx-doc/sphinx#13649; README.md,
  * "Private APIs", has the measurements of the documented scorer alone and of Pagefind).
  *
- *  - Words found nowhere on the site are ignored, so a pasted message still finds its page.
+ *  - Words found nowhere on the site are ignored, so a pasted message still finds its page. An
+ *    error's older wordings (WORDINGS), autograd node numbers (SigmoidBackward vs SigmoidBackward0),
+ *    pasted tensor types and numbers (shapes, versions) are normalised away in the query and in
+ *    the index alike, so one index entry finds every torch release's wording.
  *  - Each query word found on a page scores by where it is found there (page title, index
  *    entries, section headings, text), times how rare the word is on the site (idf), so words
  *    every page uses ("backward", "graph") count little.
  *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
  *    the error text listed in the explaining page's index entries), or containing the whole query,
- *    scores by its number of words; an entry equal to the query scores most. Several query words
- *    together in one entry, heading or title (in any order) score extra.
+ *    scores by its number of words, times its share of the query's words to a small power (in a
+ *    long report, the reader's situation around a pasted message decides between the pages that
+ *    list the message); an entry equal to the query scores most. Several query words together in
+ *    one entry, heading or title (in any order) score extra.
  *  - The score is scaled by the square root of the share of the query's (idf-weighted) words that
  *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
  *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
  *    after the pages that explain them.
- *  - Each page appears once, linked to its best-matching section. Equal scores are ordered by the
+ *  - Each page appears once, linked to the section that matches the query best: its heading, or
+ *    the `{index}` line placed right under it (an index entry links to where its line stands; the
+ *    line under the page title links to the page's top). Equal scores are ordered by the
  *    share of the query found, then by the smaller page (fewer distinct words: more focused),
  *    then by page name, never by title alone.
  *
@@ -54,22 +61,48 @@ const SiteSearch = (() => {
     quoting: 0.5, // factor for pages that only quote what other pages explain
     share: 0.5, // exponent of the share of the query's words found on the page
     textShare: 1, // how much a word found only in the text counts in that share
+    phraseShare: 0.25, // exponent of that share (a phrase found in a longer query)
+    sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
   };
   const QUOTING_PAGES = /^docs\/ledger/;
   const MIN_PHRASE_WORDS = 2; // a phrase match needs this many words (single words score as words)
 
+  // Errors as older torch releases word them -> one wording. Applied to the query and to every
+  // title, heading and index entry alike (to their words: lower case, numbers dropped), so that one
+  // index entry finds every release's wording of a message.
+  const WORDINGS = [
+    // 0.1.x: "... through the graph second time, but the buffers have already been freed";
+    // 0.2-1.5: "a second time, but the buffers ..."; 1.6-1.8: "..., but the saved intermediate
+    // results have already been freed"; 1.9: "saved variables" where 1.10+ says "saved tensors"
+    // (docs/errors.md, errors-wordings). Today's: "(or directly access saved tensors after ...)".
+    [/ graph second time /g, " graph a second time "],
+    [/ (?:but the )?saved intermediate results have already been freed /g, " buffers have already been freed "],
+    [/ saved variables /g, " saved tensors "],
+    [/ non leaf variable /g, " non leaf tensor "],
+    // a pasted tensor type: torch.cuda.FloatTensor, torch.HalfTensor -> torch tensor
+    [/ torch (?:cuda )?[a-z]+tensor /g, " torch tensor "],
+  ];
+  // Autograd node names carry a number that changed between releases (SigmoidBackward,
+  // SigmoidBackward0): they are compared without it, in the query and in the index.
+  const nodeName = (stem) => stem.replace(/^([a-z_]+backward)\d+$/, "$1");
   let prepared = null; // derived from the loaded index, once
 
   const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
-  const normal = (text) => ` ${words(text).join(" ")} `; // for whole-word phrase matching
+  // For whole-word phrase matching: lower case, no numbers, older error wordings made today's.
+  const normal = (text) =>
+    WORDINGS.reduce(
+      (t, [from, to]) => t.replace(from, to),
+      ` ${words(text)
+        .filter((w) => !/^\d+$/.test(w))
+        .join(" ")} `,
+    );
 
   const prepare = (index) => {
     const stemmer = new Stemmer();
-    const stem = (word) => stemmer.stemWord(word);
     const stems = (text) =>
-      words(text)
-        .filter((w) => !stopwords.has(w) && !/^\d+$/.test(w))
-        .map(stem);
+      words(normal(text))
+        .filter((w) => !stopwords.has(w))
+        .map((w) => nodeName(stemmer.stemWord(w)));
     const docCount = index.docnames.length;
     const docs = index.docnames.map((docname, file) => ({
       file,
@@ -77,9 +110,9 @@ const SiteSearch = (() => {
       title: index.titles[file],
       titleNormal: normal(index.titles[file] || ""),
       titleStems: new Set(stems(index.titles[file] || "")),
-      headings: [], // [normal text, anchor]
+      headings: [], // [normal text, anchor, stems]
       headingStems: new Set(),
-      entries: [], // [normal text, anchor]
+      entries: [], // [normal text, anchor, stems]
       entryStems: new Set(),
       vocabulary: 0,
       quoting: QUOTING_PAGES.test(docname),
@@ -93,12 +126,16 @@ const SiteSearch = (() => {
         unit.forEach((s) => doc.headingStems.add(s));
       }
     }
+    // An index entry links to where its `{index}` line stands: the page's top (the line after the
+    // title, index-0) or the section whose heading it follows.
     for (const [entry, places] of Object.entries(index.indexentries || {})) {
-      for (const [file] of places) {
+      const seen = new Set();
+      for (const [file, anchor] of places) {
         const doc = docs[file];
-        if (!doc) continue;
+        if (!doc || seen.has(file)) continue; // an entry counts once per page (its first place)
+        seen.add(file);
         const unit = new Set(stems(entry));
-        doc.entries.push([normal(entry), null, unit]);
+        doc.entries.push([normal(entry), anchor === "index-0" ? "" : anchor || "", unit]);
         unit.forEach((s) => doc.entryStems.add(s));
       }
     }
@@ -107,8 +144,9 @@ const SiteSearch = (() => {
     for (const mapping of [index.terms, index.titleterms]) {
       for (const [term, files] of Object.entries(mapping || {})) {
         const list = typeof files === "number" ? [files] : files;
-        if (!textFiles.has(term)) textFiles.set(term, new Set());
-        list.forEach((f) => textFiles.get(term).add(f));
+        const key = nodeName(term);
+        if (!textFiles.has(key)) textFiles.set(key, new Set());
+        list.forEach((f) => textFiles.get(key).add(f));
       }
     }
     for (const files of textFiles.values()) files.forEach((f) => docs[f] && docs[f].vocabulary++);
@@ -133,7 +171,10 @@ const SiteSearch = (() => {
   const phrase = (text, query, queryWords, perWord) => {
     if (text === query) return WEIGHT.exactEntry;
     const n = text.trim().split(" ").length;
-    if (n >= MIN_PHRASE_WORDS && query.includes(text)) return perWord * n;
+    // a phrase found in a longer query counts by the share of the query it makes up, so that the
+    // rest of the query (the reader's situation around a pasted message) decides between pages
+    if (n >= MIN_PHRASE_WORDS && query.includes(text))
+      return perWord * n * (n / queryWords) ** WEIGHT.phraseShare;
     if (queryWords >= MIN_PHRASE_WORDS && text.includes(query))
       return perWord * queryWords * (0.5 + (0.5 * queryWords) / n);
     return 0;
@@ -153,8 +194,10 @@ const SiteSearch = (() => {
   };
 
   const rank = (query, searchTerms, excludedTerms) => {
-    const { docs, textFiles, idf, inDoc } = ready();
-    const known = [...searchTerms].filter((s) => idf(s) > 0);
+    const { docs, textFiles, idf, inDoc, stems } = ready();
+    // The query's stems, made as the index's are (Sphinx's parser does not know the older
+    // wordings); its "-excluded" words as Sphinx parsed them.
+    const known = [...new Set(stems(query))].filter((s) => idf(s) > 0);
     const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
     const queryNormal = normal(query);
     const queryWords = queryNormal.trim() ? queryNormal.trim().split(" ").length : 0;
@@ -174,27 +217,47 @@ const SiteSearch = (() => {
           found += idf(s) * (where === WEIGHT.text ? WEIGHT.textShare : 1);
         }
       }
-      let phraseScore =
+      const matches = [
         phrase(doc.titleNormal, queryNormal, queryWords, WEIGHT.titlePhrase) +
-        together(doc.titleStems, known, idf, WEIGHT.titleWords);
-      let anchor = "";
-      let bestHeading = 0;
-      for (const [text, , unit] of doc.entries)
-        phraseScore +=
+          together(doc.titleStems, known, idf, WEIGHT.titleWords),
+      ];
+      // Sections: the query's words in one section's heading, or in the index entries placed
+      // under it (the entries under the title count for the page's top, "").
+      const sections = new Map(); // anchor -> [score, stems]
+      const add = (anchor, score, unit) => {
+        if (!sections.has(anchor)) sections.set(anchor, [0, new Set()]);
+        const section = sections.get(anchor);
+        section[0] += score;
+        unit.forEach((s) => section[1].add(s));
+      };
+      for (const [text, anchor, unit] of doc.entries) {
+        const score =
           phrase(text, queryNormal, queryWords, WEIGHT.entryPhrase) +
           together(unit, known, idf, WEIGHT.entryWords);
+        matches.push(score);
+        add(anchor, score, unit);
+      }
       for (const [text, id, unit] of doc.headings) {
         const score =
           phrase(text, queryNormal, queryWords, WEIGHT.headingPhrase) +
           together(unit, known, idf, WEIGHT.headingWords);
-        phraseScore += score;
-        if (score > bestHeading) [bestHeading, anchor] = [score, id ? `#${id}` : ""];
+        matches.push(score);
+        add(id || "", score, unit);
+      }
+      const phraseScore = matches.reduce((sum, m) => sum + m, 0);
+      let anchor = "";
+      let best = 0;
+      for (const [id, [score, unit]] of sections) {
+        if (id === "") continue; // the page's top: linked when no section matches
+        const covered = known.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
+        const total = score + WEIGHT.sectionWords * covered;
+        if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
       }
       if (found === 0 && phraseScore === 0) continue;
       const share = totalIdf > 0 ? found / totalIdf : 1;
       let score = (wordScore + phraseScore) * share ** WEIGHT.share;
       if (doc.quoting) score *= WEIGHT.quoting;
-      results.push({ doc, score, share, anchor, wordScore, phraseScore });
+      results.push({ doc, score, share, anchor, wordScore, phraseScore, best });
     }
     results.sort(
       (a, b) =>
@@ -234,12 +297,13 @@ const SiteSearch = (() => {
   // SiteSearch.explain("memory leak") -> [{page, score, words, phrases, share}, ...]
   // (The query's stems, as the search page finds them for a query without "-excluded" words.)
   const explain = (query) => {
-    return rank(query, new Set(ready().stems(query)), new Set()).map((r) => ({
-      page: r.doc.docname,
+    return rank(query, new Set(), new Set()).map((r) => ({
+      page: r.doc.docname + r.anchor,
       score: +r.score.toFixed(2),
       words: +r.wordScore.toFixed(2),
       phrases: +r.phraseScore.toFixed(2),
       share: +r.share.toFixed(2),
+      section: +r.best.toFixed(2),
     }));
   };
 
