@@ -31,6 +31,7 @@ REWRITES = [
      "<summary>" + SPAN.format("collapsed", 1) + SPAN.format("expanded", 2) + "</summary>"),
     (r'(<div class="sphx-glr-thumbcontainer"[^>]*?) tooltip="', r'\1 data-tooltip="'),
     (r'(<div class="highlight"><pre)>', r'\1 tabindex="0">'),
+    ('<div class="table-wrapper', '<div tabindex="0" class="table-wrapper'),  # wide tables scroll
     ('<aside class="sidebar-drawer">', '<aside class="sidebar-drawer" aria-label="Site navigation">'),
     ('<aside class="toc-drawer', '<aside aria-label="On this page" class="toc-drawer'),
 ]  # fmt: skip
