@@ -296,6 +296,6 @@ for ax, (width, times) in zip(axes, medians.items()):
     colours = ["#8a63d2" if name == "sequential" else "#808080" for name in times]
     ax.barh(list(times), list(times.values()), color=colours)
     ax.invert_yaxis()
-    ax.set(xlabel="median time per forward and backward (µs)", title=f"trunk width {width}")
-fig.suptitle("Forward + backward, two losses, CPU, one thread")
+    ax.set(xlabel="median µs, forward + backward", title=f"trunk width {width}")
+fig.suptitle("Two losses, CPU, one thread")
 plt.show()
