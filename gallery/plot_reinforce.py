@@ -25,8 +25,7 @@ In actor-critic, detach the advantage in the actor's loss.
 # ``ratio_reference`` is the checks' reference (:doc:`plot_how_examples_are_checked`), written
 # apart from the loops: the return-weighted ratio of each stored action's probability now to its
 # probability at the batch's first update, the weights that acted (there, REINFORCE's gradient).
-# It reads the stored states and actions; ``replayed_returns`` walks the corridor again with
-# those actions for the returns.
+# ``replayed_returns`` rebuilds the returns by walking the stored actions again.
 
 import contextlib
 import copy
@@ -261,8 +260,7 @@ assert abs(slope["ratio-weighted"] - slope["current policy"]) < 1e-6
 # Over several steps, each ratio corrects its action's probability, but the states and later
 # returns stay the acting policy's: the expected gradient is exact only at the acting weights
 # (TRPO's surrogate, cited below; not asserted here), hence PPO's clipping and few passes. The
-# checks prove how the gradient is obtained, not how well a later pass estimates: the reference
-# computes the same estimator.
+# checks prove how the gradient is obtained, not the estimator, which their reference shares.
 #
 # So act without a graph, store the acting log-probabilities *detached*, and let each update
 # build a fresh graph, in the mode the policy acted in: a policy with dropout draws another mask
