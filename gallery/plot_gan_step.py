@@ -5,8 +5,8 @@ GAN step: fake.detach() or retain_graph
 The fix: train the discriminator on ``fake.detach()``, then score ``fake`` again for the
 generator's loss; no ``retain_graph``. ``retain_graph=True`` silences the error and, unless the
 generator's ``.grad`` is zeroed right before its backward, trains it on the discriminator's loss
-too. One discriminator pass feeding both losses needs ``retain_graph=True`` and each backward
-limited to its own network; it trains as a simultaneous update.
+too. Two backward calls over one discriminator pass need ``retain_graph=True`` on the first, each
+limited to its own network: a simultaneous update.
 
 .. index:: GAN, GAN training step, generator, discriminator, fake.detach(), netD, netG,
    errD.backward, errG.backward
@@ -208,8 +208,8 @@ else:
 assert three_checked_steps(lambda *nets: undetached_step(*nets, True, True)) == 6
 
 # %%
-# One discriminator pass for both losses: ``retain_graph`` is needed
-# ------------------------------------------------------------------
+# One discriminator pass, two backward calls: ``retain_graph`` is needed
+# ----------------------------------------------------------------------
 #
 # Both losses built on one pass ``disc(gen(noise))``: the discriminator's backward frees it, and
 # the generator's loss needs it (the freed-graph error). With ``retain_graph=True``, both backward

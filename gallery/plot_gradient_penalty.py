@@ -143,13 +143,12 @@ assert all(map(torch.equal, alone, summed))
 # critic's step they are data, so it scores ``fake.detach()``. The critic's reference is written
 # apart from the loop: :func:`torch.func.grad` per point for the input gradient, its own norm. A
 # shift of every score cancels in the critic's loss, so its last bias gets no gradient (asserted)
-# and the optimizer leaves it out.
+# and need not move: every other parameter must.
 
 
 def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_steps=1):
     c, g = copy.deepcopy(critic), copy.deepcopy(gen)
-    trained = [p for p in c.parameters() if p is not c[2].bias]
-    c_opt, g_opt = torch.optim.SGD(trained, 1e-2), torch.optim.SGD(g.parameters(), 1e-2)
+    c_opt, g_opt = (torch.optim.SGD(net.parameters(), 1e-2) for net in (c, g))
     passes, wasted = [], []
     g[0].weight.register_hook(passes.append)
 
@@ -161,7 +160,7 @@ def wgan_gp(detach=True, create_graph=True, fresh=False, retain=False, critic_st
 
     assert not torch.autograd.grad(critic_reference(0), c[2].bias)[0].any()
     with (
-        checked(c_opt, critic_reference, train=trained, critic=c),
+        checked(c_opt, critic_reference, train=[*c[0].parameters(), c[2].weight], critic=c),
         checked(g_opt, lambda step: -c(g(noise)).mean(), gen=g),
     ):
         for _ in range(3):
@@ -212,11 +211,10 @@ else:
     raise AssertionError("the generator's backward was expected to fail")
 
 # %%
-# The paper's loop (`Gulrajani et al., Algorithm 1 <https://arxiv.org/abs/1704.00028>`__: several
-# critic steps, each on a new generator pass, then a new pass for the generator) written without
-# ``detach()`` runs, trains right, and wastes a backward through the generator at every critic
-# step. ``retain_graph=True`` on the critic's backward also silences the error, with the same
-# waste. ``detach()`` is the fix.
+# The paper's loop (its Algorithm 1, cited below: several critic steps, each on a new generator
+# pass, then a new pass for the generator) written without ``detach()`` runs, trains right, and
+# wastes a backward through the generator at every critic step. ``retain_graph=True`` on the
+# critic's backward also silences the error, with the same waste. ``detach()`` is the fix.
 
 wgan_gp(detach=False, fresh=True, critic_steps=3)
 wgan_gp(detach=False, retain=True)
@@ -262,3 +260,6 @@ ax.set(
 )
 fig.legend(loc="outside lower left")
 plt.show()
+
+# %%
+# Source: `Gulrajani et al. 2017 <https://arxiv.org/abs/1704.00028>`__ (WGAN-GP, Algorithm 1).

@@ -16,8 +16,8 @@ ways), gradients are compared directly.
 # ------------------------------------------------
 #
 # A second :meth:`~torch.Tensor.backward` finds the graph freed; the ``else`` branch fails the
-# script if, one day, the error does not come. Other scripts print such an error shortened, up to
-# its first parenthesis, colon or full stop.
+# script if, one day, the error does not come. Other scripts may print such an error cut at its
+# first parenthesis, colon or full stop, or only its type.
 
 import contextlib
 import time
@@ -68,14 +68,14 @@ plt.show()
 # A fix is checked by its outcome
 # -------------------------------
 #
-# A fix that silences an error can still train wrong. ``checked`` hooks ``optimizer.step()``
-# (its docstring says what it checks). The reference recomputes the step's loss from scratch at
-# the current weights, written apart from the fix: it calls none of the fix's functions and reads
-# nothing the loop kept (a carried state is rebuilt by the reference itself). Where a script must
-# share a loss formula with its fix, it says that its check proves how the gradient is obtained,
-# not the formula. Each script that checks a fix carries this block unchanged (a test compares
-# the copies with ``docs/outcome.py``); ``tests/mutations`` declares wrong variants of every fix,
-# each of which must fail its check.
+# A fix that silences an error can still train wrong. ``checked`` hooks ``optimizer.step()`` (its
+# docstring says what it checks). The reference recomputes the step's loss from scratch at the
+# current weights, written apart from the fix: it calls none of the fix's functions, reads nothing
+# the loop kept except sampled data (an episode's states and actions), and rebuilds a carried state
+# or a return itself. Where a script must share a loss formula with its fix, it says that its check
+# proves how the gradient is obtained, not the formula. Each script that checks a fix carries this
+# block unchanged (a test compares the copies with ``docs/outcome.py``); ``tests/mutations``
+# declares wrong variants of every fix, each of which must fail its check.
 
 
 # --- checked: the outcome check. docs/outcome.py and every gallery script that checks a fix

@@ -4,10 +4,10 @@ MAML: second order, not .data
 
 The fix: take the inner gradient with ``create_graph=True``, build the adapted parameters as new
 tensors ``p - lr * g``, and run the model on them with :func:`torch.func.functional_call`
-(``create_graph=True`` also keeps the graph: :doc:`../docs/retain-and-create-graph`).
-Forgetting ``create_graph`` silently gives first-order MAML's gradient. An in-place inner update (``.data``, ``torch.no_grad()``, an inner optimizer) does too
-for one task, and also overwrites the meta-parameters, so each next task adapts from the previous
-one's result.
+(``create_graph=True`` also keeps the graph: :doc:`../docs/retain-and-create-graph`). Forgetting
+``create_graph`` silently gives first-order MAML's gradient. An in-place inner update (``.data``,
+``torch.no_grad()``, an inner optimizer) does too for one task, and also overwrites the
+meta-parameters, so each next task adapts from the previous one's result.
 
 .. index:: MAML, meta-learning, few-shot, inner loop, outer loop, create_graph,
    second-order gradient, first-order MAML, FOMAML, functional_call, torch.func, fast weights,

@@ -5,8 +5,8 @@ Two heads, one trunk: several losses, timed
 The fix: add the losses and call ``backward()`` once, or pass them as a list to
 :func:`torch.autograd.backward`: no ``retain_graph``, and that one call frees every saved tensor.
 ``backward(retain_graph=True)`` on the first loss, then ``backward()`` on the second, trains the
-same (up to rounding) but still holds saved tensors after the second call, until the losses are
-dropped. Six ways of getting the gradients, timed on trunks 48 and 512 wide.
+same (up to rounding) but, in eager mode, still holds saved tensors after the second call, until
+the losses are dropped. Six ways timed on trunks 48 and 512 wide.
 
 .. index:: multi-task, multi-task learning, two heads, shared trunk, several losses, slow backward,
    training speed, wide model, time per step, multi-task timing, two backward calls slower than

@@ -6,7 +6,7 @@ One update per episode on the log-probabilities kept while acting (PyTorch's REI
 is correct. A second update on the same episode raises "Trying to backward through the graph a
 second time". The fix: store states, actions and the acting log-probabilities detached; each
 update recomputes the log-probabilities, as the policy acted (same mode), weighted by the
-probability ratio (PPO's ratio; PPO also clips it, which this toy leaves out).
+probability ratio (PPO's ratio, unclipped here).
 ``retain_graph=True`` can silently reuse the acting policy's gradient.
 In actor-critic, detach the advantage in the actor's loss.
 
@@ -24,8 +24,8 @@ In actor-critic, detach the advantage in the actor's loss.
 #
 # ``ratio_reference`` is the checks' reference (:doc:`plot_how_examples_are_checked`), written
 # apart from the loops: the return-weighted ratio of each stored action's probability now to its
-# probability at the batch's first update, the weights that acted. At that first update its
-# gradient is REINFORCE's.
+# probability at the batch's first update, the weights that acted (there, REINFORCE's gradient).
+# ``replayed_returns`` rebuilds the returns by walking the stored actions again.
 
 import contextlib
 import copy
@@ -143,10 +143,20 @@ def surrogate(policy, states, actions, returns, acting_log_probs):  # with the p
     return -((log_probs - acting_log_probs).exp() * returns).sum()
 
 
-def ratio_reference(policy, updates_per_batch, weight=lambda: returns):
+def replayed_returns():  # each step's return: the reward at its episode's end
+    returns, steps, cell = [], 0, START
+    for action, side in zip(actions.tolist(), states[:, -1].tolist()):
+        cell, steps = cell + 2 * action - 1, steps + 1
+        if cell in (0, CELLS - 1) or steps == LIMIT:
+            returns += [{0: -side, CELLS - 1: side}.get(cell, 0.0)] * steps
+            cell, steps = START, 0
+    return torch.tensor(returns)
+
+
+def ratio_reference(policy, updates_per_batch, weight=replayed_returns):
     acting = []
 
-    def loss(step):  # reads the batch (states, actions, returns), not the kept log-probs
+    def loss(step):  # reads states and actions, not the kept log-probs or returns
         probs = policy(states).softmax(-1)[torch.arange(len(actions)), actions]
         if step % updates_per_batch == 0:
             acting[:] = [probs.detach()]
@@ -193,8 +203,8 @@ else:
 # ---------------------------------------------------
 #
 # A replay with ``retain_graph=True`` after a step can run (or raise the
-# :ref:`in-place error <errors-inplace>`): here a linear policy's does, with the gradient of the
-# policy *that acted* at every update (asserted). The check stops it at the second update:
+# :ref:`in-place error <errors-inplace>`): here a linear policy's does, and its second update gets
+# the gradient of the policy *that acted* (asserted; the check stops it there):
 
 
 def three_updates(policy, loss, **backward):  # on one stored episode, checked
@@ -226,10 +236,9 @@ else:
 # The fix: recompute ``log_prob``, weighted by the probability ratio
 # ------------------------------------------------------------------
 #
-# After an update, the episode is off-policy. Weighting each term by the ratio of the current
-# policy's probability to the acting policy's gives the current policy's expected gradient.
-# Exact expectations over the acting policy, for one step with two actions (rewards 1 and 0),
-# after one update:
+# After an update, the episode is off-policy. For one decision, weighting its term by the ratio
+# of the current policy's probability to the acting policy's gives the current policy's expected
+# gradient exactly. Exact expectations, two actions (rewards 1 and 0), after one update:
 
 logits = torch.zeros(2, requires_grad=True)
 reward = torch.tensor([1.0, 0.0])
@@ -248,6 +257,11 @@ assert abs(slope["recomputed"] - slope["current policy"]) > 0.03
 assert abs(slope["ratio-weighted"] - slope["current policy"]) < 1e-6
 
 # %%
+# Over several steps, each ratio corrects its action's probability, but the states and later
+# returns stay the acting policy's: the expected gradient is exact only at the acting weights
+# (TRPO's surrogate, cited below; not asserted here), hence PPO's clipping and few passes. The
+# checks prove how the gradient is obtained, not the estimator, which their reference shares.
+#
 # So act without a graph, store the acting log-probabilities *detached*, and let each update
 # build a fresh graph, in the mode the policy acted in: a policy with dropout draws another mask
 # on each pass in training mode (asserted).
@@ -265,10 +279,8 @@ three_updates(policy, lambda: surrogate(policy, states, actions, returns, log_pr
 #
 # The actor's loss weighs log-probabilities by the advantage ``G - V(s)`` of a critic ``V``
 # that still trains: recompute it every update, and detach it in the actor's loss only, so the
-# critic trains on its own loss. The reference: the actor's ratio loss with the advantage of the
-# current critic held constant, plus the critic's squared error. Attached, the advantage trains
-# the critic on the actor's loss too (:ref:`training patterns <patterns-actor-critic>`: shared
-# trunk, ``inputs=``):
+# critic trains on its own loss. Attached, the advantage trains the critic on the actor's loss
+# too (:ref:`training patterns <patterns-actor-critic>`: shared trunk, ``inputs=``):
 
 
 def losses(detach=True):
@@ -280,10 +292,10 @@ def losses(detach=True):
 def actor_critic_reference(updates_per_batch):
     def advantage():
         with torch.no_grad():
-            return (returns - critic(states)[:, 0]) / episodes
+            return (replayed_returns() - critic(states)[:, 0]) / episodes
 
     actor_part = ratio_reference(actor, updates_per_batch, advantage)
-    return lambda step: actor_part(step) + ((critic(states)[:, 0] - returns) ** 2).mean()
+    return lambda step: actor_part(step) + ((critic(states)[:, 0] - replayed_returns()) ** 2).mean()
 
 
 def actor_critic_updates(detach):  # three, on one stored episode, checked
@@ -348,3 +360,4 @@ plt.show()
 # `thu-ml/tianshou#397 <https://github.com/thu-ml/tianshou/issues/397>`__ (why recompute),
 # `astariul/encode-attend-navigate-pytorch#2
 # <https://github.com/astariul/encode-attend-navigate-pytorch/issues/2>`__ (advantage attached).
+# The surrogate: `Schulman et al., TRPO, section 2 <https://arxiv.org/abs/1502.05477>`__.

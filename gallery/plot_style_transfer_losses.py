@@ -186,10 +186,9 @@ else:
     raise AssertionError("the second backward was expected to fail")
 
 # %%
-# That answers a Q&A question about the tutorial (why keep the graph?): because the losses were
-# backpropagated one by one. Its modules passed the flag on *every* call, the last included, so
-# the graph stays alive after the last call: a fourth backward runs. Checked, the old pattern
-# trains right:
+# That is why the tutorial kept the graph (asked below): the losses were backpropagated one by one.
+# Its modules passed the flag on *every* call, the last included, so the graph outlives the last
+# call: a fourth backward runs. Checked, the old pattern trains right:
 
 image = start_image.clone().requires_grad_(True)
 separate_losses = losses(image)
@@ -250,4 +249,6 @@ for ax, picture in zip(axes, (content_image, style_image, start_image, image.det
 plt.show()
 
 # %%
-# See also: :doc:`../docs/several-losses`.
+# See also: :doc:`../docs/several-losses`. Asked in: `pytorch/tutorials#123
+# <https://github.com/pytorch/tutorials/issues/123>`__, the :doc:`neural-style Q&A
+# <../docs/ledger-neural-style-qa>`.

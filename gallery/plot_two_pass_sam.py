@@ -252,3 +252,6 @@ except AssertionError as error:
     assert "step 0: wrong gradient of model.weight" in str(error)
 else:
     raise AssertionError("the check was expected to fail")
+
+# %%
+# Source: `davda54/sam <https://github.com/davda54/sam>`__.
