@@ -74,6 +74,7 @@ def fill_in(app, docname: str, source: list[str]) -> None:
             return summary(texts)
         if match[2] not in texts:
             raise ExtensionError(f"ledger.md: {{ledger-claims}} {match[2]}: no such text")
+
         def link(id_: str) -> str:
             return f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`"
 
