@@ -22,8 +22,8 @@ that term reaches, by walking its graph to each leaf's ``AccumulateGrad`` (a par
 ``.grad`` came from another term is "has a gradient, but not from this loss"). A loss without a
 graph gets a report saying so, not an error. With an optimizer named, it also flags a parameter
 that has a gradient but that no param group holds (it never moves); with an ``nn.Embedding``
-named, a ``padding_idx`` row that gets no gradient; other gradients zero in some rows (dim 0, not
-an embedding's) get a note counting them.
+named, a ``padding_idx`` row that gets no gradient; other gradients zero in at most half their
+rows (dim 0, not an embedding's) get a note counting them.
 
 Where it stops:
 
@@ -576,15 +576,17 @@ def _padding_row(t: torch.Tensor, grad: torch.Tensor, modules: list) -> int | No
 
 
 def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int, int] | None:
-    """(rows whose gradient is all zero, rows) for a gradient zero in some rows (dim 0) but not
-    all; None for an embedding's weight (rows of indices not in the batch are zero by design)."""
+    """(rows whose gradient is all zero, rows) for a gradient zero in at most half its rows (dim
+    0): a few rows that silently do not train. None for an embedding's weight (rows of indices
+    not in the batch are zero by design) and for most rows zero (a loss that reads a few outputs,
+    one class's score, is ordinary)."""
     if grad.dim() < 2 or grad.shape[0] < 2:
         return None
     if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.weight is t
            for _, m in modules):  # fmt: skip
         return None
     zero = int((~grad.detach().reshape(grad.shape[0], -1).ne(0).any(1)).sum())
-    return (zero, grad.shape[0]) if 0 < zero < grad.shape[0] else None
+    return (zero, grad.shape[0]) if 0 < 2 * zero <= grad.shape[0] else None  # a few rows
 
 
 def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
