@@ -12,8 +12,16 @@ and reports:
   reaches an earlier step's part, and what to do with it: **recompute** it every step (its old
   graph reaches weights that still train), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
-  it, as a new tensor, between independent batches). It cannot know what you mean the value to
-  be: it states the rule and its best guess, with the reason;
+  it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
+  found holds the leaf; with modules but no optimizer it says it cannot tell. It cannot know what
+  you mean the value to be: it states the rule and its best guess, with the reason;
+* not as carriers, in one note: tensors made this step from a carried value (an output, a loss
+  term), and numbers replaced at each step rather than added to. Telling these apart needs
+  ``mark_step()`` and a call in an earlier step: each call remembers which node each place held
+  (ids and sequence numbers only); a place is state when its graph reaches the node it held then,
+  and made from others when it enters the old part only through what other places hold or held.
+  Without that record, a tensor made this step that reaches an earlier step's graph is listed
+  as state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value;
 * the nodes through which this loss enters an earlier step's graph, with the line that made
@@ -578,6 +586,18 @@ _IPYTHON = re.compile(
 )  # history, not yours
 
 
+def _indirect(path: str) -> bool:
+    """Whether ``path`` reaches a tensor through an optimizer's bookkeeping (a state key, a param
+    group): a name for it found elsewhere (the module's attribute) reads better."""
+    return "(key)" in path or "param_groups[" in path
+
+
+def _rename(walk, obj: object, path: str) -> None:
+    """Name a tensor first met through an optimizer's bookkeeping by the path met now, if direct."""
+    if id(obj) in walk.names and _indirect(walk.names[id(obj)]) and not _indirect(path):
+        walk.names[id(obj)] = path
+
+
 def _walk(objects: dict[str, object], budget: int):
     """Every tensor reachable from ``objects``: a ``_Walk``. Each object given is walked breadth
     first, in turns (one large object, a replay buffer, does not use up the budget before the
@@ -592,6 +612,7 @@ def _walk(objects: dict[str, object], budget: int):
             for _ in range(min(len(queue), 64)):
                 path, obj, top, holder = queue.popleft()
                 if id(obj) in seen:
+                    _rename(walk, obj, path)
                     continue
                 walk.visited += 1
                 if walk.visited > budget:
@@ -624,9 +645,12 @@ def _walk(objects: dict[str, object], budget: int):
                                 walk.visited -= 1
                                 walk.unfinished = tuple(n for n, q in turns if q or n == _name)
                                 return walk
-                        elif id(child) not in seen:
+                        else:
                             where = suffix[1:] if suffix.startswith("=") else f"{path}{suffix}"
-                            queue.append((where, child, False, obj))
+                            if id(child) not in seen:
+                                queue.append((where, child, False, obj))
+                            else:
+                                _rename(walk, child, where)
                 except Exception:  # noqa: BLE001 - its own code raised when read: say so, go on
                     walk.unread.append(path)
         turns = [turn for turn in turns if turn[1]]  # (by length: a deque's == compares items)
@@ -664,6 +688,38 @@ def _old_state(fn: object, mark: int | None, twice: list) -> tuple[tuple[str, ..
     if names:
         twice.append(type(fn).__name__)
     return (() if before else None), alive or names != ()
+
+
+_RECORD: dict = {}  # mark -> {path: (id, sequence number) of its tensor's grad_fn}, two marks kept
+
+
+def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, bool]:
+    """(the old nodes reached from ``fn`` on paths that pass through no node in ``held``, whether
+    a node in ``held`` was met): the old part ``fn``'s own graph enters, not through another place."""
+    found, met, seen, todo = set(), False, {fn}, [fn]
+    while todo:
+        node = todo.pop()
+        for child in kids.get(node, ()):
+            if child in seen:
+                continue
+            seen.add(child)
+            if child in held:
+                met = True
+            elif child in old_nodes:
+                found.add(child)
+            else:
+                todo.append(child)
+    return found, met
+
+
+def _all_below(fn: object, kids: dict) -> set:
+    seen, todo = {fn}, [fn]
+    while todo:
+        for child in kids.get(todo.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
 
 
 def _below(roots: list, kids: dict, keep, stop=frozenset()) -> dict:
@@ -715,8 +771,8 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
         children = kids[node]
         name = type(node).__name__
         if name in _RESETS | _WRITES and any(old(c) for c in children):
-            return {"ZeroBackward0": "zero_()", "CopyBackwards": "copy_()"}.get(
-                name, "fill_()" if name in _RESETS else "x[i] = v"
+            return {"ZeroBackward0": "zero_()", "CopyBackwards": "copy_() or x[...] = v"}.get(
+                name, "fill_()" if name in _RESETS else "x[i] = v, index_put_ or masked_fill_"
             )
         for child in children:
             if child not in seen and (not old(child) or type(child).__name__ in _RESETS | _WRITES):
@@ -830,14 +886,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     }
     walk = _walk(objects, BUDGET)
     names = walk.names
-    held = walk.opt_params or walk.module_params  # what is known to train
+    held = walk.opt_params  # what is known to train: an optimizer given or found holds it
     trains = lambda t: id(t) in held and t.requires_grad  # noqa: E731
-    trains_what = (
-        "optimizers' parameters" if walk.opt_params
-        else "parameters of the modules given" if walk.module_params
-        else "leaves that require grad"
-    )  # fmt: skip
-    if not held:
+    trains_what = "optimizers' parameters" if held else "leaves that require grad"
+    if not held and not walk.module_params:  # no module, no optimizer: a leaf trained by hand
         trains = lambda t: t.requires_grad  # noqa: E731
     mark, twice = _MARK, []
     root = None if loss is None else loss.grad_fn
@@ -930,7 +982,24 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         return "made in an earlier step (what its graph saved was freed)"
 
     in_loss = set(order)
-    carriers, holding = [], []
+    carriers, holding, derived, overwritten = [], [], [], []
+    old_held = {f for f in by_node if f in known_old or old(f)}
+    earlier = [m for m in _RECORD if mark is not None and m < mark]
+    record = _RECORD[max(earlier)] if earlier else {}
+
+    recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
+
+    def _made_from_others(path: str, fn) -> bool:
+        """Whether a tensor made this step is computed from carried values (an output, a loss
+        term), not rebuilt from its own earlier value: the place held, at a call in an earlier
+        step (mark_step() dates the calls), a node its graph does not reach; or its graph enters
+        the old part only through what other places hold now or held at such a call."""
+        if path in record:
+            return record[path] not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
+        others = {recorded[r] for q, r in record.items() if q != path and r in recorded}
+        entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
+        return met and not entered
+
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
     for fn, paths in by_node.items():
@@ -975,9 +1044,19 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             reason = "a write into a tensor keeps its history below the new values"
             fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
         elif root is not None and not enters and tensor.dim() == 0:
+            grows = not old(fn) or (
+                here in record and record[here] in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
+            )
+            if here in record and not grows:
+                overwritten.append(shown)
+                continue
             kind, verdict = "a number kept across steps that this loss does not use", "detach"
             reason = (
-                "a running total or a log keeps every earlier step's graph alive (memory grows)"
+                "a running total or a log adds to itself: it keeps every earlier step's graph "
+                "alive (memory grows)"
+                if grows
+                else "it keeps an earlier step's graph alive until it is replaced; memory grows "
+                "only if it adds to itself (a running total)"
             )
             fix = "add loss.item() (a float) to it, or loss.detach()"
         elif count > 1 or group in this_step and group != here:
@@ -1001,6 +1080,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     reason += (
                         f"; if they are values of {leaf_names}, which still trains, recompute them"
                     )
+        elif not old(fn) and _made_from_others(here, fn):
+            derived.append(shown)
+            continue
         elif not old(fn):
             kind, verdict = "rebuilt this step from its value of an earlier step", "state"
             reason = "state carried from step to step"
@@ -1019,8 +1101,17 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         ):
             kind, verdict = old_kind(fn), "recompute"
             mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
-            reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given holds"
-            fix = f"if something trains it (a framework's optimizer), compute it inside the step; if not, {detach}"
+            if walk.opt_params:
+                verdict = "detach"
+                reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
+                fix = f"{detach}; if something else trains it (a framework's optimizer), compute it inside the step"
+            else:
+                verdict = "recompute or detach"
+                reason = (
+                    f"its graph reaches {mine_names}, a parameter of the modules given; no optimizer "
+                    "was given or found, so whether it still trains cannot be told"
+                )
+                fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
         elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
             kind, verdict = old_kind(fn), "detach"
             needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
@@ -1037,6 +1128,22 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
         )
     carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
+    if mark is not None:  # what each place holds now, for the calls of later steps
+        _RECORD.setdefault(mark, {}).update(
+            (names[id(t)], (id(t.grad_fn), _seq(t.grad_fn))) for t in walk.tensors if t.grad_fn
+        )
+        for stale in sorted(_RECORD)[:-2]:
+            del _RECORD[stale]
+    if overwritten:
+        notes.append(
+            "replaced at each step, not added to (no error, no growth; each holds one earlier "
+            f"step's graph until replaced): {', '.join(overwritten[:4])}"
+        )
+    if derived:
+        notes.append(
+            "made in this step from the carried values above (an output, a loss term: no fix of "
+            f"their own): {', '.join(derived[:4])}" + (" ..." if len(derived) > 4 else "")
+        )
 
     freed, culprits = [], []
     for fn in order:

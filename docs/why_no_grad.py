@@ -18,8 +18,12 @@ Use (torch only), one line after your ``backward()`` (before it works too)::
     print(why_no_grad(loss, model=model, opt=opt))   # modules, optimizers, tensors, dicts, by name
 
 ``loss`` may be one term of your loss (a regulariser that seems to do nothing): then it says what
-that term reaches. With an optimizer named, it also flags a parameter that has a gradient but that
-no param group holds (it never moves).
+that term reaches, by walking its graph to each leaf's ``AccumulateGrad`` (a parameter whose
+``.grad`` came from another term is "has a gradient, but not from this loss"). A loss without a
+graph gets a report saying so, not an error. With an optimizer named, it also flags a parameter
+that has a gradient but that no param group holds (it never moves); with an ``nn.Embedding``
+named, a ``padding_idx`` row that gets no gradient; other gradients zero in at most half their
+rows (dim 0, not an embedding's) get a note counting them.
 
 Where it stops:
 
@@ -27,7 +31,9 @@ Where it stops:
   tensors' flags, ``.grad`` and hooks; it runs no backward and changes nothing. It cannot see
   code that ran before: "not on the graph" comes with the list of ways a value enters without
   history, and the one it can tell (a copy, a tensor sharing memory, a cast, a module that
-  checkpoints) named.
+  checkpoints) named. A cut itself (``.detach()``, ``Variable(x.data)``, ``no_grad``, an argmax or
+  integer cast) leaves no node: it is listed, never located. Leaves the graph reaches that you did
+  not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
   ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
@@ -92,6 +98,17 @@ _GAPS = [
     if not present
 ]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+_CUTS = (  # the ways a value enters a loss without history, as the reports name them
+    "torch.no_grad() or inference_mode, .detach(), .data or Variable(x.data) (Variable(x) too "
+    "makes a tensor without history), .item() or numpy, torch.tensor(...) of results, an argmax "
+    "or another integer result, a reentrant checkpoint whose inputs need no grad"
+)
+_CUT_FIX = (
+    "remove the cut where the value enters the loss (use the tensor itself, not its .detach(), "
+    ".data or Variable(...); no no_grad there; a checkpoint: use_reentrant=False); an argmax or "
+    "integer result has no gradient: use a differentiable surrogate (softmax, "
+    "F.gumbel_softmax(hard=True)), or keep the loss from going through it"
+)
 _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
     "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
     "CloneBackward0": "a copy made by .clone()",
@@ -123,7 +140,7 @@ class Report:
     graph: str = ""  # what the loss's graph is: nodes, leaves, whether a backward ran through it
     notes: tuple[str, ...] = field(default=())
 
-    def __bool__(self) -> bool:  # true when some tensor has no (or a zero) gradient
+    def __bool__(self) -> bool:  # true when some tensor has no (or a zero) gradient from this loss
         return any(f.rule != "has a gradient" for f in self.findings)
 
     def __getitem__(self, name: str) -> Finding:
@@ -140,6 +157,11 @@ class Report:
         fine = [f.name for f in self.findings if f.rule == "has a gradient"]
         lines = [
             f"{len(missing)} of {len(self.findings)} named tensors have no gradient or a zero one"
+            + (
+                " (or none from this loss)"
+                if any(f.rule.startswith("has a gradient, but") for f in missing)
+                else ""
+            )
             + (
                 " (or are in no optimizer)"
                 if any(f.rule == "not in the optimizer" for f in missing)
@@ -327,14 +349,6 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         raise ValueError(
             "why_no_grad: name what you expected gradients for: why_no_grad(loss, model=model, w=w)"
         )
-    if loss is not None and loss.grad_fn is None and not loss.requires_grad:
-        raise ValueError(
-            "why_no_grad: the loss has no graph (no grad_fn, requires_grad=False), so no .grad can be "
-            "written (a term of a loss like this changes no gradient): it was computed under "
-            "torch.no_grad() or inference_mode, or from values without history (.detach(), .item(), "
-            "numpy, torch.tensor(...)); backward() on it raises 'element 0 of tensors does not "
-            "require grad'; compute it with gradients enabled, from the model's outputs"
-        )
     tensors = _named(expected)
     modules = [
         (f"{key}.{n}".rstrip("."), m)
@@ -373,6 +387,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g.dead = _dead_relus(g.nodes) if g.alive and not g.ran else set()
     if loss is None:
         graph = "no loss given (only the tensors' own state was read)"
+    elif loss.grad_fn is None and not loss.requires_grad:
+        graph = "the loss: it has no graph (no grad_fn, requires_grad=False)"
     elif loss.grad_fn is None:
         graph = "the loss is a leaf: it has no graph"
     else:
@@ -394,6 +410,18 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         amount = "None" if grad is None else "zero" if not grad.any() else "nonzero"
         findings.append(Finding(name, amount, *_rule(t, grad, g)))
     notes = []
+    rows = collections.defaultdict(list)  # (zero rows, rows) -> names, for tensors with a gradient
+    for (name, t), f in zip(tensors, findings):
+        if f.rule == "has a gradient" and t.grad is not None:
+            counted = _zero_rows(t, t.grad, modules)
+            if counted:
+                rows[counted].append(name)
+    for (zero, total), names in rows.items():
+        notes.append(
+            f"{_summary(names)}: the gradient is zero in {zero} of {total} rows (dim 0): those "
+            "rows do not train in this step (a mask, a dead unit, a row not used); right if they "
+            "were not meant to be used"
+        )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the tensors named: it reaches only "
@@ -425,7 +453,8 @@ class _Context:
         return (
             self.names.get(id(t))
             or self.held["module"].get(id(t))
-            or f"a leaf of shape {tuple(t.shape)}"
+            or f"{'a parameter' if isinstance(t, torch.nn.Parameter) else 'a leaf'} of shape "
+            f"{tuple(t.shape)}"
         )
 
 
@@ -503,19 +532,61 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         )
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
-        if grad is not None and grad.any():
-            return _trained(t, (
-                "has a gradient",
-                "from another pass, not this loss's graph (another loss's backward, p.grad set by "
-                "hand, or DDP's average of a parameter another rank used)",
-                "",
-            ), g)  # fmt: skip
-        return _not_reached(t, g)
+        rule, why, fix = _not_reached(t, g)
+        if grad is not None and grad.any():  # decided by the graph, not by .grad
+            return (
+                "has a gradient, but not from this loss",
+                "its .grad comes from another term or pass (the total you called backward() on, "
+                "another loss, p.grad set by hand, DDP's average); this loss: " + why,
+                fix,
+            )
+        return rule, why, fix
     if grad is None:
         return _not_written(t, g)
     if grad.any():
+        padding = _padding_row(t, grad, g.modules)
+        if padding is not None:
+            return (
+                "zero in one row: padding_idx",
+                f"row {padding} of its gradient is zero, and always will be: nn.Embedding("
+                f"padding_idx={padding}) gives that row no gradient, so the vector of index "
+                f"{padding} never trains; right if {padding} only pads, wrong if it is a real "
+                "index (a first class, relation or token)",
+                f"padding_idx=None, or number the real indices from {padding + 1} so that "
+                f"{padding} only pads",
+            )
         return _trained(t, ("has a gradient", "", ""), g)
     return _zero(t, grad, g)
+
+
+def _padding_row(t: torch.Tensor, grad: torch.Tensor, modules: list) -> int | None:
+    """The padding_idx of the nn.Embedding named whose weight ``t`` is, when that row of ``grad``
+    is zero (torch gives it no gradient)."""
+    for _, module in modules:
+        index = getattr(module, "padding_idx", None)
+        if (
+            isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+            and module.weight is t
+            and index is not None
+            and grad.dim() == 2
+            and not grad[index].any()
+        ):
+            return index % grad.shape[0]
+    return None
+
+
+def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int, int] | None:
+    """(rows whose gradient is all zero, rows) for a gradient zero in at most half its rows (dim
+    0): a few rows that silently do not train. None for an embedding's weight (rows of indices
+    not in the batch are zero by design) and for most rows zero (a loss that reads a few outputs,
+    one class's score, is ordinary)."""
+    if grad.dim() < 2 or grad.shape[0] < 2:
+        return None
+    if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.weight is t
+           for _, m in modules):  # fmt: skip
+        return None
+    zero = int((~grad.detach().reshape(grad.shape[0], -1).ne(0).any(1)).sum())
+    return (zero, grad.shape[0]) if 0 < 2 * zero <= grad.shape[0] else None  # a few rows
 
 
 def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
@@ -544,6 +615,17 @@ def _twin(t: torch.Tensor, g: _Context) -> str | None:
 
 def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     """The loss's graph does not reach ``t``: say what stands in its place, where it can tell."""
+    if g.loss.grad_fn is None and not g.loss.requires_grad:
+        return (
+            "not on the graph: the loss has no graph",
+            "the loss has no graph (no grad_fn, requires_grad=False), so backward() on it writes no "
+            ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
+            "tensors does not require grad'): it was computed under torch.no_grad() or "
+            "inference_mode, or from values without history (.detach(), .item(), numpy, "
+            "torch.tensor(...), an argmax or another integer result), or no input required grad",
+            "compute it with gradients enabled, with torch operations on the model's outputs; an "
+            "argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)",
+        )
     if g.loss.grad_fn is None:
         return (
             "not on the graph: the loss is a leaf",
@@ -586,13 +668,24 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
     ]
     if foreign and not set(g.leaves) & (set(g.names) | set(g.held["module"])):
+        shown = ", ".join(g.label(v) for v in foreign[:3])
+        if all(isinstance(v, torch.nn.Parameter) for v in foreign):
+            return (
+                "not on the graph: the loss reaches only parameters you did not name",
+                f"the loss's graph reaches only {shown} (nn.Parameter, of a module you did not "
+                f"name), none of yours: your tensors' values enter it without history ({_CUTS}), "
+                "or are not used; name that module too to see which of yours it reaches",
+                _CUT_FIX,
+            )
         return (
             "not on the graph: the loss starts from a new leaf",
-            f"the loss's graph reaches only {', '.join(g.label(v) for v in foreign[:3])}, none of "
-            "yours: a tensor built from values (torch.tensor([...], requires_grad=True) of losses, "
-            "numpy) stands between your model and the loss",
-            "combine the losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
-            "torch.tensor([...])",
+            f"the loss's graph reaches only {shown} (leaves you did not name, not nn.Parameter), "
+            "none of yours: a tensor made as a leaf from values (torch.tensor([...], "
+            "requires_grad=True) of losses, Variable(x.data, requires_grad=True), "
+            ".detach().requires_grad_(), numpy) stands between your model and the loss, or "
+            "these are tensors of yours you did not name",
+            "combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
+            "torch.tensor([...]); use the tensor itself where a rewrap of it is used",
         )
     owner = g.held["module"].get(id(t), "").rpartition(".")[0]
     checkpointed = _checkpointing(owner, g.modules)
@@ -613,22 +706,19 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
-            "called for this loss (a branch not taken, a layer defined but unused), or its output "
-            "is cut before the loss (no_grad, .detach(), .item(), numpy, a reentrant checkpoint "
-            "whose inputs need no grad)",
+            f"called for this loss (a branch not taken, a layer defined but unused), or its output "
+            f"is cut before the loss ({_CUTS})",
             "not called: None is right; skip parameters whose .grad is None where you read them "
             "(all_reduce, clipping), call the layer, or DDP(find_unused_parameters=True); cut: "
-            "remove it where its output enters the loss (a checkpoint: use_reentrant=False)",
+            + _CUT_FIX,
         )
     return (
         "not on the graph",
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
-        "(a forward pass under torch.no_grad() or inference_mode, .detach() or .data, .item() or "
-        "numpy, torch.tensor(...) around a result, requires_grad_() after the forward pass, a "
-        "reentrant checkpoint whose inputs need no grad), or it is not used for this loss (a "
+        f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)",
-        "find where its value enters the loss and remove the cut there (checkpoint: "
-        "use_reentrant=False); not used: None is right, skip it where you read .grad",
+        "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right, skip it "
+        "where you read .grad",
     )
 
 

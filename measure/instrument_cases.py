@@ -713,10 +713,7 @@ def monodepth_no_grad():
     model = nn.Conv2d(3, 1, 3)
     with torch.no_grad():
         loss = model(torch.randn(1, 3, 8, 8)).abs().mean()
-    try:
-        return str(why_no_grad(loss, model=model))
-    except ValueError as error:
-        return str(error)
+    return str(why_no_grad(loss, model=model))  # a report, not an error
 
 
 @case(
@@ -752,10 +749,7 @@ def gradcam_inference():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
     with torch.inference_mode():  # the report's inference script
         score = model(torch.randn(1, 3, 8, 8))[0, 1]
-    try:
-        return str(why_no_grad(score, model=model))
-    except ValueError as error:
-        return str(error)
+    return str(why_no_grad(score, model=model))
 
 
 # ---- the count ---------------------------------------------------------------------------------
