@@ -265,7 +265,10 @@ def accelerate_two_calls(accelerator, loss_a, loss_b):
 ACCELERATE_SCENARIOS = {  # name: (the backward calls, DistributedDataParallelKwargs)
     "accelerator.backward(loss_a + loss_b)": (accelerate_sum, {}),
     "two calls, the first with retain_graph=True": (accelerate_two_calls, {}),
-    "two calls, find_unused_parameters=True": (accelerate_two_calls, {"find_unused_parameters": True}),
+    "two calls, find_unused_parameters=True": (
+        accelerate_two_calls,
+        {"find_unused_parameters": True},
+    ),
 }
 
 
@@ -340,7 +343,9 @@ def worker(
         if job == "accelerate":  # Accelerate finds this group and the rank in the environment
             os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
                               LOCAL_WORLD_SIZE=str(world_size))  # fmt: skip
-            results = {name: train_accelerate(name, rank, world_size) for name in ACCELERATE_SCENARIOS}
+            results = {
+                name: train_accelerate(name, rank, world_size) for name in ACCELERATE_SCENARIOS
+            }
             queue.put((rank, results))
             return
         results = {name: train_ddp(name, rank, world_size) for name in SCENARIOS}
@@ -368,7 +373,14 @@ def run(
     so the results do not depend on the attempt. ``timeout`` is long: on a busy two-core machine
     the two spawned ranks took over 50 s just to start (three cold builds beside a CPU load failed
     so)."""
-    command = [sys.executable, os.path.abspath(__file__), "--json", str(world_size), str(timeout), job]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--json",
+        str(world_size),
+        str(timeout),
+        job,
+    ]
     for attempt in range(1, attempts + 1):
         ranks = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
