@@ -5,7 +5,8 @@ Why a module: a spawned process is a fresh Python interpreter, which can only ru
 can import; a function defined in a notebook cell cannot be imported by it. Every rank joins a
 gloo process group on the loopback interface (127.0.0.1) and trains each scenario for three SGD
 steps on its own batches, wrapped in DistributedDataParallel (DDP), in FSDP's
-``FullyShardedDataParallel`` (FSDP1) or in ``fully_shard`` (FSDP2). It reports how many
+``FullyShardedDataParallel`` (FSDP1) or in ``fully_shard`` (FSDP2); with ``job="accelerate"`` (for ``frameworks.md``) each rank trains
+through Hugging Face Accelerate instead, which wraps the model in DDP. It reports how many
 all-reduces DDP started in the first step, the gradient it ended that step with, and the outcome
 check of the three steps: ``outcome.checked`` for DDP; for FSDP the same checks by hand, on the
 gathered full weights and gradients, because ``checked`` cannot take sharded parameters (autograd
@@ -240,6 +241,67 @@ def train_fsdp(kind: str, name: str, rank: int, world_size: int) -> str:
     return "model: 3 steps checked"
 
 
+class TwoHeads(nn.Module):
+    """frameworks.md's model: two losses that share the trunk's graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.head_a, self.head_b, self.trunk = nn.Linear(4, 1), nn.Linear(4, 1), nn.Linear(3, 4)
+
+    def forward(self, x):
+        hidden = torch.tanh(self.trunk(x))
+        return self.head_a(hidden).pow(2).mean(), (self.head_b(hidden) - 1).pow(2).mean()
+
+
+def accelerate_sum(accelerator, loss_a, loss_b):
+    accelerator.backward(loss_a + loss_b)
+
+
+def accelerate_two_calls(accelerator, loss_a, loss_b):
+    accelerator.backward(loss_a, retain_graph=True)
+    accelerator.backward(loss_b)
+
+
+ACCELERATE_SCENARIOS = {  # name: (the backward calls, DistributedDataParallelKwargs)
+    "accelerator.backward(loss_a + loss_b)": (accelerate_sum, {}),
+    "two calls, the first with retain_graph=True": (accelerate_two_calls, {}),
+    "two calls, find_unused_parameters=True": (
+        accelerate_two_calls,
+        {"find_unused_parameters": True},
+    ),
+}
+
+
+def train_accelerate(name: str, rank: int, world_size: int) -> str:
+    """Three SGD steps through Accelerate (its MULTI_CPU mode: DDP over this process group),
+    checked by ``outcome.checked`` against the mean over the ranks of ``loss_a + loss_b`` on the
+    unwrapped module. Returns ``checked``'s report or the error's first line."""
+    from accelerate import Accelerator, DistributedDataParallelKwargs
+
+    step_fn, options = ACCELERATE_SCENARIOS[name]
+    torch.manual_seed(0)
+    net = TwoHeads()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    handlers = [DistributedDataParallelKwargs(**options)] if options else []
+    accelerator = Accelerator(cpu=True, kwargs_handlers=handlers)
+    model, prepared_opt = accelerator.prepare(net, opt)
+    assert isinstance(model, DDP), f"Accelerate did not wrap the model in DDP: {type(model)}"
+
+    def reference(step):
+        return sum(sum(net(rank_batch(r, step))) for r in range(world_size)) / world_size
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            with checked(opt, reference, net=net):
+                for step in range(3):
+                    step_fn(accelerator, *model(rank_batch(rank, step)))
+                    prepared_opt.step()
+                    prepared_opt.zero_grad()
+        return printed.getvalue().strip()
+    except (AssertionError, RuntimeError) as error:
+        return f"{type(error).__name__}: {str(error).splitlines()[0]}"
+
+
 def use_loopback() -> None:
     """Make gloo bind to the loopback interface instead of looking up this machine's host name.
 
@@ -253,7 +315,9 @@ def use_loopback() -> None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
 
 
-def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float) -> None:
+def worker(
+    rank: int, world_size: int, rendezvous: str, queue, timeout: float, job: str = "wrappers"
+) -> None:
     """Join the group, run every scenario, send plain lists back (tensors would be shared through
     file descriptors that vanish when this process exits), and always leave the group.
 
@@ -276,6 +340,14 @@ def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float) -
         timeout=timedelta(seconds=timeout),
     )
     try:
+        if job == "accelerate":  # Accelerate finds this group and the rank in the environment
+            os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                              LOCAL_WORLD_SIZE=str(world_size))  # fmt: skip
+            results = {
+                name: train_accelerate(name, rank, world_size) for name in ACCELERATE_SCENARIOS
+            }
+            queue.put((rank, results))
+            return
         results = {name: train_ddp(name, rank, world_size) for name in SCENARIOS}
         for kind in ("FullyShardedDataParallel", "fully_shard"):
             for name in FSDP_SCENARIOS:
@@ -286,7 +358,9 @@ def worker(rank: int, world_size: int, rendezvous: str, queue, timeout: float) -
         faulthandler.cancel_dump_traceback_later()
 
 
-def run(world_size: int = 2, timeout: float = 240.0, attempts: int = 2) -> dict[int, dict]:
+def run(
+    world_size: int = 2, timeout: float = 240.0, attempts: int = 2, job: str = "wrappers"
+) -> dict[int, dict]:
     """Run the ranks in a separate process group (rank 0 a child process running this file, the
     others spawned by it) and return ``{rank: results}``.
 
@@ -299,7 +373,14 @@ def run(world_size: int = 2, timeout: float = 240.0, attempts: int = 2) -> dict[
     so the results do not depend on the attempt. ``timeout`` is long: on a busy two-core machine
     the two spawned ranks took over 50 s just to start (three cold builds beside a CPU load failed
     so)."""
-    command = [sys.executable, os.path.abspath(__file__), "--json", str(world_size), str(timeout)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--json",
+        str(world_size),
+        str(timeout),
+        job,
+    ]
     for attempt in range(1, attempts + 1):
         ranks = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -321,7 +402,7 @@ def run(world_size: int = 2, timeout: float = 240.0, attempts: int = 2) -> dict[
     raise RuntimeError(f"ddp_worker: {attempts} attempts stalled for {timeout} s each")
 
 
-def _run_once(world_size: int, timeout: float) -> dict[int, dict]:
+def _run_once(world_size: int, timeout: float, job: str = "wrappers") -> dict[int, dict]:
     import torch.multiprocessing as mp
 
     context = mp.get_context("spawn")
@@ -329,13 +410,13 @@ def _run_once(world_size: int, timeout: float) -> dict[int, dict]:
     with tempfile.TemporaryDirectory() as folder:
         rendezvous = "file://" + os.path.join(folder, "rendezvous")
         others = [
-            context.Process(target=worker, args=(rank, world_size, rendezvous, queue, timeout))
+            context.Process(target=worker, args=(rank, world_size, rendezvous, queue, timeout, job))
             for rank in range(1, world_size)
         ]
         for process in others:
             process.start()
         try:
-            worker(0, world_size, rendezvous, queue, timeout)
+            worker(0, world_size, rendezvous, queue, timeout, job)
             results = dict(queue.get(timeout=timeout) for _ in range(world_size))
         finally:
             for process in others:
@@ -352,7 +433,7 @@ def _run_once(world_size: int, timeout: float) -> dict[int, dict]:
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if sys.argv[1:2] == ["--json"]:  # what run() starts
-        print(json.dumps(_run_once(int(sys.argv[2]), float(sys.argv[3]))))
+        print(json.dumps(_run_once(int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:5])))
     else:
         for rank, outcome in sorted(_run_once(2, 50.0).items()):
             for name, result in outcome.items():
