@@ -162,6 +162,7 @@ html_css_files = ["site.css"]
 html_search_scorer = str(ROOT / "docs" / "_static" / "search_scorer.js")
 html_favicon = "docs/_static/favicon.svg"
 html_show_sourcelink = False
+html_show_sphinx = False  # the footer keeps the licences, without the "Made with" credit
 html_baseurl = site_context.site_url()
 html_extra_path = ["docs/_extra"]  # robots.txt and sitemap.xml: docs/_ext/site_context.py
 html_theme_options = {
