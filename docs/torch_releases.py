@@ -17,15 +17,31 @@ from collections import defaultdict
 HOLDS = ("pass", "flaky")  # flaky: failed on a busy machine, then passed when run again
 # The differences docs/which-torch.md explains (its labels), each with texts only its failures show.
 EXPLAINED = {
+    "which-torch-autocast-cache": ("#142234",),  # the bug table's cells fail with the issue
+    "which-torch-saved-hooks-compiled": ("#113263",),
+    "which-torch-unfrozen-compiled": ("#139476",),
+    "which-torch-inplace-function-compiled": ("#180642",),
+    "which-torch-aliased-function-compiled": ("#183604",),
+    "which-torch-wordings": ("older wording",),
+    "which-torch-fsdp2-cpu": ("record_event", "no fully_shard before torch 2.6"),
     "which-torch-profiler-events": ("end_ns",),
     "which-torch-donated-buffers": ("donated buffers", "donated_buffer"),
-    "which-torch-compiled-retain-grad": ("hidden.grad", "retain_grad()"),
+    "which-torch-compiled-retain-grad": (
+        "hidden.grad",
+        "retain_grad()",
+        '("CompiledFunctionBackward", "Sum',
+    ),
     "which-torch-backward-doc": ("inferred from ``create_graph``", "new_wording", 'doc.index(";"'),
     "which-torch-float-warning": ("float(): ",),
     "which-torch-checkpoint-warning": ("Starting in PyTorch 2.9",),
     "which-torch-hook-warning": ("no inputs require gradients", "BackwardHookFunction"),
-    "which-torch-fsdp2-gloo": ("(its norm is 2 times the reference's)",),
+    "which-torch-fsdp2-gloo": ("(norm x2)",),
     "which-torch-saved-tensor-hooks": ("unpack_hook", "num_batches_tracked"),
+    "which-torch-module-hooks": (
+        'row(f"register_module_{kind}")',
+        'v == "yes" for (name, _), v in other',
+    ),
+    "which-torch-libraries": ("requires PyTorch >= 2.6",),
 }
 
 # --- results: written by measure/run_versions.py ---
@@ -307,35 +323,42 @@ def cell_results(release: str, name: str) -> tuple[int, list, list]:
 
 
 def failures() -> None:
-    """Print each failed cell and the difference that explains it (by its error and failing
-    line), the cells that did not run, and fail for a failure that no difference explains. A
-    NameError in a cell after a failed cell of the same download is that failure's consequence."""
+    """Print, per release and download, each failed cell and the difference that explains it (by
+    its error and failing line), the cells that did not run, and fail for a failure that no
+    difference explains. A NameError in a cell after a failed cell of the same download is that
+    failure's consequence."""
     unexplained = []
     for release, name, outcome, cells, failed, not_run, error in RESULTS:
         if outcome in HOLDS or outcome == "not run":
             continue
+        where = f"{release} {item(name)}"
         if outcome == "extras":  # not the page: the libraries it pins
-            print(f"{release} {item(name)}: its pinned libraries do not install with this torch")
+            print(f"{where}: its pinned libraries do not install with this torch")
             continue
         if error:
-            print(f"{release} {item(name)}: the run stopped: {error}")
+            print(f"{where}: the run stopped: {error}")
             unexplained += [] if any(t in error for ts in EXPLAINED.values() for t in ts) else [
-                f"{release} {name}: {error}"]  # fmt: skip
-        first = None
+                f"{where}: {error}"]  # fmt: skip
+        reasons, first = [], None  # [(reason, [cells])], consecutive cells of one reason together
         for cell, problem, at in failed:
-            where = f"{release} {item(name)}" + (f", cell {cell}" if cell else "")
             why = [key for key, texts in EXPLAINED.items() if any(t in problem + at for t in texts)]
             if why:
-                print(f"{where}: {why[0][12:]}")
-                first = first or cell
+                reason, first = why[0][12:], first or cell
             elif first and "NameError" in problem:
-                print(f"{where}: follows cell {first}")
+                reason = f"follows cell {first}"
             else:
-                print(f"{where}: UNEXPLAINED {problem}")
-                unexplained.append(f"{where}: {problem}")
+                reason = f"UNEXPLAINED {problem}"
+                unexplained.append(f"{where}, cell {cell}: {problem}")
+            if reasons and reasons[-1][0] == reason:
+                reasons[-1][1].append(cell)
+            else:
+                reasons.append((reason, [cell]))
+        if reasons:
+            listed = "; ".join(f"{', '.join(map(str, c))} {reason}" for reason, c in reasons)
+            print(f"{where}, cells {listed}")
         if not_run:
-            print(f"{release} {item(name)}: cells {', '.join(map(str, not_run))} did not run")
-    missing = sorted({item(name) for _, name, outcome, *_ in RESULTS if outcome == "not run"})
+            print(f"{where}: cells {', '.join(map(str, not_run))} did not run")
+    missing = [f"{row[0]} {item(row[1])}" for row in RESULTS if row[2] == "not run"]
     print("not run:", ", ".join(missing) if missing else "none")
     if os.environ.get("TORCH_RELEASES_RERUN"):  # nox -s versions, before it rewrites RESULTS
         return
