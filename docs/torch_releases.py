@@ -46,7 +46,7 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "6 December 2026", "commit": "0670f71", "site_torch": "2.13.0", "runner": "measure/run_alone.py"}
+RUN = {"date": "6 December 2026", "commit": "bd4ff68", "site_torch": "2.13.0", "runner": "measure/run_alone.py"}
 NUMPY = {"2.4.1": "2.4.6", "2.6.0": "2.4.6", "2.8.0": "2.4.6", "2.11.0": "2.4.6"}  # the numpy each release ran with
 # (release, download, outcome, cells, failed, not_run, error), by measure/run_alone.py:
 # outcome: pass, fail, flaky (failed, then passed when run again), extras (the page's extra
@@ -89,10 +89,10 @@ RESULTS = [
     ("2.4.1", "saved_bytes.py", "pass", 1, [], [], ""),
     ("2.4.1", "several-losses.ipynb", "pass", 15, [], [], ""),
     ("2.4.1", "training-patterns.ipynb", "pass", 17, [], [], ""),
-    ("2.4.1", "what-backward-frees.ipynb", "fail", 8, [[6, "raised AttributeError: module 'torch.utils' has no attribute 'checkpoint'", "added = torch.utils.checkpoint.checkpoint(lambda a: (a + 1.0).sum(), point, use_reentrant=reentrant)"]], [], ""),
+    ("2.4.1", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.4.1", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.4.1", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.4.1", "which-torch.ipynb", "fail", 8, [[3, "raised AssertionError: torch bug #142234: see which-torch-bugs", "assert has_graph(), \"torch bug #142234: see which-torch-bugs\""], [4, "raised AssertionError: torch bug #113263: see which-torch-bugs", "assert grad_a(compiled) == 6.0, \"torch bug #113263: see which-torch-bugs\""], [5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""]], [], ""),
+    ("2.4.1", "which-torch.ipynb", "not run", 0, [], [], ""),
     ("2.4.1", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.4.1", "wrappers.ipynb", "fail", 26, [[15, "raised AssertionError: ", "assert \"non-empty donated buffers\" in after_step and first == \"works\""], [16, "raised KeyError: 'donated_buffer'", "with torch._functorch.config.patch(donated_buffer=False):"], [18, "raised AssertionError: ", "assert nodes == (\"CompiledFunctionBackward\", \"SumBackward0\")  # compiled, then eager"], [26, "raised AssertionError: ImportError: torch.distributed.fsdp has no fully_shard before torch 2.6", "assert result == \"model: 3 steps checked\", result"]], [], ""),
     ("2.6.0", "autograd_graph.py", "pass", 1, [], [], ""),
@@ -129,10 +129,10 @@ RESULTS = [
     ("2.6.0", "saved_bytes.py", "pass", 1, [], [], ""),
     ("2.6.0", "several-losses.ipynb", "pass", 15, [], [], ""),
     ("2.6.0", "training-patterns.ipynb", "pass", 17, [], [], ""),
-    ("2.6.0", "what-backward-frees.ipynb", "fail", 8, [[6, "raised AttributeError: module 'torch.utils' has no attribute 'checkpoint'", "added = torch.utils.checkpoint.checkpoint(lambda a: (a + 1.0).sum(), point, use_reentrant=reentrant)"]], [], ""),
+    ("2.6.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.6.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.6.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.6.0", "which-torch.ipynb", "fail", 8, [[3, "raised AssertionError: torch bug #142234: see which-torch-bugs", "assert has_graph(), \"torch bug #142234: see which-torch-bugs\""], [5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""]], [], ""),
+    ("2.6.0", "which-torch.ipynb", "not run", 0, [], [], ""),
     ("2.6.0", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.6.0", "wrappers.ipynb", "fail", 26, [[18, "raised AssertionError: ", "assert nodes == (\"CompiledFunctionBackward\", \"SumBackward0\")  # compiled, then eager"], [26, "raised AssertionError: AttributeError: 'Stream' object has no attribute 'record_event' (FSDP2 on the CPU: fixed in torch 2.7, #145935)", "assert result == \"model: 3 steps checked\", result"]], [], ""),
     ("2.8.0", "autograd_graph.py", "pass", 1, [], [], ""),
@@ -172,7 +172,7 @@ RESULTS = [
     ("2.8.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.8.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.8.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.8.0", "which-torch.ipynb", "fail", 8, [[3, "raised AssertionError: torch bug #142234: see which-torch-bugs", "assert has_graph(), \"torch bug #142234: see which-torch-bugs\""], [5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""]], [], ""),
+    ("2.8.0", "which-torch.ipynb", "not run", 0, [], [], ""),
     ("2.8.0", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.8.0", "wrappers.ipynb", "fail", 26, [[26, "raised AssertionError: step 0: wrong gradient of model.0.weight (norm x2)", "assert result == \"model: 3 steps checked\", result"]], [], ""),
     ("2.11.0", "autograd_graph.py", "pass", 1, [], [], ""),
@@ -212,7 +212,7 @@ RESULTS = [
     ("2.11.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.11.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.11.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.11.0", "which-torch.ipynb", "fail", 8, [[5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [6, "raised AssertionError: torch bug #180642: see which-torch-bugs", "assert in_place == [2.0] * 3, \"torch bug #180642: see which-torch-bugs\""], [7, "raised AssertionError: torch bug #183604: see which-torch-bugs", "assert same == [2.0] * 3, \"torch bug #183604: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""]], [], ""),
+    ("2.11.0", "which-torch.ipynb", "not run", 0, [], [], ""),
     ("2.11.0", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.11.0", "wrappers.ipynb", "pass", 26, [], [], ""),
 ]
