@@ -46,8 +46,8 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "6 December 2026", "commit": "bd4ff68", "site_torch": "2.13.0", "runner": "measure/run_alone.py"}
-NUMPY = {"2.4.1": "2.4.6", "2.6.0": "2.4.6", "2.8.0": "2.4.6", "2.11.0": "2.4.6"}  # the numpy each release ran with
+RUN = {"date": "6 December 2026", "commit": "c73aa29", "site_torch": "2.13.0", "runner": "measure/run_alone.py"}
+NUMPY = {"2.4.1": "2.4.6", "2.6.0": "2.4.6", "2.8.0": "2.4.6", "2.11.0": "2.4.6", "2.13.0": "2.4.6"}  # the numpy each release ran with
 # (release, download, outcome, cells, failed, not_run, error), by measure/run_alone.py:
 # outcome: pass, fail, flaky (failed, then passed when run again), extras (the page's extra
 # requirements do not install on this release), not run; cells: a notebook's code cells or
@@ -92,7 +92,7 @@ RESULTS = [
     ("2.4.1", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.4.1", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.4.1", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.4.1", "which-torch.ipynb", "not run", 0, [], [], ""),
+    ("2.4.1", "which-torch.ipynb", "fail", 9, [[3, "raised AssertionError: torch bug #142234: see which-torch-bugs", "assert has_graph(), \"torch bug #142234: see which-torch-bugs\""], [4, "raised AssertionError: torch bug #113263: see which-torch-bugs", "assert grad_a(compiled) == 6.0, \"torch bug #113263: see which-torch-bugs\""], [5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""], [9, "raised AssertionError: see hook-warning", "assert any(\"no inputs require gradients\" in str(w.message) for w in caught), \"see hook-warning\""]], [], ""),
     ("2.4.1", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.4.1", "wrappers.ipynb", "fail", 26, [[15, "raised AssertionError: ", "assert \"non-empty donated buffers\" in after_step and first == \"works\""], [16, "raised KeyError: 'donated_buffer'", "with torch._functorch.config.patch(donated_buffer=False):"], [18, "raised AssertionError: ", "assert nodes == (\"CompiledFunctionBackward\", \"SumBackward0\")  # compiled, then eager"], [26, "raised AssertionError: ImportError: torch.distributed.fsdp has no fully_shard before torch 2.6", "assert result == \"model: 3 steps checked\", result"]], [], ""),
     ("2.6.0", "autograd_graph.py", "pass", 1, [], [], ""),
@@ -132,7 +132,7 @@ RESULTS = [
     ("2.6.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.6.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.6.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.6.0", "which-torch.ipynb", "not run", 0, [], [], ""),
+    ("2.6.0", "which-torch.ipynb", "fail", 9, [[3, "raised AssertionError: torch bug #142234: see which-torch-bugs", "assert has_graph(), \"torch bug #142234: see which-torch-bugs\""], [5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""], [9, "raised AssertionError: see hook-warning", "assert any(\"no inputs require gradients\" in str(w.message) for w in caught), \"see hook-warning\""]], [], ""),
     ("2.6.0", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.6.0", "wrappers.ipynb", "fail", 26, [[18, "raised AssertionError: ", "assert nodes == (\"CompiledFunctionBackward\", \"SumBackward0\")  # compiled, then eager"], [26, "raised AssertionError: AttributeError: 'Stream' object has no attribute 'record_event' (FSDP2 on the CPU: fixed in torch 2.7, #145935)", "assert result == \"model: 3 steps checked\", result"]], [], ""),
     ("2.8.0", "autograd_graph.py", "pass", 1, [], [], ""),
@@ -172,7 +172,7 @@ RESULTS = [
     ("2.8.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.8.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.8.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.8.0", "which-torch.ipynb", "not run", 0, [], [], ""),
+    ("2.8.0", "which-torch.ipynb", "fail", 9, [[3, "raised AssertionError: torch bug #142234: see which-torch-bugs", "assert has_graph(), \"torch bug #142234: see which-torch-bugs\""], [5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""]], [], ""),
     ("2.8.0", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.8.0", "wrappers.ipynb", "fail", 26, [[26, "raised AssertionError: step 0: wrong gradient of model.0.weight (norm x2)", "assert result == \"model: 3 steps checked\", result"]], [], ""),
     ("2.11.0", "autograd_graph.py", "pass", 1, [], [], ""),
@@ -212,9 +212,49 @@ RESULTS = [
     ("2.11.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
     ("2.11.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
     ("2.11.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
-    ("2.11.0", "which-torch.ipynb", "not run", 0, [], [], ""),
+    ("2.11.0", "which-torch.ipynb", "fail", 9, [[5, "raised AssertionError: torch bug #139476: see which-torch-bugs", "assert unfrozen_grad(reset=False), \"torch bug #139476: see which-torch-bugs\""], [6, "raised AssertionError: torch bug #180642: see which-torch-bugs", "assert in_place == [2.0] * 3, \"torch bug #180642: see which-torch-bugs\""], [7, "raised AssertionError: torch bug #183604: see which-torch-bugs", "assert same == [2.0] * 3, \"torch bug #183604: see which-torch-bugs\""], [8, "raised AssertionError: older wording: see which-torch-wordings", "assert \"Tensor at index 1 appears\" in unused, \"older wording: see which-torch-wordings\""]], [], ""),
     ("2.11.0", "why_no_grad.py", "pass", 1, [], [], ""),
     ("2.11.0", "wrappers.ipynb", "pass", 26, [], [], ""),
+    ("2.13.0", "autograd_graph.py", "pass", 1, [], [], ""),
+    ("2.13.0", "backward-twice.ipynb", "pass", 7, [], [], ""),
+    ("2.13.0", "ddp_worker.py", "pass", 1, [], [], ""),
+    ("2.13.0", "errors.ipynb", "pass", 5, [], [], ""),
+    ("2.13.0", "find-the-cause.ipynb", "pass", 7, [], [], ""),
+    ("2.13.0", "find_old_graph.py", "pass", 1, [], [], ""),
+    ("2.13.0", "frameworks.ipynb", "pass", 18, [], [], ""),
+    ("2.13.0", "history.ipynb", "pass", 13, [], [], ""),
+    ("2.13.0", "hooks.ipynb", "pass", 14, [], [], ""),
+    ("2.13.0", "hooks_table.py", "pass", 1, [], [], ""),
+    ("2.13.0", "how-this-site-works.ipynb", "pass", 4, [], [], ""),
+    ("2.13.0", "index.ipynb", "pass", 2, [], [], ""),
+    ("2.13.0", "ledger-explainer.ipynb", "pass", 13, [], [], ""),
+    ("2.13.0", "ledger-forum-thread.ipynb", "pass", 36, [], [], ""),
+    ("2.13.0", "ledger-neural-style-qa.ipynb", "pass", 29, [], [], ""),
+    ("2.13.0", "ledger-retain-grad-article.ipynb", "pass", 17, [], [], ""),
+    ("2.13.0", "lost-leaf.ipynb", "pass", 14, [], [], ""),
+    ("2.13.0", "neighbouring-errors.ipynb", "pass", 17, [], [], ""),
+    ("2.13.0", "outcome.py", "pass", 1, [], [], ""),
+    ("2.13.0", "plot_gan_step.py", "pass", 11, [], [], ""),
+    ("2.13.0", "plot_gradient_penalty.py", "pass", 8, [], [], ""),
+    ("2.13.0", "plot_how_examples_are_checked.py", "pass", 5, [], [], ""),
+    ("2.13.0", "plot_maml.py", "pass", 7, [], [], ""),
+    ("2.13.0", "plot_multitask_losses.py", "pass", 6, [], [], ""),
+    ("2.13.0", "plot_reinforce.py", "pass", 10, [], [], ""),
+    ("2.13.0", "plot_saliency.py", "pass", 8, [], [], ""),
+    ("2.13.0", "plot_style_transfer_losses.py", "pass", 8, [], [], ""),
+    ("2.13.0", "plot_truncated_bptt.py", "pass", 10, [], [], ""),
+    ("2.13.0", "plot_two_pass_sam.py", "pass", 7, [], [], ""),
+    ("2.13.0", "retain-and-create-graph.ipynb", "pass", 10, [], [], ""),
+    ("2.13.0", "retain-grad.ipynb", "pass", 13, [], [], ""),
+    ("2.13.0", "saved_bytes.py", "pass", 1, [], [], ""),
+    ("2.13.0", "several-losses.ipynb", "pass", 15, [], [], ""),
+    ("2.13.0", "training-patterns.ipynb", "pass", 17, [], [], ""),
+    ("2.13.0", "what-backward-frees.ipynb", "pass", 8, [], [], ""),
+    ("2.13.0", "what-it-costs.ipynb", "pass", 13, [], [], ""),
+    ("2.13.0", "where-the-graph-hides.ipynb", "pass", 27, [], [], ""),
+    ("2.13.0", "which-torch.ipynb", "pass", 9, [], [], ""),
+    ("2.13.0", "why_no_grad.py", "pass", 1, [], [], ""),
+    ("2.13.0", "wrappers.ipynb", "pass", 26, [], [], ""),
 ]
 # fmt: on
 # --- end of results ---
