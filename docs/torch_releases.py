@@ -11,8 +11,6 @@ them; its downloaded notebook carries this file.
 from __future__ import annotations
 
 import os
-import textwrap
-from collections import defaultdict
 
 HOLDS = ("pass", "flaky")  # flaky: failed on a busy machine, then passed when run again
 # The differences docs/which-torch.md explains (its labels), each with texts only its failures show.
@@ -262,14 +260,13 @@ RESULTS = [
 
 def summary() -> None:
     """When and from which commit the results were made, the releases run (and only those), and
-    how many downloads hold on each, with how many cells ran.
+    how many of the downloads run hold on each (failures() names the rest).
 
     The date is spelt out ("27 November 2026"), here and in the notebook that carries this module:
     it is the run's, committed with the results, and tests/test_reproducible.py looks for the
     build's date in ISO form to catch a leaked one.
     """
-    print(f"Run on {RUN['date']} from commit {RUN['commit']}; the site is built on torch "
-          f"{RUN['site_torch']}.")  # fmt: skip
+    print(f"Run on {RUN['date']} from commit {RUN['commit']}; downloads that hold, of those run:")
     if RUN.get("runner") != "measure/run_alone.py":
         print(f"Runner: {RUN.get('runner')}.")
     for release in NUMPY:
@@ -280,37 +277,13 @@ def summary() -> None:
         held = sum(row[2] in HOLDS for row in ran)
         flaky = sum(row[2] == "flaky" for row in ran)
         note = f", {flaky} only when run again" if flaky else ""
-        extras = [item(row[1]) for row in rows if row[2] == "extras"]
-        note += f"; {', '.join(extras)}: its libraries do not install" if extras else ""
-        print(f"torch {release}: {held} of the {len(ran)} downloads run hold{note}")
+        print(f"torch {release}: {held} of {len(ran)}{note}")
 
 
 def item(name: str) -> str:
     """A page's notebook, or a gallery example's script and notebook together; modules keep .py."""
     stem, _, suffix = name.rpartition(".")
     return stem if suffix == "ipynb" or stem.startswith("plot_") else name
-
-
-def by_page() -> dict[str, list[str]]:
-    """Print each page, example and module under the releases it holds on (of those it ran on);
-    return that mapping."""
-    holds = {item(name): [] for _, name, *_ in RESULTS}
-    ran = defaultdict(set)
-    for release, name, outcome, *_ in RESULTS:
-        if outcome != "not run":
-            ran[item(name)].add(release)
-    for name in holds:
-        holds[name] = [r for r in NUMPY if r in ran[name]]
-    for release, name, outcome, *_ in RESULTS:
-        if outcome not in HOLDS and release in holds[item(name)]:
-            holds[item(name)].remove(release)
-    groups = defaultdict(list)
-    for name, releases in sorted(holds.items()):
-        groups[", ".join(releases) or "none"].append(name)
-    for releases, names in sorted(groups.items(), key=lambda group: -group[0].count(",")):
-        print(f"holds on {releases} ({len(names)}):")
-        print(textwrap.fill(", ".join(names), 88, initial_indent="  ", subsequent_indent="  "))
-    return dict(holds)
 
 
 def cell_results(release: str, name: str) -> tuple[int, list, list]:
@@ -359,7 +332,7 @@ def failures() -> None:
         if not_run:
             print(f"{where}: cells {', '.join(map(str, not_run))} did not run")
     missing = [f"{row[0]} {item(row[1])}" for row in RESULTS if row[2] == "not run"]
-    print("not run:", ", ".join(missing) if missing else "none")
+    print("not run:", ", ".join(missing) if missing else "none", "| the rest holds")
     if os.environ.get("TORCH_RELEASES_RERUN"):  # nox -s versions, before it rewrites RESULTS
         return
     assert not unexplained, f"failures that no difference on the page explains: {unexplained}"
