@@ -160,14 +160,16 @@ def write_results(releases: list[str], downloads: list[Path]) -> None:
     rows, numpy = [], {}
     for release in releases:
         store = VENVS / f"torch-{release}" / "results.json"
-        found = json.loads(store.read_text()) if store.is_file() else {}
+        if not store.is_file():
+            continue  # never run here: the page names only the releases that ran
+        found = json.loads(store.read_text())
         freeze = (PINS / f"torch-{release}.freeze.txt").read_text() if found else ""
         numpy[release] = next(
             (ln.split("==")[1] for ln in freeze.splitlines() if ln.startswith("numpy==")), ""
         )
         for d in downloads:
-            r = found.get(d.name)
-            if r is None or "cells" not in r:
+            r, digest = found.get(d.name), hashlib.sha256(d.read_bytes()).hexdigest()
+            if r is None or "cells" not in r or r.get("digest") != digest:  # none, or of an older
                 r = {"outcome": "not run", "cells": 0, "failed": [], "not_run": [], "error": ""}
             row = [release, d.name, r["outcome"], r["cells"], r["failed"], r["not_run"], r["error"]]
             text = json.dumps(row, ensure_ascii=False).replace(str(VENVS), "$TORCH_RELEASES")
