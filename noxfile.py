@@ -141,7 +141,7 @@ def serve(session: nox.Session) -> None:
 # The pages' code cells are linted (tests/lint_pages.py) and every violation is printed; while this
 # is False, they do not fail `nox -s lint`. Set it True once the pages are clean: from then on a
 # page violation fails lint (and .ci/run) like any other.
-PAGES_MUST_LINT = False
+PAGES_MUST_LINT = True
 
 
 @nox.session
