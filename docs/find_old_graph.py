@@ -183,7 +183,7 @@ class FreedNode:
             what = "made before mark_step()"
         text = f"{self.node} ({what})"
         if self.lineno:
-            notebook = self.filename.startswith("<") or "ipykernel_" in self.filename
+            notebook = self.filename.startswith("<") or "ipykernel" in self.filename
             text += ", made by " + ("" if notebook else f"{Path(self.filename).name} ")
             text += f"line {self.lineno}" + (f": {self.line}" if self.line else "")
             text += f"\n      called from your {self.caller}" if self.caller else ""

@@ -70,11 +70,12 @@ def empty_stale_caches(app) -> None:
         if not (card := cards / f"{stem}.txt").is_file():
             card.write_text(text)
     out.mkdir(parents=True, exist_ok=True)
-    for copy in out.glob("*.py"):  # sphinx-gallery's copy of each script it rendered
-        if not (scripts / copy.name).exists():
-            made = re.compile(rf"({copy.stem}|sphx_glr_{copy.stem}_(\d+|thumb))\..+")
-            for path in [p for p in out.rglob("*") if made.fullmatch(p.name)]:
-                path.unlink()
+    ran = {s.name: hashlib.md5(s.read_bytes()).hexdigest() for s in scripts.glob("*.py")}
+    for copy in out.glob("*.py"):  # sphinx-gallery's copy of each script it rendered (and .md5)
+        if not (md5 := out / f"{copy.name}.md5").is_file() or md5.read_text() != ran.get(copy.name):
+            made = re.compile(rf"({copy.stem}|sphx_glr_{copy.stem}_(\d+|thumb))\..+")  # removed,
+            for path in [p for p in out.rglob("*") if made.fullmatch(p.name)]:  # or to run again
+                path.unlink()  # (images it no longer draws must not become its thumbnail)
     if not (stamp := out / ".executed-with").is_file() or stamp.read_text() != execution_key():
         shutil.rmtree(app.config.nb_execution_cache_path, ignore_errors=True)
         for md5 in out.rglob("*.md5"):

@@ -74,13 +74,10 @@ def fill_in(app, docname: str, source: list[str]) -> None:
             return summary(texts)
         if match[2] not in texts:
             raise ExtensionError(f"ledger.md: {{ledger-claims}} {match[2]}: no such text")
-
-        def link(id_: str) -> str:
-            return f"{{ref}}`{id_.replace('-', HYPHEN)} <ledger-{id_}>`"
-
-        # A claim that holds is linked by its number only: the table shows what to unlearn.
-        rows = [[link(i), BADGE[v], c] for _, i, c, v in texts[match[2]] if v != "correct"]
-        held = [link(i) for _, i, _, v in texts[match[2]] if v == "correct"]
+        link = "{{ref}}`{} <ledger-{}>`".format  # a claim that holds: its number only, below
+        rows = [[link(i.replace("-", HYPHEN), i), BADGE[v], c] for _, i, c, v in texts[match[2]]]
+        held = [row[0] for row in rows if row[1] == BADGE["correct"]]
+        rows = [row for row in rows if row[1] != BADGE["correct"]]
         said = f"\n\nHold ({BADGE['correct']}): {', '.join(held)}." if held else ""
         return table(["claim", "verdict", "what the text says, in our words"], rows) + said
 
