@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import zipfile
@@ -121,7 +122,8 @@ def test_pages_not_written_keep_their_index_entries(tmp_path, monkeypatch):
 
 def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch):
     """sphinx-gallery's files for a script that is gone are deleted (not those of a script whose
-    name starts the same); a new torch or Python deletes every .md5, so every script runs again."""
+    name starts the same), and those of a script edited since it ran; a new torch or Python
+    deletes every .md5, so every script runs again."""
     import freshness
 
     gallery, out = tmp_path / "gallery", tmp_path / "auto_examples"
@@ -133,6 +135,7 @@ def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch)
             (out / f"{stem}{suffix}").write_text("")
         (out / "images" / f"sphx_glr_{stem}_001.svg").write_text("")
         (out / "images" / "thumb" / f"sphx_glr_{stem}_thumb.svg").write_text("")
+    (out / "plot_a_b.py.md5").write_text(hashlib.md5(b"").hexdigest())  # ran as it is
     conf = {"examples_dirs": "gallery", "gallery_dirs": "auto_examples"}
     cache = tmp_path / ".jupyter_cache"
     config = SimpleNamespace(sphinx_gallery_conf=conf, nb_execution_cache_path=str(cache))
@@ -145,6 +148,9 @@ def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch)
     assert [p for p in left if "plot_a." in p or "plot_a_0" in p or "plot_a_t" in p] == []
     assert "plot_a_b.py.md5" in left and "images/sphx_glr_plot_a_b_001.svg" in left
     assert cache.is_dir()
+    (gallery / "plot_a_b.py").write_text("print(1)")  # edited: it runs again, and may draw less
+    freshness.empty_stale_caches(app)
+    assert not list(out.rglob("sphx_glr_plot_a_b_*")), "an edited script keeps its old images"
     monkeypatch.setattr(freshness, "execution_key", lambda: "torch 2, Python 3")
     freshness.empty_stale_caches(app)
     assert not list(out.rglob("*.md5")) and not cache.exists()
