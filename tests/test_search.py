@@ -195,8 +195,10 @@ def test_searching_makes_no_request_to_another_origin(site, browser):
 
 def test_search_from_disk_gives_the_same_results(site, browser, served):
     """Opened as files (file://): the same pages in the same order as from the server, no error
-    (summaries, which would fetch each page, are off there) and no request that is not a file."""
-    outcomes = served
+    (summaries, which would fetch each page, are off there) and no request that is not a file.
+    Every third query of the set: what differs from disk is how the index loads, not a query's
+    words, and the whole set would add a minute to the fast tier."""
+    outcomes = served[::3]
     page = browser.new_page()
     problems = watch_requests(page, lambda url: url.startswith("file:"))
     from_disk = run_queries(
