@@ -53,6 +53,27 @@ def case(instrument, url, what, cause, fix):
     return register
 
 
+def train_until_reported(loss_of, opt, **named):
+    """The reader's loop with the three lines: the step's loss, the report (returned once it is
+    not empty: the step that would fail), then zero_grad, backward and the optimizer's step."""
+
+    def step(i):
+        loss = loss_of(i)
+        report = find_old_graph(loss, **named, opt=opt)
+        if report:
+            return report
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return first_failing_step(step)
+
+
+def fails(report):
+    """The report, if this loss enters a part an earlier backward freed (its backward would fail)."""
+    return report if any(f.how == "freed" for f in report.freed) else None
+
+
 def first_failing_step(step, steps=4):
     """Run ``step(i)`` until its report is not empty (the step that would fail); its text."""
     for i in range(steps):
@@ -137,16 +158,11 @@ def evolvegcn_weight_state():
     model = RecurrentGCN()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
-    def epoch(i):
-        cost = sum(torch.mean((model(x, a) - y) ** 2) for x, a, y in snapshots) / len(snapshots)
-        report = find_old_graph(cost, model=model, opt=optimizer)
-        if report:
-            return report
-        cost.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-    return first_failing_step(epoch)
+    return train_until_reported(
+        lambda i: sum(torch.mean((model(x, a) - y) ** 2) for x, a, y in snapshots) / len(snapshots),
+        optimizer,
+        model=model,
+    )
 
 
 @case(
@@ -228,7 +244,7 @@ def pytorch_frame_text_embedder():
     "https://github.com/sgadgil6/cnslab_fmri/issues/4",
     "run_training_lstm.py: an LSTM module keeps (h, c) in self.hidden from the last batch",
     cause=["model.hidden", "rebuilt this step"],
-    fix=["model.hidden = tuple(t.detach() for t in model.hidden)"],
+    fix=["model.hidden = tuple(x.detach() for x in model.hidden)"],
 )
 def fmri_lstm_hidden():
     class fMRI_LSTM(nn.Module):  # the report's module, smaller
@@ -246,16 +262,9 @@ def fmri_lstm_hidden():
     model = fMRI_LSTM(4, 3)
     opt = torch.optim.Adam(model.parameters())
 
-    def step(i):
-        loss = (model(torch.randn(2, 5, 3)) - 1).pow(2).mean()
-        report = find_old_graph(loss, model=model, opt=opt)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return first_failing_step(step)
+    return train_until_reported(
+        lambda i: (model(torch.randn(2, 5, 3)) - 1).pow(2).mean(), opt, model=model
+    )
 
 
 @case(
@@ -422,16 +431,9 @@ def llama_kv_cache():
     model = Model()
     opt = torch.optim.AdamW(model.parameters())
 
-    def step(i):
-        loss = model(torch.randn(1, 8, 4)).pow(2).mean()
-        report = find_old_graph(loss, model=model, opt=opt)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return first_failing_step(step)
+    return train_until_reported(
+        lambda i: model(torch.randn(1, 8, 4)).pow(2).mean(), opt, model=model
+    )
 
 
 @case(
@@ -495,6 +497,94 @@ def infini_attention_memory():
         opt.step()
 
     return first_failing_step(segment)
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/pyro-ppl/pyro/pull/2283",
+    "a Transform with cache_size=1 hands back last step's output: the second grad fails",
+    cause=["t._cached_x_y[1]", "this loss itself"],
+    fix=["cache_size=0", "empty t._cached_x_y"],
+)
+def pyro_transform_cache():
+    from torch.distributions.transforms import ExpTransform  # pyro's Transform is torch's
+
+    x, t = torch.tensor(2.0, requires_grad=True), ExpTransform(cache_size=1)
+
+    def step(i):
+        fog.mark_step()
+        y = t(x)
+        report = find_old_graph(y, x=x, t=t, y=y)
+        if report:
+            return report
+        torch.autograd.grad(y, x)
+
+    return first_failing_step(step)
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/zhangyu2234/Deep-learning-by-hand",
+    "labels Y = X @ true_W + true_b made once from requires_grad tensors; a hand-written sgd",
+    cause=["Y:", "-> detach", "no optimizer holds them"],
+    fix=["Y = Y.detach()"],
+)
+def synthetic_labels():
+    torch.manual_seed(0)
+    X = torch.randn(40, 2)
+    true_W, true_b = torch.randn(2, 1, requires_grad=True), torch.randn(1, requires_grad=True)
+    Y = X @ true_W + true_b
+    W, b = torch.zeros(2, 1, requires_grad=True), torch.zeros(1, requires_grad=True)
+
+    def step(i):
+        fog.mark_step()
+        loss = (X[10 * i : 10 * i + 10] @ W + b - Y[10 * i : 10 * i + 10]).pow(2).sum()
+        report = find_old_graph(loss, X=X, true_W=true_W, true_b=true_b, Y=Y, W=W, b=b)
+        if fails(report):
+            return report
+        loss.backward()
+        with torch.no_grad():  # the report's sgd()
+            for p in (W, b):
+                p -= 0.01 * p.grad
+                p.grad.zero_()
+
+    return first_failing_step(step)
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/zsh523/3rgs/issues/5",
+    "pose_adjust's output written back onto the Camera objects, taken in turn from a list",
+    cause=["viewpoint_cam.world_view_transform", "rebuilt this step", "state"],
+    fix=["keep the start"],
+)
+def camera_pose_adjust():
+    class Camera:  # 3rgs' Camera, reduced to the pose it overwrites
+        def __init__(self, i):
+            self.uid, self.world_view_transform = i, torch.eye(4) + 0.01 * i
+
+    torch.manual_seed(0)
+    cams, pose_adjust = [Camera(i) for i in range(3)], nn.Linear(4, 4)
+    opt = torch.optim.Adam(pose_adjust.parameters(), lr=1e-3)
+    stack = []
+
+    def step(i):
+        fog.mark_step()
+        if not stack:
+            stack.extend(cams)
+        viewpoint_cam = stack.pop(0)
+        c2w = viewpoint_cam.world_view_transform.inverse()
+        viewpoint_cam.world_view_transform = pose_adjust(c2w).inverse()
+        loss = viewpoint_cam.world_view_transform.abs().mean()
+        named = dict(cams=cams, stack=stack, viewpoint_cam=viewpoint_cam, pose_adjust=pose_adjust)
+        report = find_old_graph(loss, **named, opt=opt)
+        if fails(report):
+            return report
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    return first_failing_step(step)
 
 
 # ---- Why is this .grad None (or zero)? ---------------------------------------------------------
@@ -767,6 +857,9 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "llama_kv_cache": "solved",
     "forum_y_before_loop": "solved",
     "infini_attention_memory": "solved",
+    "pyro_transform_cache": "solved",
+    "synthetic_labels": "solved",
+    "camera_pose_adjust": "solved",
     "cuda_copy": "solved",
     "mmengine_update_params": "solved",
     "full_backward_hook": "solved",
