@@ -842,6 +842,99 @@ def gradcam_inference():
     return str(why_no_grad(score, model=model))
 
 
+@case(
+    "why_no_grad",
+    "https://github.com/rll-research/cic/issues/5",
+    "the encoder gets no gradient: aug_and_encode runs under torch.no_grad() in update()",
+    cause=["encoder.convnet.0.weight", "not used or is cut"],
+    fix=["encoder.convnet[0].register_forward_hook", "False: it runs under torch.no_grad()"],
+)
+def cic_encoder_no_grad():
+    torch.manual_seed(0)
+    encoder = nn.Sequential()
+    encoder.convnet = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.ReLU(), nn.Flatten())
+    cic = nn.Linear(4 * 3 * 3, 4)
+    with torch.no_grad():  # the agent's update(): obs = self.aug_and_encode(obs)
+        obs = encoder(torch.rand(2, 3, 7, 7))
+    return backward_then(cic(obs).pow(2).mean(), encoder=encoder, cic=cic)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/huggingface/sentence-transformers/issues/274",
+    "the output of model.encode() has no gradient; loss.backward() trains nothing",
+    cause=["out: .grad is None", "made without gradients"],
+    fix=["call the model's forward, not the wrapper"],
+)
+def sentence_transformers_encode():
+    class SentenceModel(nn.Sequential):  # encode(): eval, no_grad, detach, as the library's
+        def encode(self, ids):
+            self.eval()
+            with torch.no_grad():
+                return self(ids).detach()
+
+    torch.manual_seed(0)
+    model = SentenceModel(nn.EmbeddingBag(100, 16))
+    out = model.encode(torch.tensor([[1, 2, 3]]))
+    loss = (out - torch.randn(16)).pow(2).mean()
+    return str(why_no_grad(loss, out=out, model=model))
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/wonbeomjang/mobile-hair-segmentation-pytorch/issues/3",
+    "ImageGradientLoss takes pred.argmax(1): the loss does not require grad",
+    cause=["pred has history", "the cut lies between it and the loss"],
+    fix=["differentiable surrogate"],
+)
+def hair_seg_argmax():
+    torch.manual_seed(0)
+    net = nn.Conv2d(3, 2, 3, padding=1)
+    pred = net(torch.rand(2, 3, 8, 8))
+    mask = pred.argmax(1, keepdim=True).float()  # the loss's first line
+    loss = F.conv2d(mask, torch.ones(1, 1, 3, 3), padding=1).abs().mean()
+    return str(why_no_grad(loss, net=net, pred=pred))
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/KarenUllrich/pytorch-binary-converter/issues/3",
+    "float2bit/bit2float between two layers: the first layer's gradient is zero",
+    cause=["floor", "sign", "piecewise constant"],
+    fix=["straight-through estimator"],
+)
+def binary_converter_steps():
+    torch.manual_seed(0)
+    conv, fc = nn.Linear(4, 4), nn.Linear(4 * 8, 1)
+
+    def float2bit(f):  # the repository's idea, shortened: sign and exponent bits by floor and %
+        s = (1 - torch.sign(f)) / 2
+        e = torch.floor(torch.log2(f.abs()))
+        bits = (f.abs() / 2**e)[..., None] * 2.0 ** torch.arange(7)
+        return torch.cat([s[..., None], (bits - bits % 1) % 2], -1)
+
+    loss = (fc(float2bit(conv(torch.randn(3, 4))).flatten(1)) - 1).pow(2).mean()
+    return backward_then(loss, conv=conv, fc=fc)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/NVlabs/diff-dope/issues/1",
+    "weights 0.0 on the rgb and depth terms, a mask from renders['rgb'] > 0: zero gradients",
+    cause=["every path from the loss to it passes through a multiplication by zero"],
+    fix=["a non-zero weight"],
+)
+def diffdope_zero_weights():
+    position = nn.Parameter(torch.tensor([0.1, -0.1, 1.0]))
+    u = torch.linspace(-1, 1, 8)
+    blob = torch.relu(0.5 - (u[:, None] - position[0]).pow(2) - (u - position[1]).pow(2))
+    mask = (blob > 0).float()  # a comparison: no history
+    gt = torch.rand(8, 8)
+    loss = 0.0 * (blob - gt).pow(2).mean() + 0.0 * (blob * position[2]).mean()
+    loss = loss + 1.0 * (mask - gt).pow(2).mean()
+    return backward_then(loss, position=position)  # where the reader reads: after backward()
+
+
 # ---- the count ---------------------------------------------------------------------------------
 
 RECORDED = {  # the outcome of each case as last measured (tests/test_instruments.py compares)
@@ -872,6 +965,11 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "monodepth_no_grad": "solved",
     "center_loss_before_backward": "solved",
     "gradcam_inference": "solved",
+    "cic_encoder_no_grad": "solved",
+    "sentence_transformers_encode": "solved",
+    "hair_seg_argmax": "solved",
+    "binary_converter_steps": "solved",
+    "diffdope_zero_weights": "missed",
 }
 
 

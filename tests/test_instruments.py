@@ -1239,3 +1239,78 @@ class _Stateful(nn.Module):
     def forward(self, x):
         self.h = self.h + x.mean(0)
         return self.h
+
+
+def test_zero_gradients_name_steps_and_zero_factors_and_do_not_loop():
+    """Held-out-3 G9/G10: a floor or sign on the way is named after backward(), with a
+    straight-through fix; a term weighted 0.0 is named before backward() (the advice to call it
+    there leads somewhere), and no in-place change of .grad is claimed."""
+    torch.manual_seed(0)
+    conv = nn.Linear(3, 3)
+    h = conv(torch.randn(4, 3))
+    loss = (torch.floor(h * 4) + torch.sign(h)).pow(2).sum()
+    loss.backward()
+    found = why_no_grad(loss, conv=conv)["conv.weight"]
+    assert found.grad == "zero" and "floor" in found.why and "sign" in found.why, found
+    assert "straight-through" in found.fix and "changed in place" not in found.why
+    pos = nn.Parameter(torch.randn(3))
+    loss = 0.0 * pos.pow(2).sum() + 0.0 * pos.exp().sum()
+    before = why_no_grad(loss, pos=pos)["pos"]
+    assert before.rule == "read before backward; will be zero: a multiplication by zero", before
+    assert "a non-zero weight" in before.fix
+    loss.backward()
+    after = why_no_grad(loss, pos=pos)["pos"]
+    assert after.grad == "zero" and "before backward()" in after.fix
+    assert "changed in place" not in after.why
+
+
+def test_an_output_made_without_gradients_is_not_told_to_require_grad():
+    """Held-out-3 G7 (sentence-transformers encode()): an output made under no_grad is a plain
+    tensor without requires_grad: computing it with gradients comes first, not requires_grad_()."""
+    model = nn.Linear(3, 2)
+    with torch.no_grad():
+        out = model(torch.randn(1, 3))
+    loss = (out - 1).pow(2).mean()
+    fix = why_no_grad(loss, out=out, model=model)["out"].fix
+    assert fix.startswith("if it is a model's output made without gradients"), fix
+    assert "call the model's forward" in fix
+
+
+def test_a_cut_is_narrowed_by_what_the_tensors_show():
+    """Held-out-3 G8 (argmax) and G5 (an encoder under no_grad): a named tensor with history
+    puts the cut between it and the loss; a module whose parameters are off the graph gets one
+    line to paste that tells 'not called' from 'called under no_grad' from 'cut after it'."""
+    net = nn.Conv2d(3, 2, 3, padding=1)
+    pred = net(torch.rand(1, 3, 4, 4))
+    loss = pred.argmax(1).float().mean()
+    found = why_no_grad(loss, net=net, pred=pred)["net.weight"]
+    assert "pred has history (made by ConvolutionBackward0)" in found.why, found
+    encoder, head = nn.Sequential(nn.Linear(3, 3)), nn.Linear(3, 1)
+    with torch.no_grad():
+        z = encoder(torch.randn(2, 3))
+    loss = head(z).sum()
+    loss.backward()
+    found = why_no_grad(loss, encoder=encoder, head=head)["encoder.0.weight"]
+    line = found.fix.split("before the step: ")[1].split("; nothing printed")[0]
+    assert line.startswith("encoder[0].register_forward_hook("), line
+    printed = []
+    shown = {"encoder": encoder, "torch": torch, "print": lambda *a: printed.append(a)}
+    handle = eval(line, shown)  # noqa: S307 - the line the report tells the reader to paste
+    with torch.no_grad():
+        encoder(torch.randn(2, 3))
+    handle.remove()
+    assert printed == [("encoder[0] ran, grad on:", False)]
+
+
+def test_a_module_copied_whole_says_copy_for_a_one_value_bias():
+    """Review round 7, I3: in a deepcopy of nn.Linear(3, 1), the bias (one value, which cannot be
+    matched by value) is said to be copied with the weight, not 'entered without history'."""
+    import copy
+
+    m = nn.Linear(3, 1)
+    twin = copy.deepcopy(m)
+    loss = twin(torch.randn(5, 3)).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=m, opt=torch.optim.SGD(m.parameters(), lr=0.1))
+    assert report["model.bias"].rule == "not on the graph: a copy is", report
+    assert "copied" in report["model.bias"].why
