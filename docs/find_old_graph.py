@@ -932,7 +932,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     trains_what = "optimizers' parameters"
     # without an optimizer, a bare leaf that requires grad may train by hand or be a constant (a
     # target made from requires_grad tensors): its version counter shows whether anything changed it
-    updated = [t for t in walk.tensors if t.is_leaf and t.requires_grad and t._version > 0]
+    updated = [
+        t
+        for t in walk.tensors
+        if t.is_leaf and t.requires_grad and not t.is_inference() and t._version > 0
+    ]
     mark, twice = _MARK, []
     root = None if loss is None else loss.grad_fn
     by_node: dict = collections.defaultdict(list)  # grad_fn -> places that hold its tensor
@@ -1055,15 +1059,23 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         kept = [p for p in places if re.search(r"[.\[]", p)] or places  # an object's, not a name's
         for here in kept[:2]:
             store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
-            carriers.append(Carrier(
-                here, "this loss itself, an earlier step's tensor handed back again",
-                type(root).__name__, "recompute",
-                "what holds it returns a stored result (a cache) instead of computing it anew; "
-                "its graph was run by an earlier backward and cannot be detached, the loss needs it",
-                f"compute it anew each step: turn the cache off (cache_size=0, or its option) or "
-                f"empty {store} at each step's start" if store != here or "." in here
-                else "compute it inside the step", 1, True,
-            ))  # fmt: skip
+            if re.search(r"[.\[]", here):  # an object hands the same tensor back (a cache)
+                kind = "this loss itself, an earlier step's tensor handed back again"
+                reason = (
+                    "what holds it returns a stored result (a cache) instead of computing it anew"
+                )
+                fix = (
+                    "compute it anew each step: turn the cache off (cache_size=0, or its option) or "
+                    f"empty {store} at each step's start"
+                )
+            else:
+                kind = "this loss itself, made before this step"
+                reason = "the same loss is backwarded again: it was computed once, before the loop"
+                fix = "compute it inside the step"
+            reason += "; the loss needs its graph, so detaching is no fix"
+            carriers.append(
+                Carrier(here, kind, type(root).__name__, "recompute", reason, fix, 1, True)
+            )
             carrier_slots.append(set())
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
@@ -1207,8 +1219,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             else:
                 verdict = "recompute or detach"
                 reason = (
-                    f"its graph reaches {needing}, which require grad; no optimizer was given or found, "
-                    "so whether they still train cannot be told"
+                    f"its graph reaches {needing}, which {'require' if len(needs) > 1 else 'requires'} "
+                    "grad; no optimizer was given or found, so whether it still trains cannot be told"
                     + (
                         ""
                         if unchanged

@@ -495,7 +495,8 @@ def _zero_nodes(g: _Context) -> dict:
 
 
 def _on_the_way(g: _Context, node) -> list:
-    """Step ops (floor, sign, %: by name) on some path from the loss to ``node``."""
+    """(step ops such as floor and sign, ops such as %) by name, on some path from the loss to
+    ``node``."""
     parents = collections.defaultdict(list)
     for fn, kids in g.kids.items():
         for child in kids:
@@ -507,7 +508,9 @@ def _on_the_way(g: _Context, node) -> list:
                 below.add(up)
                 todo.append(up)
     names = {type(fn).__name__ for fn in below}
-    return sorted({_STEPS.get(n) or _JUMPS[n] for n in names if n in _STEPS or n in _JUMPS})
+    return sorted({_STEPS[n] for n in names if n in _STEPS}), sorted(
+        {_JUMPS[n] for n in names if n in _JUMPS}
+    )
 
 
 def _dead_relus(nodes: list) -> set:
@@ -729,11 +732,10 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             _copy_fix(kept),
         )
     owner = g.held["module"].get(id(t), "").rpartition(".")[0]
-    for other, name in g.held["module"].items():  # a sibling found copied: the module was copied
-        sibling = next(
-            (v for _, m in g.modules for v in m.parameters(recurse=False) if id(v) == other), None
-        )
-        if owner and other != id(t) and name.rpartition(".")[0] == owner and sibling is not None:
+    module = next((m for n, m in g.modules if n == owner), None) if owner else None
+    for key, sibling in module.named_parameters(recurse=False) if module is not None else ():
+        name = f"{owner}.{key}"  # a sibling found copied: the module was copied
+        if sibling is not t:
             copy = _copy_on_graph(sibling, g)
             if copy and "copy with its values" in copy:
                 return (
@@ -775,7 +777,6 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
             "torch.tensor([...]); use the tensor itself where a rewrap of it is used",
         )
-    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
     checkpointed = _checkpointing(owner, g.modules)
     if checkpointed:
         return (
@@ -967,13 +968,13 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "for an input whose outputs got no gradient",
         )
     what, cause, fix = _will_be_zero(g, node)  # step ops are seen by name after backward()
-    steps = _on_the_way(g, node) if node is not None and g.loss is not None else []
+    steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])
     if what:
         why = f"the gradient written is zero: {cause}"
-    elif steps:
-        why = (
-            f"the gradient written is zero; on the way from the loss: {', '.join(steps)}: piecewise "
-            "constant, their derivative is zero (x - x % 1 is a floor)"
+    elif steps or jumps:
+        why = "the gradient written is zero; on the way from the loss: " + "; ".join(
+            ([f"{', '.join(steps)}: piecewise constant, their derivative is zero"] if steps else [])
+            + ([f"{', '.join(jumps)}: x - x % 1 is a floor (zero derivative)"] if jumps else [])
         )
         fix = _ZERO_FIX["a step op"]
     else:

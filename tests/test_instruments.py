@@ -1132,6 +1132,12 @@ def test_a_cache_that_hands_back_the_loss_itself_is_named():
     (carrier,) = found.carriers
     assert carrier.path == "t._cached_x_y[1]" and carrier.verdict == "recompute", str(found)
     assert "cache_size=0" in carrier.fix and "t._cached_x_y" in carrier.fix
+    loss = (x * 3).sum()  # held by a name only: computed once before the loop (held-out-3 F6)
+    loss.backward(retain_graph=True)
+    mark_step()
+    (carrier,) = find_old_graph(loss, loss=loss, x=x).carriers
+    assert carrier.kind == "this loss itself, made before this step", carrier
+    assert carrier.fix == "compute it inside the step" and "cache" not in carrier.reason
 
 
 def test_leaves_no_optimizer_holds_are_not_said_to_train():
