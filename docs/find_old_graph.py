@@ -13,13 +13,21 @@ and reports:
   graph reaches weights that still train), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
   it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
-  found holds the leaf; with modules but no optimizer it says it cannot tell. It cannot know what
-  you mean the value to be: it states the rule and its best guess, with the reason;
+  found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
+  unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
+  made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)`` are a bank (detach).
+  Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
+  its own pose) are state too, not samples. It cannot know what you mean the value to be: it
+  states the rule and its best guess, with the reason;
+* the loss itself, when it is an earlier step's tensor handed back (a cache such as
+  ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
+  ``mark_step()`` only);
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
   ``mark_step()`` and a call in an earlier step: each call remembers which node each place held
   (ids and sequence numbers only); a place is state when its graph reaches the node it held then,
-  and made from others when it enters the old part only through what other places hold or held.
+  and made from others when it enters the old part only through what other places hold or held
+  (a place is an object's attribute, whatever name the loop gives the object at each step).
   Without that record, a tensor made this step that reaches an earlier step's graph is listed
   as state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
@@ -105,6 +113,7 @@ _FREED = "Trying to backward through the graph a second time"
 #   missing: mark_step() marks nothing, only nodes freed by a backward count as old.
 # - Node.metadata["traceback_"] (anomaly mode): the stack that made a node; missing: no lines.
 # - torch.autograd.function.BackwardCFunction: a custom Function's node; missing: read as built-in.
+# - Tensor._version: whether a leaf was changed in place since made (updated by hand).
 _SAVED_TENSOR = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 UNPACKS_TO_LOOK = not hasattr(_SAVED_TENSOR, "unpack_hook")
 _FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
@@ -493,8 +502,8 @@ def _children(obj: object, names: dict[int, str], top: bool):
         own = _own_dict(obj) or {}
         for slot in ("_parameters", "_buffers", "_modules"):
             for name, value in dict.items(own.get(slot) or {}):
-                if value is not None:
-                    yield f".{name}", value
+                if value is not None:  # Sequential's "1" is net[1] in Python, not net.1
+                    yield _attribute(name), value
         for name, value in dict.items(own):
             if name not in ("_parameters", "_buffers", "_modules"):
                 yield f".{name}", value
@@ -573,6 +582,13 @@ def _children(obj: object, names: dict[int, str], top: bool):
                     pass
 
 
+def _attribute(name: str) -> str:
+    """A submodule's or parameter's path suffix as Python writes it: ``.lin``, ``[1]``, ``['a-b']``."""
+    if name.isidentifier():
+        return f".{name}"
+    return f"[{name}]" if name.isdigit() else f"[{name!r}]"
+
+
 def _class_attributes(kind: type):
     """The classes of ``kind``'s MRO defined outside torch and the standard library: their
     attributes are shared by every instance (``history = []`` in a class body)."""
@@ -594,7 +610,12 @@ def _indirect(path: str) -> bool:
 
 def _rename(walk, obj: object, path: str) -> None:
     """Name a tensor first met through an optimizer's bookkeeping by the path met now, if direct."""
-    if id(obj) in walk.names and _indirect(walk.names[id(obj)]) and not _indirect(path):
+    if id(obj) not in walk.names:
+        return
+    aliases = walk.aliases.setdefault(id(obj), [])
+    if len(aliases) < 8 and path not in aliases:  # other places holding this very tensor
+        aliases.append(path)
+    if _indirect(walk.names[id(obj)]) and not _indirect(path):
         walk.names[id(obj)] = path
 
 
@@ -605,12 +626,13 @@ def _walk(objects: dict[str, object], budget: int):
     walk = _Walk()
     seen: set[int] = set()
     turns = [
-        (name, collections.deque([(name, value, True, None)])) for name, value in objects.items()
+        (name, collections.deque([(name, value, True, None, "")]))
+        for name, value in objects.items()
     ]
     while turns:
         for _name, queue in turns:
             for _ in range(min(len(queue), 64)):
-                path, obj, top, holder = queue.popleft()
+                path, obj, top, holder, suffix_ = queue.popleft()
                 if id(obj) in seen:
                     _rename(walk, obj, path)
                     continue
@@ -622,6 +644,9 @@ def _walk(objects: dict[str, object], budget: int):
                 seen.add(id(obj))
                 walk.pinned.append(obj)
                 walk.holders[id(obj)] = holder
+                walk.slot[id(obj)] = (
+                    (id(holder), type(holder).__name__, suffix_) if holder is not None else None
+                )
                 kind = type(obj)
                 if issubclass(kind, torch.Tensor):
                     walk.names[id(obj)] = path
@@ -648,7 +673,7 @@ def _walk(objects: dict[str, object], budget: int):
                         else:
                             where = suffix[1:] if suffix.startswith("=") else f"{path}{suffix}"
                             if id(child) not in seen:
-                                queue.append((where, child, False, obj))
+                                queue.append((where, child, False, obj, suffix))
                             else:
                                 _rename(walk, child, where)
                 except Exception:  # noqa: BLE001 - its own code raised when read: say so, go on
@@ -662,6 +687,8 @@ class _Walk:
     """What the object walk found."""
 
     names: dict = field(default_factory=dict)  # id -> path of each tensor
+    aliases: dict = field(default_factory=dict)  # id -> other paths met to the same tensor
+    slot: dict = field(default_factory=dict)  # id -> (id of its holder, the attribute or item)
     tensors: list = field(default_factory=list)
     holders: dict = field(default_factory=dict)  # id -> the object that refers to it (None: given)
     pinned: list = field(default_factory=list)  # keeps every visited object alive (ids stay unique)
@@ -797,12 +824,19 @@ def _detach(path: str, tensor: torch.Tensor, holders: dict) -> str:
     namedtuple's field replaced; in a closure cell or a default argument, detached where made."""
     holder = holders.get(id(tensor))
     frozen = _frozen(path, holder)
+    inner = re.fullmatch(r"(.*)\.<(closure|default) (\w+)>(.+)", path)
+    if frozen is None and inner:  # in a container a closure refers to: written in its own code
+        where = (
+            f"{inner[1]}'s {'closure variable' if inner[2] == 'closure' else 'default argument'}"
+        )
+        return f"{inner[3]}{inner[4]} = {inner[3]}{inner[4]}.detach() ({inner[3]}: {where})"
     if frozen is None:
         return f"{path} = {path}.detach()"
     item = re.fullmatch(r"(.*)\[\d+\]", path)
     field_ = re.fullmatch(r"(.*)\.(\w+)", path)
     if frozen == "a tuple" and item and _frozen(item[1], holders.get(id(holder))) is None:
-        return f"{item[1]} = tuple(t.detach() for t in {item[1]})"
+        name = next(n for n in ("x", "item", "value") if not re.match(rf"{n}\b", item[1]))
+        return f"{item[1]} = tuple({name}.detach() for {name} in {item[1]})"
     if frozen == "a namedtuple" and field_ and _frozen(field_[1], holders.get(id(holder))) is None:
         return f"{field_[1]} = {field_[1]}._replace({field_[2]}={path}.detach())"
     return f"detach it where it is made (it sits in {frozen}, which cannot be assigned into)"
@@ -839,6 +873,13 @@ def _grows(container: object) -> bool:
     kind = type(container)
     return issubclass(kind, list) or (
         issubclass(kind, collections.deque) and collections.deque.maxlen.__get__(container) is None
+    )
+
+
+def _bounded(container: object) -> bool:
+    """A deque with ``maxlen``: a bank or queue of samples by construction, even with one item."""
+    return issubclass(type(container), collections.deque) and (
+        collections.deque.maxlen.__get__(container) is not None
     )
 
 
@@ -888,9 +929,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     names = walk.names
     held = walk.opt_params  # what is known to train: an optimizer given or found holds it
     trains = lambda t: id(t) in held and t.requires_grad  # noqa: E731
-    trains_what = "optimizers' parameters" if held else "leaves that require grad"
-    if not held and not walk.module_params:  # no module, no optimizer: a leaf trained by hand
-        trains = lambda t: t.requires_grad  # noqa: E731
+    trains_what = "optimizers' parameters"
+    # without an optimizer, a bare leaf that requires grad may train by hand or be a constant (a
+    # target made from requires_grad tensors): its version counter shows whether anything changed it
+    updated = [
+        t
+        for t in walk.tensors
+        if t.is_leaf and t.requires_grad and not t.is_inference() and t._version > 0
+    ]
     mark, twice = _MARK, []
     root = None if loss is None else loss.grad_fn
     by_node: dict = collections.defaultdict(list)  # grad_fn -> places that hold its tensor
@@ -914,7 +960,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         while frontier:
             nxt = []
             for fn in frontier:
-                state[fn], alive[fn] = _old_state(fn, mark, twice)
+                # this step's nodes freed by a backward count only if this loss reaches them
+                state[fn], alive[fn] = _old_state(fn, mark, twice if start is None else [])
                 kids[fn] = [c for c, _ in fn.next_functions if c is not None]
                 if start is None:
                     order.append(fn)
@@ -988,22 +1035,52 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     record = _RECORD[max(earlier)] if earlier else {}
 
     recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
+    slot_of = {names[id(t)]: walk.slot.get(id(t)) for t in walk.tensors}
 
     def _made_from_others(path: str, fn) -> bool:
         """Whether a tensor made this step is computed from carried values (an output, a loss
         term), not rebuilt from its own earlier value: the place held, at a call in an earlier
         step (mark_step() dates the calls), a node its graph does not reach; or its graph enters
         the old part only through what other places hold now or held at such a call."""
-        if path in record:
-            return record[path] not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
-        others = {recorded[r] for q, r in record.items() if q != path and r in recorded}
+        key = slot_of.get(path)  # the same attribute of the same object, whatever names it now
+        if key in record or path in record:
+            held_then = record[key] if key in record else record[path]
+            return held_then not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
+        others = {recorded[r] for q, r in record.items() if q not in (path, key) and r in recorded}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return met and not entered
 
+    state_slots: dict = {}  # (class, attribute) of a place rebuilt from its own value -> its path
+    carrier_slots: list = []  # (class, attribute) of each carrier's places
+    derived_slots: dict = {}  # (class, attribute) of a place made this step from carried values
+    loss_old = root is not None and mark is not None and old(root)
+    if loss_old:  # the loss itself is an earlier step's tensor (dated by mark_step())
+        places = [names[id(loss)], *walk.aliases.get(id(loss), [])] if id(loss) in names else []
+        kept = [p for p in places if re.search(r"[.\[]", p)] or places  # an object's, not a name's
+        for here in kept[:2]:
+            store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
+            if re.search(r"[.\[]", here):  # an object hands the same tensor back (a cache)
+                kind = "this loss itself, an earlier step's tensor handed back again"
+                reason = (
+                    "what holds it returns a stored result (a cache) instead of computing it anew"
+                )
+                fix = (
+                    "compute it anew each step: turn the cache off (cache_size=0, or its option) or "
+                    f"empty {store} at each step's start"
+                )
+            else:
+                kind = "this loss itself, made before this step"
+                reason = "the same loss is backwarded again: it was computed once, before the loop"
+                fix = "compute it inside the step"
+            reason += "; the loss needs its graph, so detaching is no fix"
+            carriers.append(
+                Carrier(here, kind, type(root).__name__, "recompute", reason, fix, 1, True)
+            )
+            carrier_slots.append(set())
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
     for fn, paths in by_node.items():
-        if fn is root and not any(old(c) for c in kids[fn]):
+        if fn is root and (loss_old or not any(old(c) for c in kids[fn])):
             continue  # the loss itself, unless it adds to an earlier value (a running total)
         for path in paths:
             item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
@@ -1059,7 +1136,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 "only if it adds to itself (a running total)"
             )
             fix = "add loss.item() (a float) to it, or loss.detach()"
-        elif count > 1 or group in this_step and group != here:
+        elif count > 1 or group in this_step and group != here or _bounded(container):
             what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
             kind = what + (", beside this step's" if group in this_step else "")
             if _grows(container) and _kind(_file_of(type(owner))) == "library":
@@ -1082,6 +1159,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     )
         elif not old(fn) and _made_from_others(here, fn):
             derived.append(shown)
+            derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             continue
         elif not old(fn):
             kind, verdict = "rebuilt this step from its value of an earlier step", "state"
@@ -1091,6 +1169,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 "independent batches, reset it as a new tensor; a statistic: update it under "
                 "torch.no_grad()"
             )
+            if reaches_trained.get(fn) and not isinstance(
+                walk.holders.get(id(tensor)), (torch.nn.Module, *_CONTAINERS)
+            ):  # a record object (a camera's pose), not a layer's or a sequence's state
+                fix += (
+                    "; if each visit should apply a trained change to a fixed start (a pose, a "
+                    "weight), keep the start and compute the value from it each step"
+                )
+            state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
         elif reaches_trained.get(fn):
             kind, verdict = old_kind(fn), "recompute"
             verb = "train" if len(leaves) > 1 else "trains"
@@ -1115,11 +1201,33 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
             kind, verdict = old_kind(fn), "detach"
             needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
-            reason = (
-                f"its graph reaches {needing}, which requires grad but which none of the objects given "
-                "trains: a constant for this step, unless something else trains it (then recompute it)"
-            )
-            fix = f"{detach}, or compute it under torch.no_grad()"
+            unchanged = not any(v._version for v in needs)
+            if held:
+                reason = (
+                    f"its graph reaches {needing}, which requires grad but which none of the objects given "
+                    "trains: a constant for this step, unless something else trains it (then recompute it)"
+                )
+                fix = f"{detach}, or compute it under torch.no_grad()"
+            elif unchanged and updated:
+                moved = ", ".join(names[id(v)] for v in updated[:2])
+                reason = (
+                    f"its graph reaches {needing}, which require grad, but no optimizer holds them and "
+                    f"nothing has changed them since they were made, while {moved} were updated: a "
+                    "constant (a target, a label, data), unless something else trains them"
+                )
+                fix = f"{detach}, or compute it under torch.no_grad(); if they do train: compute it inside the step"
+            else:
+                verdict = "recompute or detach"
+                reason = (
+                    f"its graph reaches {needing}, which {'require' if len(needs) > 1 else 'requires'} "
+                    "grad; no optimizer was given or found, so whether it still trains cannot be told"
+                    + (
+                        ""
+                        if unchanged
+                        else " (changed in place since made: a hand-written update does that)"
+                    )
+                )
+                fix = f"if they train, compute it inside the step; a constant (a target, a label, data): {detach}"
         else:
             kind, verdict = old_kind(fn), "detach"
             reason = "a constant for this step: its graph reaches no leaf that requires grad"
@@ -1127,11 +1235,35 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         carriers.append(
             Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
         )
+        carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
+    for i, carrier in enumerate(carriers):  # other objects' copy of an attribute found to be state
+        like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and k[0] is not None]
+        if carrier.verdict == "detach" and "kept in" in carrier.kind and like:
+            carriers[i] = dataclasses.replace(
+                carrier, verdict="state",
+                reason=f"the same attribute of other objects of the kind whose {like[0]} is rebuilt "
+                "from its own earlier value: not samples; each fails when its object is used again",
+                fix=f"as for {like[0]}: at each step's start detach it, or keep a fixed start and "
+                "compute it from that start",
+            )  # fmt: skip
+        made = [
+            derived_slots[k] for k in carrier_slots[i] if k in derived_slots and k[0] is not None
+        ]
+        if carrier.verdict == "detach" and "kept in" in carrier.kind and made and state_slots:
+            carriers[i] = dataclasses.replace(
+                carrier, verdict="state",
+                reason=f"the same attribute of other objects of the kind whose {made[0]} is made "
+                "at each visit from the state above: not samples",
+                fix="fix the state above; then these are made anew at each visit",
+            )  # fmt: skip
     carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
     if mark is not None:  # what each place holds now, for the calls of later steps
-        _RECORD.setdefault(mark, {}).update(
-            (names[id(t)], (id(t.grad_fn), _seq(t.grad_fn))) for t in walk.tensors if t.grad_fn
-        )
+        for t in walk.tensors:  # by path, and by (object, attribute): a name rebound to another
+            if t.grad_fn:  # object (a loop variable) does not mix two objects' values
+                held_now = (id(t.grad_fn), _seq(t.grad_fn))
+                _RECORD.setdefault(mark, {})[names[id(t)]] = held_now
+                if walk.slot.get(id(t)) is not None:
+                    _RECORD[mark][walk.slot[id(t)]] = held_now
         for stale in sorted(_RECORD)[:-2]:
             del _RECORD[stale]
     if overwritten:

@@ -32,7 +32,11 @@ Where it stops:
   code that ran before: "not on the graph" comes with the list of ways a value enters without
   history, and the one it can tell (a copy, a tensor sharing memory, a cast, a module that
   checkpoints) named. A cut itself (``.detach()``, ``Variable(x.data)``, ``no_grad``, an argmax or
-  integer cast) leaves no node: it is listed, never located. Leaves the graph reaches that you did
+  integer cast) leaves no node, so it is not located; what the tensors show narrows it (a
+  tensor named with history puts the cut between it and the loss; an inference tensor was made
+  under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
+  forward hook to paste, one line, that tells "not called" from "called under no_grad" from "cut
+  after it" (it adds no hook itself). Leaves the graph reaches that you did
   not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
@@ -40,11 +44,13 @@ Where it stops:
   candidate is no parameter of the modules named and the tensor is not constant (tensors
   initialised alike, two LayerNorms, are not copies). After ``backward()`` the saved ones are
   freed and not seen.
-* Zero rather than None: a dead ReLU is recognised while the graph is alive (every path from the
-  loss to the tensor passes through a ReLU whose output is all zero); after ``backward()`` it lists
-  the hooks on the tensor and its module that could zero the gradient (not hooks on activations
-  or nodes: torch does not list those), and whether it was changed in place after it was written
-  (``zero_grad(set_to_none=False)``); it cannot recompute the derivative.
+* Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
+  and a multiplication by an all-zero tensor (a weight of 0.0, a mask) on every path from the
+  loss to the tensor; before and after ``backward()``, step ops on the way (floor, ceil, round,
+  trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through or
+  surrogate fix. After ``backward()`` it also lists the hooks on the tensor and its module that
+  could zero the gradient (not hooks on activations or nodes: torch does not list those). A mask
+  made by a comparison leaves no node; it cannot recompute the derivative.
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
   checkpointed block is never re-run. On older releases whether a backward ran cannot be told:
   it then gives the rules that remain, together, and says so.
@@ -59,6 +65,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -363,6 +370,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                    for pn, p in m.named_parameters(recurse=False)},
     }  # fmt: skip
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
+    g.tensors = tensors
     if loss is not None and loss.grad_fn is not None:
         seen, todo = {loss.grad_fn}, [loss.grad_fn]
         while todo:
@@ -448,6 +456,7 @@ class _Context:
     with_grad: list = field(default_factory=list)
     inside: bool = False
     dead: set = field(default_factory=set)
+    tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -456,6 +465,52 @@ class _Context:
             or f"{'a parameter' if isinstance(t, torch.nn.Parameter) else 'a leaf'} of shape "
             f"{tuple(t.shape)}"
         )
+
+
+_STEPS = {  # ops whose derivative is zero wherever it exists: nothing flows back through them
+    "FloorBackward0": "floor", "CeilBackward0": "ceil", "RoundBackward0": "round",
+    "RoundBackward1": "round", "TruncBackward0": "trunc", "SignBackward0": "sign",
+}  # fmt: skip
+_JUMPS = {"RemainderBackward0": "%", "FmodBackward0": "fmod"}  # x - x % 1 is a floor: zero
+
+
+def _zero_nodes(g: _Context) -> dict:
+    """Nodes of the loss's graph that pass back no gradient, with what they are: a step op (floor,
+    round, sign: by name, also after backward), a dead ReLU, a multiplication by an all-zero
+    tensor (a weight of 0.0, an all-zero mask; read while the graph is alive, without a hook)."""
+    found = {fn: f"{_STEPS[type(fn).__name__]} (zero derivative)" for fn in g.nodes
+             if type(fn).__name__ in _STEPS}  # fmt: skip
+    found.update((fn, "a ReLU whose output is all zero (dead)") for fn in g.dead)
+    if g.alive and not g.ran and _SHOWS_HOOKS:
+        for fn in g.nodes:
+            if type(fn).__name__ != "MulBackward0":
+                continue
+            raw = [getattr(fn, f"_raw_saved_{n}", None) for n in ("self", "other")]
+            data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
+            kids = [c for c, _ in fn.next_functions]
+            needed = [data[1 - i] for i, c in enumerate(kids[:2]) if c is not None]
+            if needed and all(d is not None and not d.any() for d in needed):
+                found[fn] = "a multiplication by zero (a weight of 0.0, an all-zero mask)"
+    return found
+
+
+def _on_the_way(g: _Context, node) -> list:
+    """(step ops such as floor and sign, ops such as %) by name, on some path from the loss to
+    ``node``."""
+    parents = collections.defaultdict(list)
+    for fn, kids in g.kids.items():
+        for child in kids:
+            parents[child].append(fn)
+    below, todo = {node}, [node]  # the nodes from which node is reached
+    while todo:
+        for up in parents[todo.pop()]:
+            if up not in below:
+                below.add(up)
+                todo.append(up)
+    names = {type(fn).__name__ for fn in below}
+    return sorted({_STEPS[n] for n in names if n in _STEPS}), sorted(
+        {_JUMPS[n] for n in names if n in _JUMPS}
+    )
 
 
 def _dead_relus(nodes: list) -> set:
@@ -528,7 +583,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 "the loss, and give it to the optimizer"
             )
             if frozen
-            else "set requires_grad=True (or requires_grad_()) before the forward pass that builds the loss",
+            else _requires_fix(t, g),
         )
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
@@ -557,6 +612,26 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             )
         return _trained(t, ("has a gradient", "", ""), g)
     return _zero(t, grad, g)
+
+
+def _requires_fix(t: torch.Tensor, g: _Context) -> str:
+    """The fix for a plain tensor without requires_grad: an input wants requires_grad_(); an
+    output made without gradients (no_grad, inference_mode, an encode() or predict() wrapper)
+    does not: requires_grad_() on it makes a new leaf, cut off from the model that made it."""
+    as_input = "an input you want a gradient for: x.requires_grad_() before the forward pass"
+    as_output = (
+        "a model's output made without gradients (under torch.no_grad() or inference_mode, or by a "
+        "wrapper that uses them: encode(), predict(), generate()): compute it with gradients "
+        "enabled (call the model's forward, not the wrapper); requires_grad_() on it would make a "
+        "new leaf, cut off from the model"
+    )
+    untrained = [  # parameters of the modules named that require grad but are not on the graph
+        p for _, m in g.modules for p in m.parameters(recurse=False)
+        if p.requires_grad and id(p) not in g.leaves
+    ]  # fmt: skip
+    if t.is_inference() or (untrained and (g.loss is None or g.loss.grad_fn is None)):
+        return f"if it is {as_output}; if it is {as_input}"
+    return f"if it is {as_input}; if it is {as_output}"
 
 
 def _padding_row(t: torch.Tensor, grad: torch.Tensor, modules: list) -> int | None:
@@ -622,7 +697,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), .item(), numpy, "
-            "torch.tensor(...), an argmax or another integer result), or no input required grad",
+            "torch.tensor(...), an argmax or another integer result), or no input required grad"
+            + _where_cut(g),
             "compute it with gradients enabled, with torch operations on the model's outputs; an "
             "argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)",
         )
@@ -655,6 +731,20 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             f"{kept}, kept on the module, has no history: the forward pass uses it instead of the parameter",
             _copy_fix(kept),
         )
+    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    module = next((m for n, m in g.modules if n == owner), None) if owner else None
+    for key, sibling in module.named_parameters(recurse=False) if module is not None else ():
+        name = f"{owner}.{key}"  # a sibling found copied: the module was copied
+        if sibling is not t:
+            copy = _copy_on_graph(sibling, g)
+            if copy and "copy with its values" in copy:
+                return (
+                    "not on the graph: a copy is",
+                    f"{name} of the same module has a copy on the graph ({copy.split(', a copy')[0]}): the "
+                    "module was copied (deepcopy, load into a new module) and the copy is used; this "
+                    "tensor's own copy cannot be matched by value (one value, or all values equal)",
+                    _copy_fix(copy),
+                )
     if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
         return (
             "not on the graph: replaced",
@@ -687,7 +777,6 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
             "torch.tensor([...]); use the tensor itself where a rewrap of it is used",
         )
-    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
     checkpointed = _checkpointing(owner, g.modules)
     if checkpointed:
         return (
@@ -708,9 +797,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             f"called for this loss (a branch not taken, a layer defined but unused), or its output "
             f"is cut before the loss ({_CUTS})",
-            "not called: None is right; skip parameters whose .grad is None where you read them "
-            "(all_reduce, clipping), call the layer, or DDP(find_unused_parameters=True); cut: "
-            + _CUT_FIX,
+            f"to see which, before the step: {_probe(owner)}; nothing printed: not called: None "
+            "is right (skip parameters whose .grad is None where you read them), or call the layer, "
+            "or DDP(find_unused_parameters=True); False: it runs under torch.no_grad() or "
+            "inference_mode (an encode() or predict() wrapper, a with block): call it outside; True: "
+            "its output is cut after it (or inside its forward): " + _CUT_FIX,
         )
     return (
         "not on the graph",
@@ -720,6 +811,32 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right, skip it "
         "where you read .grad",
     )
+
+
+def _where_cut(g: _Context) -> str:
+    """What the tensors' own state rules out for a loss without a graph (a cut leaves no node)."""
+    if g.loss.is_inference():
+        return (
+            "; here: the loss is an inference tensor, so it was made under torch.inference_mode()"
+        )
+    made = [(n, t) for n, t in g.tensors if t.grad_fn is not None]
+    if made:
+        name, t = made[0]
+        return (
+            f"; here: {name} has history (made by {type(t.grad_fn).__name__}), so what made it ran "
+            "with gradients: the cut lies between it and the loss (an argmax or integer cast, "
+            ".detach(), .item() or numpy, torch.tensor(...), or a no_grad block there); to find "
+            f"it, print(v.requires_grad, v.dtype) for each value from {name} to the loss: the first "
+            "False (or an integer dtype) is after the cut"
+        )
+    return ""
+
+
+def _probe(owner: str) -> str:
+    """One line the reader pastes: a forward hook on the module that prints whether it ran, and
+    with gradients on (this module adds no hook itself: it changes nothing)."""
+    path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)  # encoder.convnet.0 -> encoder.convnet[0]
+    return f"{path}.register_forward_hook(lambda m, i, o: print('{path} ran, grad on:', torch.is_grad_enabled()))"
 
 
 def _checkpointing(owner: str, modules: list) -> str | None:
@@ -796,16 +913,37 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "set_to_none=True is the default since torch 2.0)",
             "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
         )
-    relu = bool(g.dead) and _cut_by(g.dead, g.loss.grad_fn, node, g.kids)
+    what, cause, fix = _will_be_zero(g, node)
     return (
-        "read before backward" + ("; will be zero: dead ReLU" if relu else ""),
+        "read before backward" + (f"; will be zero: {what}" if what else ""),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
         "when backward() reaches it (if you ran backward(retain_graph=True), it was cleared since)"
-        + ("; every path from the loss to it passes through a ReLU whose output is all zero, so "
-           "that gradient will be zero" if relu else ""),
-        "call loss.backward() first, then read .grad"
-        + ("; for the dead ReLU: a lower learning rate, another initialisation, or LeakyReLU" if relu else ""),
-    )  # fmt: skip
+        + (f"; {cause}, so that gradient will be zero" if what else ""),
+        "call loss.backward() first, then read .grad" + (f"; for the zero: {fix}" if what else ""),
+    )
+
+
+_ZERO_FIX = {
+    "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
+    "a multiplication by zero": "a non-zero weight for that term; a mask from a comparison "
+    "(x > 0): a soft one (torch.sigmoid(k * x))",
+    "a step op": "a straight-through estimator (x + (torch.round(x) - x).detach()) or a "
+    "differentiable surrogate (a sigmoid for a step, a soft rounding)",
+}
+
+
+def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
+    """(what, why, fix) when every path from the loss to ``node`` passes through a node that
+    passes back no gradient (``_zero_nodes``); empty strings otherwise."""
+    zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
+    if not zero or node is None or not _cut_by(set(zero), g.loss.grad_fn, node, g.kids):
+        return "", "", ""
+    kinds = sorted(set(zero.values()))
+    what = ("dead ReLU" if all("ReLU" in k for k in kinds)
+            else "a multiplication by zero" if all("multiplication" in k for k in kinds)
+            else "a step op" if all("derivative" in k for k in kinds) else "zero derivatives")  # fmt: skip
+    fix = _ZERO_FIX.get(what) or "; ".join(_ZERO_FIX.values())
+    return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
 
 
 def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, str]:
@@ -813,14 +951,13 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     hooks = _hooks(t, g.modules)
     node = g.leaves.get(id(t), (None, None))[1]
     if g.loss is not None and not g.ran and g.alive:
-        relu = bool(g.dead) and node is not None and _cut_by(g.dead, g.loss.grad_fn, node, g.kids)
+        what, cause, fix = _will_be_zero(g, node)
         return (
-            "zero: not written yet" + (", and will be zero: dead ReLU" if relu else ""),
+            "zero: not written yet" + (f", and will be zero: {what}" if what else ""),
             "these zeros are from before this backward (zero_grad(set_to_none=False))"
-            + ("; every path from the loss to it passes through a ReLU whose output is all zero, so "
-               "the gradient backward() writes will be zero too" if relu else ""),
-            "a dead ReLU: lower the learning rate, change the initialisation, or use LeakyReLU" if relu else "",
-        )  # fmt: skip
+            + (f"; {cause}, so the gradient backward() writes will be zero too" if what else ""),
+            fix,
+        )
     functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)}
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
         return (
@@ -830,19 +967,29 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "in its forward, call ctx.set_materialize_grads(False), and return None from backward "
             "for an input whose outputs got no gradient",
         )
-    why = (
-        "the gradient written is zero: the derivative is zero here (a dead ReLU, a mask, a "
-        "constant output, a gradient clipped or scaled to zero, a hook on an activation: those "
-        "are not listed)"
-    )
+    what, cause, fix = _will_be_zero(g, node)  # step ops are seen by name after backward()
+    steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])
+    if what:
+        why = f"the gradient written is zero: {cause}"
+    elif steps or jumps:
+        why = "the gradient written is zero; on the way from the loss: " + "; ".join(
+            ([f"{', '.join(steps)}: piecewise constant, their derivative is zero"] if steps else [])
+            + ([f"{', '.join(jumps)}: x - x % 1 is a floor (zero derivative)"] if jumps else [])
+        )
+        fix = _ZERO_FIX["a step op"]
+    else:
+        why = (
+            "the gradient written is zero, and no op on the way is zero by itself: a multiplication "
+            "by zero (a weight of 0.0, a mask), a dead ReLU, a clip to zero, a hook on an "
+            "activation: those are not listed; a mask made by a comparison (x > 0) passes none"
+        )
+        fix = (
+            "to see which, call why_no_grad(loss, ...) before backward() (or after "
+            "backward(retain_graph=True)): it names a multiplication by zero and a dead ReLU"
+        )
     if hooks:
         why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"
-    if grad._version > 0:
-        why += (
-            "; the .grad tensor was changed in place after it was made (zero_grad(set_to_none=False) "
-            "after backward(), or an accumulation)"
-        )
-    return ("zero", why, "call this before backward() to see a dead ReLU while the graph is alive")
+    return ("zero" + (f": {what}" if what else ""), why, fix)
 
 
 def _leaves_below(fn) -> list[torch.Tensor]:

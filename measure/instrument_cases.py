@@ -53,6 +53,27 @@ def case(instrument, url, what, cause, fix):
     return register
 
 
+def train_until_reported(loss_of, opt, **named):
+    """The reader's loop with the three lines: the step's loss, the report (returned once it is
+    not empty: the step that would fail), then zero_grad, backward and the optimizer's step."""
+
+    def step(i):
+        loss = loss_of(i)
+        report = find_old_graph(loss, **named, opt=opt)
+        if report:
+            return report
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return first_failing_step(step)
+
+
+def fails(report):
+    """The report, if this loss enters a part an earlier backward freed (its backward would fail)."""
+    return report if any(f.how == "freed" for f in report.freed) else None
+
+
 def first_failing_step(step, steps=4):
     """Run ``step(i)`` until its report is not empty (the step that would fail); its text."""
     for i in range(steps):
@@ -137,16 +158,11 @@ def evolvegcn_weight_state():
     model = RecurrentGCN()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
-    def epoch(i):
-        cost = sum(torch.mean((model(x, a) - y) ** 2) for x, a, y in snapshots) / len(snapshots)
-        report = find_old_graph(cost, model=model, opt=optimizer)
-        if report:
-            return report
-        cost.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-
-    return first_failing_step(epoch)
+    return train_until_reported(
+        lambda i: sum(torch.mean((model(x, a) - y) ** 2) for x, a, y in snapshots) / len(snapshots),
+        optimizer,
+        model=model,
+    )
 
 
 @case(
@@ -228,7 +244,7 @@ def pytorch_frame_text_embedder():
     "https://github.com/sgadgil6/cnslab_fmri/issues/4",
     "run_training_lstm.py: an LSTM module keeps (h, c) in self.hidden from the last batch",
     cause=["model.hidden", "rebuilt this step"],
-    fix=["model.hidden = tuple(t.detach() for t in model.hidden)"],
+    fix=["model.hidden = tuple(x.detach() for x in model.hidden)"],
 )
 def fmri_lstm_hidden():
     class fMRI_LSTM(nn.Module):  # the report's module, smaller
@@ -246,16 +262,9 @@ def fmri_lstm_hidden():
     model = fMRI_LSTM(4, 3)
     opt = torch.optim.Adam(model.parameters())
 
-    def step(i):
-        loss = (model(torch.randn(2, 5, 3)) - 1).pow(2).mean()
-        report = find_old_graph(loss, model=model, opt=opt)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return first_failing_step(step)
+    return train_until_reported(
+        lambda i: (model(torch.randn(2, 5, 3)) - 1).pow(2).mean(), opt, model=model
+    )
 
 
 @case(
@@ -422,16 +431,9 @@ def llama_kv_cache():
     model = Model()
     opt = torch.optim.AdamW(model.parameters())
 
-    def step(i):
-        loss = model(torch.randn(1, 8, 4)).pow(2).mean()
-        report = find_old_graph(loss, model=model, opt=opt)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return first_failing_step(step)
+    return train_until_reported(
+        lambda i: model(torch.randn(1, 8, 4)).pow(2).mean(), opt, model=model
+    )
 
 
 @case(
@@ -495,6 +497,94 @@ def infini_attention_memory():
         opt.step()
 
     return first_failing_step(segment)
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/pyro-ppl/pyro/pull/2283",
+    "a Transform with cache_size=1 hands back last step's output: the second grad fails",
+    cause=["t._cached_x_y[1]", "this loss itself"],
+    fix=["cache_size=0", "empty t._cached_x_y"],
+)
+def pyro_transform_cache():
+    from torch.distributions.transforms import ExpTransform  # pyro's Transform is torch's
+
+    x, t = torch.tensor(2.0, requires_grad=True), ExpTransform(cache_size=1)
+
+    def step(i):
+        fog.mark_step()
+        y = t(x)
+        report = find_old_graph(y, x=x, t=t, y=y)
+        if report:
+            return report
+        torch.autograd.grad(y, x)
+
+    return first_failing_step(step)
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/zhangyu2234/Deep-learning-by-hand",
+    "labels Y = X @ true_W + true_b made once from requires_grad tensors; a hand-written sgd",
+    cause=["Y:", "-> detach", "no optimizer holds them"],
+    fix=["Y = Y.detach()"],
+)
+def synthetic_labels():
+    torch.manual_seed(0)
+    X = torch.randn(40, 2)
+    true_W, true_b = torch.randn(2, 1, requires_grad=True), torch.randn(1, requires_grad=True)
+    Y = X @ true_W + true_b
+    W, b = torch.zeros(2, 1, requires_grad=True), torch.zeros(1, requires_grad=True)
+
+    def step(i):
+        fog.mark_step()
+        loss = (X[10 * i : 10 * i + 10] @ W + b - Y[10 * i : 10 * i + 10]).pow(2).sum()
+        report = find_old_graph(loss, X=X, true_W=true_W, true_b=true_b, Y=Y, W=W, b=b)
+        if fails(report):
+            return report
+        loss.backward()
+        with torch.no_grad():  # the report's sgd()
+            for p in (W, b):
+                p -= 0.01 * p.grad
+                p.grad.zero_()
+
+    return first_failing_step(step)
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/zsh523/3rgs/issues/5",
+    "pose_adjust's output written back onto the Camera objects, taken in turn from a list",
+    cause=["viewpoint_cam.world_view_transform", "rebuilt this step", "state"],
+    fix=["keep the start"],
+)
+def camera_pose_adjust():
+    class Camera:  # 3rgs' Camera, reduced to the pose it overwrites
+        def __init__(self, i):
+            self.uid, self.world_view_transform = i, torch.eye(4) + 0.01 * i
+
+    torch.manual_seed(0)
+    cams, pose_adjust = [Camera(i) for i in range(3)], nn.Linear(4, 4)
+    opt = torch.optim.Adam(pose_adjust.parameters(), lr=1e-3)
+    stack = []
+
+    def step(i):
+        fog.mark_step()
+        if not stack:
+            stack.extend(cams)
+        viewpoint_cam = stack.pop(0)
+        c2w = viewpoint_cam.world_view_transform.inverse()
+        viewpoint_cam.world_view_transform = pose_adjust(c2w).inverse()
+        loss = viewpoint_cam.world_view_transform.abs().mean()
+        named = dict(cams=cams, stack=stack, viewpoint_cam=viewpoint_cam, pose_adjust=pose_adjust)
+        report = find_old_graph(loss, **named, opt=opt)
+        if fails(report):
+            return report
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    return first_failing_step(step)
 
 
 # ---- Why is this .grad None (or zero)? ---------------------------------------------------------
@@ -752,6 +842,99 @@ def gradcam_inference():
     return str(why_no_grad(score, model=model))
 
 
+@case(
+    "why_no_grad",
+    "https://github.com/rll-research/cic/issues/5",
+    "the encoder gets no gradient: aug_and_encode runs under torch.no_grad() in update()",
+    cause=["encoder.convnet.0.weight", "not used or is cut"],
+    fix=["encoder.convnet[0].register_forward_hook", "False: it runs under torch.no_grad()"],
+)
+def cic_encoder_no_grad():
+    torch.manual_seed(0)
+    encoder = nn.Sequential()
+    encoder.convnet = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.ReLU(), nn.Flatten())
+    cic = nn.Linear(4 * 3 * 3, 4)
+    with torch.no_grad():  # the agent's update(): obs = self.aug_and_encode(obs)
+        obs = encoder(torch.rand(2, 3, 7, 7))
+    return backward_then(cic(obs).pow(2).mean(), encoder=encoder, cic=cic)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/huggingface/sentence-transformers/issues/274",
+    "the output of model.encode() has no gradient; loss.backward() trains nothing",
+    cause=["out: .grad is None", "made without gradients"],
+    fix=["call the model's forward, not the wrapper"],
+)
+def sentence_transformers_encode():
+    class SentenceModel(nn.Sequential):  # encode(): eval, no_grad, detach, as the library's
+        def encode(self, ids):
+            self.eval()
+            with torch.no_grad():
+                return self(ids).detach()
+
+    torch.manual_seed(0)
+    model = SentenceModel(nn.EmbeddingBag(100, 16))
+    out = model.encode(torch.tensor([[1, 2, 3]]))
+    loss = (out - torch.randn(16)).pow(2).mean()
+    return str(why_no_grad(loss, out=out, model=model))
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/wonbeomjang/mobile-hair-segmentation-pytorch/issues/3",
+    "ImageGradientLoss takes pred.argmax(1): the loss does not require grad",
+    cause=["pred has history", "the cut lies between it and the loss"],
+    fix=["differentiable surrogate"],
+)
+def hair_seg_argmax():
+    torch.manual_seed(0)
+    net = nn.Conv2d(3, 2, 3, padding=1)
+    pred = net(torch.rand(2, 3, 8, 8))
+    mask = pred.argmax(1, keepdim=True).float()  # the loss's first line
+    loss = F.conv2d(mask, torch.ones(1, 1, 3, 3), padding=1).abs().mean()
+    return str(why_no_grad(loss, net=net, pred=pred))
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/KarenUllrich/pytorch-binary-converter/issues/3",
+    "float2bit/bit2float between two layers: the first layer's gradient is zero",
+    cause=["floor", "sign", "piecewise constant"],
+    fix=["straight-through estimator"],
+)
+def binary_converter_steps():
+    torch.manual_seed(0)
+    conv, fc = nn.Linear(4, 4), nn.Linear(4 * 8, 1)
+
+    def float2bit(f):  # the repository's idea, shortened: sign and exponent bits by floor and %
+        s = (1 - torch.sign(f)) / 2
+        e = torch.floor(torch.log2(f.abs()))
+        bits = (f.abs() / 2**e)[..., None] * 2.0 ** torch.arange(7)
+        return torch.cat([s[..., None], (bits - bits % 1) % 2], -1)
+
+    loss = (fc(float2bit(conv(torch.randn(3, 4))).flatten(1)) - 1).pow(2).mean()
+    return backward_then(loss, conv=conv, fc=fc)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/NVlabs/diff-dope/issues/1",
+    "weights 0.0 on the rgb and depth terms, a mask from renders['rgb'] > 0: zero gradients",
+    cause=["every path from the loss to it passes through a multiplication by zero"],
+    fix=["a non-zero weight"],
+)
+def diffdope_zero_weights():
+    position = nn.Parameter(torch.tensor([0.1, -0.1, 1.0]))
+    u = torch.linspace(-1, 1, 8)
+    blob = torch.relu(0.5 - (u[:, None] - position[0]).pow(2) - (u - position[1]).pow(2))
+    mask = (blob > 0).float()  # a comparison: no history
+    gt = torch.rand(8, 8)
+    loss = 0.0 * (blob - gt).pow(2).mean() + 0.0 * (blob * position[2]).mean()
+    loss = loss + 1.0 * (mask - gt).pow(2).mean()
+    return backward_then(loss, position=position)  # where the reader reads: after backward()
+
+
 # ---- the count ---------------------------------------------------------------------------------
 
 RECORDED = {  # the outcome of each case as last measured (tests/test_instruments.py compares)
@@ -767,6 +950,9 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "llama_kv_cache": "solved",
     "forum_y_before_loop": "solved",
     "infini_attention_memory": "solved",
+    "pyro_transform_cache": "solved",
+    "synthetic_labels": "solved",
+    "camera_pose_adjust": "solved",
     "cuda_copy": "solved",
     "mmengine_update_params": "solved",
     "full_backward_hook": "solved",
@@ -779,6 +965,11 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "monodepth_no_grad": "solved",
     "center_loss_before_backward": "solved",
     "gradcam_inference": "solved",
+    "cic_encoder_no_grad": "solved",
+    "sentence_transformers_encode": "solved",
+    "hair_seg_argmax": "solved",
+    "binary_converter_steps": "solved",
+    "diffdope_zero_weights": "missed",
 }
 
 
