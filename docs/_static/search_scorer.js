@@ -21,22 +21,26 @@
  *    the index alike, so one index entry finds every torch release's wording.
  *  - Each query word found on a page scores by where it is found there (page title, index
  *    entries, section headings, text), times how rare the word is on the site (idf), so words
- *    every page uses ("backward", "graph") count little.
+ *    every page uses ("backward", "graph") count little. Words of contractions (doesn't -> doesn,
+ *    t; FILLER) count as nothing. A pasted identifier the site does not know (first_order,
+ *    SpikingNeuron) counts by its parts.
+ *  - Focus: a page's units are its title, each section heading, and each `{index}` line (the
+ *    entries it holds). Its focus is the unit holding most of the query (idf-weighted); in index
+ *    entries and headings outside it a word counts by `elsewhere`, so a page whose long entry
+ *    lists catch a query's words one by one ranks below a page with a section about them.
  *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
  *    the error text listed in the explaining page's index entries), or containing the whole query,
- *    scores by its number of words, times its share of the query's words to a small power (in a
- *    long report, the reader's situation around a pasted message decides between the pages that
- *    list the message); an entry equal to the query scores most. Several query words together in
- *    one entry, heading or title (in any order) score extra.
- *  - The reader's situation decides between the pages that treat a pasted message: index entries,
- *    headings and titles (of any page, two words or more) that the query contains are recognised
+ *    scores by its number of words, times its share of the query's words to a small power; an
+ *    entry equal to the query scores most. Several query words together in one entry, heading or
+ *    title (in any order) score extra. They count fully in the title and the best unit, by
+ *    `spread` in the page's other units.
+ *  - The reader's situation decides between the pages that treat a pasted message: entries,
+ *    headings and titles of any page (two words or more) that the query contains are recognised
  *    (an error message, an API phrase); the query's other words are its situation (MAML, a WGAN
- *    critic, a spiking cell, Accelerate). A page gains, per (idf-weighted) situation word, from the
- *    one section (its heading and the index entries under it) holding the most of them, and its
- *    link goes to the section that holds most of the query, the situation counting extra. The
- *    error reference (ROUTING_PAGES) lists every situation only to route it, so the situation does
- *    not count for it: a bare message finds it, a message with a situation finds the owner.
- *  - A pasted identifier the site does not know (first_order, SpikingNeuron) counts by its parts.
+ *    critic, a spiking cell, Accelerate). A page gains, per (idf-weighted) situation word, from
+ *    its one unit holding the most of them, and its link goes to the unit (section) holding most
+ *    of the query, the situation counting extra. The error reference (ROUTING_PAGES) lists every
+ *    situation only to route it, so there the situation does not count.
  *  - The score is scaled by the square root of the share of the query's (idf-weighted) words that
  *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
  *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
@@ -71,8 +75,8 @@ const SiteSearch = (() => {
     share: 0.5, // exponent of the share of the query's words found on the page
     textShare: 1, // how much a word found only in the text counts in that share
     phraseShare: 0.25, // exponent of that share (a phrase found in a longer query)
-    spread: 1, // factor for phrase scores outside the title and the best-matching section
-    elsewhere: 1, // factor for a word in index entries or headings outside the page's focus (rank)
+    spread: 0.5, // factor for phrase scores outside the title and the best-matching section
+    elsewhere: 0.6, // factor for a word in entries or headings outside the page's focus (rank)
     sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
     situation: 3, // per (idf-weighted) situation word in the page's best section (rank)
     sectionSituation: 3, // the same, in choosing the section a result links to
@@ -104,8 +108,9 @@ const SiteSearch = (() => {
   // What is left of contractions (doesn't -> doesn, t) and other words that carry no subject,
   // besides Sphinx's stopwords: they are ignored as words (phrases keep them).
   const FILLER = new Set(
-    "doesn don isn won aren wasn weren didn hasn haven couldn shouldn wouldn t s ve ll re d m".split(" "),
+    "doesn don isn won aren wasn weren didn hasn haven couldn shouldn wouldn".split(" "),
   );
+  ["t", "s", "ve", "ll", "re", "d", "m"].forEach((w) => FILLER.add(w));
   let prepared = null; // derived from the loaded index, once
 
   const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
@@ -226,7 +231,8 @@ const SiteSearch = (() => {
   const rank = (query, searchTerms, excludedTerms) => {
     const { docs, textFiles, idf, inDoc, stems } = ready();
     // The query's stems, made as the index's are (Sphinx's parser does not know the older
-    // wordings), with the parts of unknown identifiers; its "-excluded" words as Sphinx parsed them.
+    // wordings), with the parts of unknown identifiers; its "-excluded" words as Sphinx parsed
+    // them.
     const known = [...new Set([...stems(query), ...compoundParts(query, stems, idf)])].filter(
       (s) => idf(s) > 0,
     );
@@ -312,8 +318,8 @@ const SiteSearch = (() => {
         if (inText) where += WEIGHT.text;
         if (where > 0) {
           wordScore += idf(s) * where;
-          const onlyText = inText && !doc.titleStems.has(s) && !doc.entryStems.has(s) && !doc.headingStems.has(s);
-          found += idf(s) * (onlyText ? WEIGHT.textShare : 1);
+          const placed = doc.titleStems.has(s) || doc.entryStems.has(s) || doc.headingStems.has(s);
+          found += idf(s) * (placed ? 1 : WEIGHT.textShare);
         }
       }
       if (found === 0 && phraseScore === 0) continue;
