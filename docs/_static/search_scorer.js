@@ -98,7 +98,14 @@ const SiteSearch = (() => {
     [/ graph second time /g, " graph a second time "],
     [/ (?:but the )?saved intermediate results have already been freed /g, " buffers have already been freed "],
     [/ saved variables /g, " saved tensors "],
+    // 0.1.x asked for retain_variables=True where 0.2+ asks for retain_graph=True
+    [
+      / specify retain_variables true when calling backward /g,
+      " specify retain_graph true when calling backward ",
+    ],
     [/ non leaf variable /g, " non leaf tensor "],
+    // readers write "in-place" and "in place" where messages say "inplace"
+    [/ in place /g, " inplace "],
     // a pasted tensor type: torch.cuda.FloatTensor, torch.HalfTensor -> torch tensor
     [/ torch (?:cuda )?[a-z]+tensor /g, " torch tensor "],
   ];
