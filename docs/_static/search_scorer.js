@@ -78,7 +78,7 @@ const SiteSearch = (() => {
     spread: 0.5, // factor for phrase scores outside the title and the best-matching section
     elsewhere: 0.6, // factor for a word in entries or headings outside the page's focus (rank)
     sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
-    situation: 3, // per (idf-weighted) situation word in the page's best section (rank)
+    situation: 5, // per (idf-weighted) situation word in the page's best section (rank)
     sectionSituation: 3, // the same, in choosing the section a result links to
   };
   const QUOTING_PAGES = /^docs\/ledger/;
@@ -293,7 +293,6 @@ const SiteSearch = (() => {
       const phraseScore = matches[0] + top + WEIGHT.spread * rest;
       let anchor = "";
       let best = 0;
-      const totals = []; // for explain()
       let situated = 0; // the situation's words in one section (heading and its index entries)
       for (const [id, [score, unit]] of sections) {
         const inUnit = (list) => list.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
@@ -301,7 +300,6 @@ const SiteSearch = (() => {
         situated = Math.max(situated, own);
         if (id === "") continue; // the page's top: linked when no section matches
         const total = score + WEIGHT.sectionWords * inUnit(known) + WEIGHT.sectionSituation * own;
-        totals.push([id, +total.toFixed(1), +score.toFixed(1), +own.toFixed(1)]);
         if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
       }
       // Each query word scores by where it is on the page; in index entries and headings fully
@@ -334,7 +332,7 @@ const SiteSearch = (() => {
       const own = doc.routing ? 0 : WEIGHT.situation * situated;
       let score = (wordScore + phraseScore + own) * share ** WEIGHT.share;
       if (doc.quoting) score *= WEIGHT.quoting;
-      results.push({ doc, score, share, anchor, wordScore, phraseScore, best, situated, totals });
+      results.push({ doc, score, share, anchor, wordScore, phraseScore, best, situated });
     }
     results.sort(
       (a, b) =>
