@@ -21,13 +21,26 @@
  *    the index alike, so one index entry finds every torch release's wording.
  *  - Each query word found on a page scores by where it is found there (page title, index
  *    entries, section headings, text), times how rare the word is on the site (idf), so words
- *    every page uses ("backward", "graph") count little.
+ *    every page uses ("backward", "graph") count little. Words of contractions (doesn't -> doesn,
+ *    t; FILLER) count as nothing. A pasted identifier the site does not know (first_order,
+ *    SpikingNeuron) counts by its parts.
+ *  - Focus: a page's units are its title, each section heading, and each `{index}` line (the
+ *    entries it holds). Its focus is the unit holding most of the query (idf-weighted); in index
+ *    entries and headings outside it a word counts by `elsewhere`, so a page whose long entry
+ *    lists catch a query's words one by one ranks below a page with a section about them.
  *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
  *    the error text listed in the explaining page's index entries), or containing the whole query,
- *    scores by its number of words, times its share of the query's words to a small power (in a
- *    long report, the reader's situation around a pasted message decides between the pages that
- *    list the message); an entry equal to the query scores most. Several query words together in
- *    one entry, heading or title (in any order) score extra.
+ *    scores by its number of words, times its share of the query's words to a small power; an
+ *    entry equal to the query scores most. Several query words together in one entry, heading or
+ *    title (in any order) score extra. They count fully in the title and the best unit, by
+ *    `spread` in the page's other units.
+ *  - The reader's situation decides between the pages that treat a pasted message: entries,
+ *    headings and titles of any page (two words or more) that the query contains are recognised
+ *    (an error message, an API phrase); the query's other words are its situation (MAML, a WGAN
+ *    critic, a spiking cell, Accelerate). A page gains, per (idf-weighted) situation word, from
+ *    its one unit holding the most of them, and its link goes to the unit (section) holding most
+ *    of the query, the situation counting extra. The error reference (ROUTING_PAGES) lists every
+ *    situation only to route it, so there the situation does not count.
  *  - The score is scaled by the square root of the share of the query's (idf-weighted) words that
  *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
  *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
@@ -62,9 +75,16 @@ const SiteSearch = (() => {
     share: 0.5, // exponent of the share of the query's words found on the page
     textShare: 1, // how much a word found only in the text counts in that share
     phraseShare: 0.25, // exponent of that share (a phrase found in a longer query)
+    spread: 0.5, // factor for phrase scores outside the title and the best-matching section
+    elsewhere: 0.6, // factor for a word in entries or headings outside the page's focus (rank)
     sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
+    situation: 5, // per (idf-weighted) situation word in the page's best section (rank)
+    sectionSituation: 3, // the same, in choosing the section a result links to
   };
   const QUOTING_PAGES = /^docs\/ledger/;
+  // Pages that route each situation to the page that owns it (the error reference): they list
+  // every situation's words, so the situation does not count for them.
+  const ROUTING_PAGES = /^docs\/errors$/;
   const MIN_PHRASE_WORDS = 2; // a phrase match needs this many words (single words score as words)
 
   // Errors as older torch releases word them -> one wording. Applied to the query and to every
@@ -78,13 +98,26 @@ const SiteSearch = (() => {
     [/ graph second time /g, " graph a second time "],
     [/ (?:but the )?saved intermediate results have already been freed /g, " buffers have already been freed "],
     [/ saved variables /g, " saved tensors "],
+    // 0.1.x asked for retain_variables=True where 0.2+ asks for retain_graph=True
+    [
+      / specify retain_variables true when calling backward /g,
+      " specify retain_graph true when calling backward ",
+    ],
     [/ non leaf variable /g, " non leaf tensor "],
+    // readers write "in-place" and "in place" where messages say "inplace"
+    [/ in place /g, " inplace "],
     // a pasted tensor type: torch.cuda.FloatTensor, torch.HalfTensor -> torch tensor
     [/ torch (?:cuda )?[a-z]+tensor /g, " torch tensor "],
   ];
   // Autograd node names carry a number that changed between releases (SigmoidBackward,
   // SigmoidBackward0): they are compared without it, in the query and in the index.
   const nodeName = (stem) => stem.replace(/^([a-z_]+backward)\d+$/, "$1");
+  // What is left of contractions (doesn't -> doesn, t) and other words that carry no subject,
+  // besides Sphinx's stopwords: they are ignored as words (phrases keep them).
+  const FILLER = new Set(
+    "doesn don isn won aren wasn weren didn hasn haven couldn shouldn wouldn".split(" "),
+  );
+  ["t", "s", "ve", "ll", "re", "d", "m"].forEach((w) => FILLER.add(w));
   let prepared = null; // derived from the loaded index, once
 
   const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
@@ -101,7 +134,7 @@ const SiteSearch = (() => {
     const stemmer = new Stemmer();
     const stems = (text) =>
       words(normal(text))
-        .filter((w) => !stopwords.has(w))
+        .filter((w) => !stopwords.has(w) && !FILLER.has(w))
         .map((w) => nodeName(stemmer.stemWord(w)));
     const docCount = index.docnames.length;
     const docs = index.docnames.map((docname, file) => ({
@@ -116,6 +149,7 @@ const SiteSearch = (() => {
       entryStems: new Set(),
       vocabulary: 0,
       quoting: QUOTING_PAGES.test(docname),
+      routing: ROUTING_PAGES.test(docname),
     }));
     for (const [title, places] of Object.entries(index.alltitles || {})) {
       for (const [file, anchor] of places) {
@@ -193,30 +227,37 @@ const SiteSearch = (() => {
     return prepared;
   };
 
+  // A pasted identifier the site does not know (first_order, gradient_update_parameters,
+  // SpikingNeuron, FactorVAE) counts by its parts: split at underscores and at lower-to-upper case.
+  const compoundParts = (query, stems, idf) =>
+    query
+      .split(/[^\p{Letter}\p{Number}_]+/u)
+      .filter((token) => /[_]|[a-z][A-Z]/.test(token) && stems(token).every((s) => idf(s) === 0))
+      .flatMap((token) => stems(token.replace(/_/g, " ").replace(/([a-z])([A-Z])/g, "$1 $2")));
+
   const rank = (query, searchTerms, excludedTerms) => {
     const { docs, textFiles, idf, inDoc, stems } = ready();
     // The query's stems, made as the index's are (Sphinx's parser does not know the older
-    // wordings); its "-excluded" words as Sphinx parsed them.
-    const known = [...new Set(stems(query))].filter((s) => idf(s) > 0);
+    // wordings), with the parts of unknown identifiers; its "-excluded" words as Sphinx parsed
+    // them.
+    const known = [...new Set([...stems(query), ...compoundParts(query, stems, idf)])].filter(
+      (s) => idf(s) > 0,
+    );
     const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
     const queryNormal = normal(query);
     const queryWords = queryNormal.trim() ? queryNormal.trim().split(" ").length : 0;
+    // Recognised phrases: index entries, headings and titles of any page (two words or more) that
+    // the query contains, such as a pasted error message. The query's other words are its
+    // situation (MAML, a critic, a spiking cell), which decides between the pages treating it.
+    const recognised = new Set();
+    for (const doc of docs)
+      for (const [text, , unit] of [...doc.entries, ...doc.headings])
+        if (text.trim().split(" ").length >= MIN_PHRASE_WORDS && queryNormal.includes(text))
+          unit.forEach((s) => recognised.add(s));
+    const situation = known.filter((s) => !recognised.has(s));
     const results = [];
     for (const doc of docs) {
       if ([...excludedTerms].some((s) => inDoc(doc, s))) continue;
-      let wordScore = 0;
-      let found = 0;
-      for (const s of known) {
-        let where = 0;
-        if (doc.titleStems.has(s)) where += WEIGHT.title;
-        if (doc.entryStems.has(s)) where += WEIGHT.entry;
-        if (doc.headingStems.has(s)) where += WEIGHT.heading;
-        if (textFiles.has(s) && textFiles.get(s).has(doc.file)) where += WEIGHT.text;
-        if (where > 0) {
-          wordScore += idf(s) * where;
-          found += idf(s) * (where === WEIGHT.text ? WEIGHT.textShare : 1);
-        }
-      }
       const matches = [
         phrase(doc.titleNormal, queryNormal, queryWords, WEIGHT.titlePhrase) +
           together(doc.titleStems, known, idf, WEIGHT.titleWords),
@@ -244,20 +285,54 @@ const SiteSearch = (() => {
         matches.push(score);
         add(id || "", score, unit);
       }
-      const phraseScore = matches.reduce((sum, m) => sum + m, 0);
+      // Phrases and words together count fully in the title and in the section matching most,
+      // in the page's other sections by the factor `spread` (many entries repeating a word).
+      const sectionScores = [...sections.values()].map(([score]) => score);
+      const top = Math.max(0, ...sectionScores);
+      const rest = sectionScores.reduce((sum, x) => sum + x, 0) - top;
+      const phraseScore = matches[0] + top + WEIGHT.spread * rest;
       let anchor = "";
       let best = 0;
+      let situated = 0; // the situation's words in one section (heading and its index entries)
       for (const [id, [score, unit]] of sections) {
+        const inUnit = (list) => list.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
+        const own = inUnit(situation);
+        situated = Math.max(situated, own);
         if (id === "") continue; // the page's top: linked when no section matches
-        const covered = known.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
-        const total = score + WEIGHT.sectionWords * covered;
+        const total = score + WEIGHT.sectionWords * inUnit(known) + WEIGHT.sectionSituation * own;
         if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
+      }
+      // Each query word scores by where it is on the page; in index entries and headings fully
+      // only within the section holding the most of the query (the page's focus on it), elsewhere
+      // by the factor `elsewhere` (a page's long list of entries catches many words one by one).
+      let focus = new Set();
+      let focusCovered = -1;
+      for (const [, [, unit]] of sections) {
+        const covered = known.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
+        if (covered > focusCovered) [focusCovered, focus] = [covered, unit];
+      }
+      let wordScore = 0;
+      let found = 0;
+      for (const s of known) {
+        const near = focus.has(s) ? 1 : WEIGHT.elsewhere;
+        let where = 0;
+        if (doc.titleStems.has(s)) where += WEIGHT.title;
+        if (doc.entryStems.has(s)) where += WEIGHT.entry * near;
+        if (doc.headingStems.has(s)) where += WEIGHT.heading * near;
+        const inText = textFiles.has(s) && textFiles.get(s).has(doc.file);
+        if (inText) where += WEIGHT.text;
+        if (where > 0) {
+          wordScore += idf(s) * where;
+          const placed = doc.titleStems.has(s) || doc.entryStems.has(s) || doc.headingStems.has(s);
+          found += idf(s) * (placed ? 1 : WEIGHT.textShare);
+        }
       }
       if (found === 0 && phraseScore === 0) continue;
       const share = totalIdf > 0 ? found / totalIdf : 1;
-      let score = (wordScore + phraseScore) * share ** WEIGHT.share;
+      const own = doc.routing ? 0 : WEIGHT.situation * situated;
+      let score = (wordScore + phraseScore + own) * share ** WEIGHT.share;
       if (doc.quoting) score *= WEIGHT.quoting;
-      results.push({ doc, score, share, anchor, wordScore, phraseScore, best });
+      results.push({ doc, score, share, anchor, wordScore, phraseScore, best, situated });
     }
     results.sort(
       (a, b) =>
@@ -304,6 +379,7 @@ const SiteSearch = (() => {
       phrases: +r.phraseScore.toFixed(2),
       share: +r.share.toFixed(2),
       section: +r.best.toFixed(2),
+      situation: +r.situated.toFixed(2),
     }));
   };
 
