@@ -432,7 +432,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
-            "the loss's graph reaches none of the tensors named: it reaches only "
+            "the loss's graph reaches none of the leaves named; its leaves: "
             + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
         )
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
@@ -910,8 +910,10 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "a pass ran through the graph but no leaf of it has a .grad: it was "
             "torch.autograd.grad (which returns gradients and writes no leaf's .grad), or .grad was "
             "cleared after backward() (optimizer.zero_grad() or model.zero_grad() before your read; "
-            "set_to_none=True is the default since torch 2.0)",
-            "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
+            "set_to_none=True is the default since torch 2.0), or the backward raised (an op with "
+            "no derivative, such as floor_divide: the leaves below it get no .grad)",
+            "read .grad after backward() and before zero_grad(), or use what autograd.grad returns; "
+            "if backward() raised, replace the op its error names",
         )
     what, cause, fix = _will_be_zero(g, node)
     return (
@@ -932,6 +934,20 @@ _ZERO_FIX = {
 }
 
 
+def _step_fix(ops) -> str:
+    """The straight-through line written with the step ops found (``floor``, ``sign``...);
+    ``x - x % 1`` is a floor and ``x - fmod(x, 1)`` a trunc, so those are written as such."""
+    lines = []
+    for op in ops:
+        real = {"%": "floor", "fmod": "trunc"}.get(op, op)
+        line = f"x + (torch.{real}(x) - x).detach()"
+        line += f" (x - x {op} 1 is a {real})" if op == "%" else ""
+        line += f" (x - fmod(x, 1) is a {real})" if op == "fmod" else ""
+        if line not in lines:
+            lines.append(line)
+    return _ZERO_FIX["a step op"].replace("x + (torch.round(x) - x).detach()", "; ".join(lines))
+
+
 def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     """(what, why, fix) when every path from the loss to ``node`` passes through a node that
     passes back no gradient (``_zero_nodes``); empty strings otherwise."""
@@ -943,6 +959,8 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
             else "a multiplication by zero" if all("multiplication" in k for k in kinds)
             else "a step op" if all("derivative" in k for k in kinds) else "zero derivatives")  # fmt: skip
     fix = _ZERO_FIX.get(what) or "; ".join(_ZERO_FIX.values())
+    steps = sorted({k.partition(" (zero derivative)")[0] for k in kinds if "derivative" in k})
+    fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
     return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
 
 
@@ -976,7 +994,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             ([f"{', '.join(steps)}: piecewise constant, their derivative is zero"] if steps else [])
             + ([f"{', '.join(jumps)}: x - x % 1 is a floor (zero derivative)"] if jumps else [])
         )
-        fix = _ZERO_FIX["a step op"]
+        fix = _step_fix([*steps, *jumps])
     else:
         why = (
             "the gradient written is zero, and no op on the way is zero by itself: a multiplication "

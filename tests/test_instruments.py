@@ -12,6 +12,7 @@ measured on real reports (measure/instrument_cases.py).
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -1447,3 +1448,44 @@ def test_a_cache_holding_a_term_is_turned_off_not_recomputed():
     assert "cache_size=0" in carrier.fix and "empty t._cached_x_y" in carrier.fix, carrier.fix
     assert "detach()" not in carrier.fix and "inside the step" not in carrier.fix, carrier.fix
     loop(0, 3)  # the cache off: right gradients for three steps
+
+
+@pytest.mark.parametrize("op", ["round", "sign", "floor", "ceil", "trunc", "%"])
+def test_a_straight_through_line_uses_the_op_found(op):
+    """Review 8 (instruments) M3: the straight-through line was always written with round; it
+    now uses the op found (x - x % 1 is a floor), and keeps the forward value of that op."""
+    make = {"%": lambda h: h - h % 1}.get(op) or getattr(torch, op)
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    loss = make(m(_X8[0])).pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, m=m)["m.weight"].fix
+    line = re.search(r"x \+ \(torch\.\w+\(x\) - x\)\.detach\(\)", fix)[0]
+    x = m(_X8[0])
+    assert torch.equal(eval(line, {"torch": torch, "x": x}), make(x)), fix
+    if op != "%":  # before backward(), a step op's node says the gradient will be zero
+        before = why_no_grad(make(m(_X8[0])).pow(2).sum(), m=m)["m.weight"]
+        assert line in before.fix, before.fix
+
+
+def test_a_named_non_leaf_on_the_graph_is_not_called_unreached():
+    """Review 8 (instruments) I2: a named non-leaf on the graph, its leaf not named: the note
+    speaks of the leaves named, not of every tensor named."""
+    torch.manual_seed(0)
+    w = torch.randn(3, 3, requires_grad=True) * 2
+    loss = (_X8[0] @ w).sum()
+    loss.backward()
+    notes = " ".join(why_no_grad(loss, w=w).notes)
+    assert "none of the leaves named" in notes and "none of the tensors named" not in notes, notes
+
+
+def test_a_backward_that_raised_is_among_the_causes():
+    """Review 8 (instruments) I3: backward() raised (floor_divide has no derivative): the rule for
+    a graph a pass ran through, with no .grad, names that cause too."""
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    loss = (m(_X8[0]) // 1).pow(2).sum()
+    with pytest.raises(RuntimeError, match="floor_divide"):
+        loss.backward()
+    found = why_no_grad(loss, m=m)["m.weight"]
+    assert "the backward raised" in found.why and "backward() raised" in found.fix, found
