@@ -21,17 +21,19 @@ and reports:
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
-  ``mark_step()`` only);
+  ``mark_step()`` only); a term that a torch or library object keeps in an attribute named as a
+  cache (``_cached_x_y``) gets the same fix;
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
-  ``mark_step()`` and a call in an earlier step: each call remembers which node each place held
-  (ids and sequence numbers only); a place is state when its graph reaches the node it held then,
-  and made from others when it enters the old part only through what other places hold or held
-  (a place is an object's attribute, whatever name the loop gives the object at each step).
-  Without that record, a tensor made this step that reaches an earlier step's graph is listed
-  as state;
+  ``mark_step()`` and a call in the step before: each call remembers which node each place held
+  (ids, sequence numbers, weak references to the objects); a place is state when its graph
+  reaches the node it held then, and made from others when it enters the old part only through
+  what other places hold or held (a place is an attribute of that very object, whatever name the
+  loop gives it; a name given at the top is its name). Without that record, or when it leaves no
+  carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
+  state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
-  new value;
+  new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -54,7 +56,7 @@ and in the ``except`` of a failing pass, the nodes that pass freed look old as w
 
 How it looks, and where it stops:
 
-* It reads ``__dict__``, ``__slots__``, containers (list, tuple, dict, set, deque, namedtuple),
+* It reads ``__dict__`` (``types.SimpleNamespace``'s too), ``__slots__``, containers (list, tuple, dict, set, deque, namedtuple),
   dataclasses, closures (cells, ``__defaults__``, ``__kwdefaults__``), bound methods'
   ``__self__``, ``functools.partial``, modules' parameters, buffers and submodules, class
   attributes of classes outside torch and the standard library, and a leaf's ``.grad``. It never

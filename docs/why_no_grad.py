@@ -8,8 +8,9 @@ may write one: by hand, or DDP, which averages a parameter's gradient over the r
 another rank used gets one). So a ``.grad`` stays ``None`` because the tensor is not a leaf, does
 not require grad, is not on the loss's graph (a copy of it, or a value that entered without
 history, is there instead; or it is not used), or because of *when* it is read (before
-``backward()``, after ``zero_grad()``, inside a hook that runs before accumulation). This module
-checks each rule on the loss's graph and on the tensors you name, and says which applies.
+``backward()``, after ``zero_grad()``, inside a hook that runs before accumulation, after a backward
+that raised before reaching it). This module checks each rule on the loss's graph and on the
+tensors you name, and says which applies.
 
 Use (torch only), one line after your ``backward()`` (before it works too)::
 
@@ -47,10 +48,11 @@ Where it stops:
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask) on every path from the
   loss to the tensor; before and after ``backward()``, step ops on the way (floor, ceil, round,
-  trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through or
-  surrogate fix. After ``backward()`` it also lists the hooks on the tensor and its module that
-  could zero the gradient (not hooks on activations or nodes: torch does not list those). A mask
-  made by a comparison leaves no node; it cannot recompute the derivative.
+  trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
+  written with the op found (``x - x % 1`` as a floor) or a surrogate fix. After ``backward()``
+  it also lists the hooks on the tensor and its module that could zero the gradient (not hooks
+  on activations or nodes: torch does not list those). A mask made by a
+  comparison leaves no node; it cannot recompute the derivative.
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
   checkpointed block is never re-run. On older releases whether a backward ran cannot be told:
   it then gives the rules that remain, together, and says so.
