@@ -21,17 +21,19 @@ and reports:
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
-  ``mark_step()`` only);
+  ``mark_step()`` only); a term that a torch or library object keeps in an attribute named as a
+  cache (``_cached_x_y``) gets the same fix;
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
-  ``mark_step()`` and a call in an earlier step: each call remembers which node each place held
-  (ids and sequence numbers only); a place is state when its graph reaches the node it held then,
-  and made from others when it enters the old part only through what other places hold or held
-  (a place is an object's attribute, whatever name the loop gives the object at each step).
-  Without that record, a tensor made this step that reaches an earlier step's graph is listed
-  as state;
+  ``mark_step()`` and a call in the step before: each call remembers which node each place held
+  (ids, sequence numbers, weak references to the objects); a place is state when its graph
+  reaches the node it held then, and made from others when it enters the old part only through
+  what other places hold or held (a place is an attribute of that very object, whatever name the
+  loop gives it; a name given at the top is its name). Without that record, or when it leaves no
+  carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
+  state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
-  new value;
+  new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -54,7 +56,7 @@ and in the ``except`` of a failing pass, the nodes that pass freed look old as w
 
 How it looks, and where it stops:
 
-* It reads ``__dict__``, ``__slots__``, containers (list, tuple, dict, set, deque, namedtuple),
+* It reads ``__dict__`` (``types.SimpleNamespace``'s too), ``__slots__``, containers (list, tuple, dict, set, deque, namedtuple),
   dataclasses, closures (cells, ``__defaults__``, ``__kwdefaults__``), bound methods'
   ``__self__``, ``functools.partial``, modules' parameters, buffers and submodules, class
   attributes of classes outside torch and the standard library, and a leaf's ``.grad``. It never
@@ -87,6 +89,7 @@ import sys
 import sysconfig
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,7 +144,7 @@ def _seq(fn: object) -> int | None:
 
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, torch.dtype, torch.device)
-_RESETS = {"ZeroBackward0", "FillBackward0", "FillBackward1", "FillBackward2"}  # zero_(), fill_()
+_RESETS = {"ZeroBackward0", *(f"FillBackward{i}" for i in range(8))}  # zero_(), fill_() overloads
 _WRITES = {
     "CopyBackwards",
     "CopySlices",
@@ -149,11 +152,12 @@ _WRITES = {
     "MaskedFillBackward0",
 }  # copy_(), x[i] = v
 _MARK: int | None = None  # the sequence number autograd gives the first node of this step
+_PREVIOUS: int | None = None  # the mark before it: the step whose call's record is used
 
 
 def mark_step() -> None:
     """Call at the top of each training step: nodes made before this call count as old."""
-    global _MARK
+    global _MARK, _PREVIOUS
     read = getattr(torch.autograd, "_get_sequence_nr", None)
     if read is None:
         _gap(
@@ -161,7 +165,9 @@ def mark_step() -> None:
             "mark_step() marks nothing; only nodes freed by a backward count as old",
         )
         return
-    _MARK = read()  # the next node's number, read, nothing made
+    number = read()  # the next node's number, read, nothing made
+    if number != _MARK:  # (no node made since the last call: the same step)
+        _PREVIOUS, _MARK = _MARK, number
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,9 @@ class Carrier:
         return f"{self.path}: {self.kind} ({self.node}){uses}\n    -> {self.verdict}: {self.reason}. Fix: {self.fix}"
 
 
+_PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
+
+
 @dataclass(frozen=True)
 class Report:
     """What ``find_old_graph`` found; ``print(report)`` shows it, with what was searched."""
@@ -280,7 +289,11 @@ class Report:
                     else "  held by none of the objects given: pass the ones your loop keeps (or "
                     "**globals()), or it sits where this cannot look (find_old_graph.py's docstring lists where)"
                 )
-        if not lines:
+        if not lines and any(n.startswith(_PLACE_NOTES) for n in self.notes):
+            lines.append(  # the note names places that hold an earlier step's graph
+                f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old"
+            )
+        elif not lines:
             lines.append(
                 f"Nothing from an earlier step: none of the loss's {self.nodes} nodes is old"
                 + (", and no object given holds an old graph" if self.searched else "")
@@ -439,9 +452,10 @@ def _static(obj: object, name: str) -> object:
 
 
 def _own_dict(obj: object) -> dict | None:
-    """``obj.__dict__`` when it is the ordinary one (a property named ``__dict__`` is not read)."""
+    """``obj.__dict__`` when it is the ordinary one, a C-level descriptor (``types.SimpleNamespace``
+    keeps it in a member slot); a property named ``__dict__`` is not read."""
     descriptor = _static(obj, "__dict__")
-    if isinstance(descriptor, types.GetSetDescriptorType):
+    if isinstance(descriptor, (types.GetSetDescriptorType, types.MemberDescriptorType)):
         try:
             found = descriptor.__get__(obj)
         except (AttributeError, TypeError):
@@ -717,7 +731,9 @@ def _old_state(fn: object, mark: int | None, twice: list) -> tuple[tuple[str, ..
     return (() if before else None), alive or names != ()
 
 
-_RECORD: dict = {}  # mark -> {path: (id, sequence number) of its tensor's grad_fn}, two marks kept
+_RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's grad_fn, holder's
+# weak reference or None)}, two marks kept; a place is (id of the object, its type, the attribute
+# or item), or ("name", path) for a name given at the top
 
 
 def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, bool]:
@@ -883,6 +899,15 @@ def _bounded(container: object) -> bool:
     )
 
 
+def _library_cache(path: str, tensor: torch.Tensor, holders: dict) -> bool:
+    """Whether a torch or library object keeps ``tensor`` in an attribute named as a cache
+    (``Transform._cached_x_y``): it hands back a stored result, with its graph, when called again."""
+    obj = holders.get(id(tensor))
+    while obj is not None and _kind(_file_of(type(obj))) not in ("torch", "library"):
+        obj = holders.get(id(obj))
+    return obj is not None and re.search(r"[.\[].*cache", path, re.IGNORECASE) is not None
+
+
 def _file_of(klass: type) -> str:
     """The file that defines ``klass`` ('<notebook>' for ``__main__`` without one)."""
     module = sys.modules.get(getattr(klass, "__module__", "") or "")
@@ -1031,22 +1056,28 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     in_loss = set(order)
     carriers, holding, derived, overwritten = [], [], [], []
     old_held = {f for f in by_node if f in known_old or old(f)}
-    earlier = [m for m in _RECORD if mark is not None and m < mark]
-    record = _RECORD[max(earlier)] if earlier else {}
-
-    recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
     slot_of = {names[id(t)]: walk.slot.get(id(t)) for t in walk.tensors}
+    place = lambda path: slot_of.get(path) or ("name", path)  # noqa: E731
+    # the record of a call in the step before this one (mark_step() dates the calls), kept only
+    # for the places whose object is the very one held then (an id alone may be reused)
+    objects_now = {id(h): h for h in walk.holders.values() if h is not None}
+    record = {
+        key: held
+        for key, (held, ref) in _RECORD.get(_PREVIOUS if mark is not None else None, {}).items()
+        if key[0] == "name"
+        or (key[0] in objects_now and (ref is None or ref() is objects_now[key[0]]))
+    }
+    recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
 
     def _made_from_others(path: str, fn) -> bool:
         """Whether a tensor made this step is computed from carried values (an output, a loss
         term), not rebuilt from its own earlier value: the place held, at a call in an earlier
         step (mark_step() dates the calls), a node its graph does not reach; or its graph enters
         the old part only through what other places hold now or held at such a call."""
-        key = slot_of.get(path)  # the same attribute of the same object, whatever names it now
-        if key in record or path in record:
-            held_then = record[key] if key in record else record[path]
-            return held_then not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
-        others = {recorded[r] for q, r in record.items() if q not in (path, key) and r in recorded}
+        key = place(path)  # the same attribute of the same object, whatever names it now
+        if key in record:
+            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
+        others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return met and not entered
 
@@ -1092,150 +1123,178 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 groups[key if item and old(fn) else path].append((path, fn))
                 if not old(fn):
                     this_step.add(key)
-    for group, members in groups.items():
-        paths = [p for p, _ in members]
-        fn = members[0][1]
-        shown, count = _collapse(paths)
-        here, tensor = paths[0], tensor_at[paths[0]]
-        reset = _reset_below(fn, kids, old)
-        leaves = _leaves_below(fn, kids, trains)
-        leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
-        detach = _detach(here, tensor, walk.holders)  # how to write "here = here.detach()"
-        frozen = not detach.startswith(f"{here} = ")
-        container, owner = _container(tensor, walk.holders)
-        enters = any(f in in_loss for _, f in members)
-        if here.endswith(".grad"):
-            kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
-            reason = "no error: each backward() adds to it, through its graph (memory grows)"
-            fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
-        elif reset in ("zero_()", "fill_()"):
-            kind = f"reset in place ({reset}), the old graph kept behind the new value"
-            verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
-            fix = (
-                "reset it as a new tensor (torch.zeros_like(...)) where it is made" if frozen
-                else f"reset it as a new tensor, {here} = torch.zeros_like({here}), or {here} = {here}.detach().zero_()"
-            )  # fmt: skip
-        elif reset:
-            kind = f"written in place ({reset}) into a tensor that carries an earlier step's graph"
-            verdict = "state"
-            reason = "a write into a tensor keeps its history below the new values"
-            fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
-        elif root is not None and not enters and tensor.dim() == 0:
-            grows = not old(fn) or (
-                here in record and record[here] in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
-            )
-            if here in record and not grows:
-                overwritten.append(shown)
-                continue
-            kind, verdict = "a number kept across steps that this loss does not use", "detach"
-            reason = (
-                "a running total or a log adds to itself: it keeps every earlier step's graph "
-                "alive (memory grows)"
-                if grows
-                else "it keeps an earlier step's graph alive until it is replaced; memory grows "
-                "only if it adds to itself (a running total)"
-            )
-            fix = "add loss.item() (a float) to it, or loss.detach()"
-        elif count > 1 or group in this_step and group != here or _bounded(container):
-            what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
-            kind = what + (", beside this step's" if group in this_step else "")
-            if _grows(container) and _kind(_file_of(type(owner))) == "library":
-                verdict = "state"
-                reason = f"a history that {type(owner).__name__} adds to at every call"
+    from_loss = len(carriers)  # the loss itself, handed back (above)
+    for use_record in (True, False):  # without the record when it leaves no carrier to name
+        del carriers[from_loss:], carrier_slots[from_loss:]
+        for found in (derived, overwritten, state_slots, derived_slots):
+            found.clear()
+        for group, members in groups.items():
+            paths = [p for p, _ in members]
+            fn = members[0][1]
+            shown, count = _collapse(paths)
+            here, tensor = paths[0], tensor_at[paths[0]]
+            reset = _reset_below(fn, kids, old)
+            leaves = _leaves_below(fn, kids, trains)
+            leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
+            detach = _detach(here, tensor, walk.holders)  # how to write "here = here.detach()"
+            frozen = not detach.startswith(f"{here} = ")
+            container, owner = _container(tensor, walk.holders)
+            enters = any(f in in_loss for _, f in members)
+            if here.endswith(".grad"):
+                kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
+                reason = "no error: each backward() adds to it, through its graph (memory grows)"
+                fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
+            elif reset in ("zero_()", "fill_()"):
+                kind = f"reset in place ({reset}), the old graph kept behind the new value"
+                verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
+                new = (  # the value written: fill_'s node keeps none, so v stands for it
+                    (
+                        "torch.zeros_like(...)",
+                        f"torch.zeros_like({here})",
+                        f"{here}.detach().zero_()",
+                    )
+                    if reset == "zero_()"
+                    else (
+                        "torch.full_like(..., v)",
+                        f"{here}.detach().fill_(v)",
+                        f"torch.full_like({here}, v)",
+                    )
+                )
                 fix = (
-                    f"to start each step from the object's state before it, step a copy "
-                    f"(copy.deepcopy) or reset it (a new {type(owner).__name__}, or its reset); "
-                    "to keep the history, keep it detached"
+                    f"reset it as a new tensor ({new[0]}) where it is made" if frozen
+                    else f"reset it as a new tensor, {here} = {new[1]}, or {here} = {new[2]}"
+                ) + ("" if reset == "zero_()" else " (v: the value your fill_() writes)")  # fmt: skip
+            elif reset:
+                kind = (
+                    f"written in place ({reset}) into a tensor that carries an earlier step's graph"
                 )
-            else:
-                verdict = "detach"
-                reason = "samples kept for later (a history, pool, bank, queue)" + (
-                    "; it holds more than one step's items" if group in this_step else ""
+                verdict = "state"
+                reason = "a write into a tensor keeps its history below the new values"
+                fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
+            elif root is not None and not enters and tensor.dim() == 0:
+                grows = not old(fn) or (
+                    place(here) in record
+                    and record[place(here)] in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
                 )
-                fix = "store detached copies (x.detach()) where they are added"
-                if reaches_trained.get(fn):
-                    reason += (
-                        f"; if they are values of {leaf_names}, which still trains, recompute them"
+                if place(here) in record and not grows:
+                    overwritten.append(shown)
+                    continue
+                kind, verdict = "a number kept across steps that this loss does not use", "detach"
+                reason = (
+                    "a running total or a log adds to itself: it keeps every earlier step's graph "
+                    "alive (memory grows)"
+                    if grows
+                    else "it keeps an earlier step's graph alive until it is replaced; memory grows "
+                    "only if it adds to itself (a running total)"
+                )
+                fix = "add loss.item() (a float) to it, or loss.detach()"
+            elif count > 1 or group in this_step and group != here or _bounded(container):
+                what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
+                kind = what + (", beside this step's" if group in this_step else "")
+                if _grows(container) and _kind(_file_of(type(owner))) == "library":
+                    verdict = "state"
+                    reason = f"a history that {type(owner).__name__} adds to at every call"
+                    fix = (
+                        f"to start each step from the object's state before it, step a copy "
+                        f"(copy.deepcopy) or reset it (a new {type(owner).__name__}, or its reset); "
+                        "to keep the history, keep it detached"
                     )
-        elif not old(fn) and _made_from_others(here, fn):
-            derived.append(shown)
-            derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-            continue
-        elif not old(fn):
-            kind, verdict = "rebuilt this step from its value of an earlier step", "state"
-            reason = "state carried from step to step"
-            fix = (
-                f"within one sequence, {detach} at each step's or window's start; between "
-                "independent batches, reset it as a new tensor; a statistic: update it under "
-                "torch.no_grad()"
-            )
-            if reaches_trained.get(fn) and not isinstance(
-                walk.holders.get(id(tensor)), (torch.nn.Module, *_CONTAINERS)
-            ):  # a record object (a camera's pose), not a layer's or a sequence's state
-                fix += (
-                    "; if each visit should apply a trained change to a fixed start (a pose, a "
-                    "weight), keep the start and compute the value from it each step"
+                else:
+                    verdict = "detach"
+                    reason = "samples kept for later (a history, pool, bank, queue)" + (
+                        "; it holds more than one step's items" if group in this_step else ""
+                    )
+                    fix = "store detached copies (x.detach()) where they are added"
+                    if reaches_trained.get(fn):
+                        reason += f"; if they are values of {leaf_names}, which still trains, recompute them"
+            elif use_record and not old(fn) and _made_from_others(here, fn):
+                derived.append(shown)
+                derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                continue
+            elif not old(fn):
+                kind, verdict = "rebuilt this step from its value of an earlier step", "state"
+                reason = "state carried from step to step"
+                fix = (
+                    f"within one sequence, {detach} at each step's or window's start; between "
+                    "independent batches, reset it as a new tensor; a statistic: update it under "
+                    "torch.no_grad()"
                 )
-            state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-        elif reaches_trained.get(fn):
-            kind, verdict = old_kind(fn), "recompute"
-            verb = "train" if len(leaves) > 1 else "trains"
-            reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
-            fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
-        elif mine := _leaves_below(
-            fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
-        ):
-            kind, verdict = old_kind(fn), "recompute"
-            mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
-            if walk.opt_params:
-                verdict = "detach"
-                reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
-                fix = f"{detach}; if something else trains it (a framework's optimizer), compute it inside the step"
+                if reaches_trained.get(fn) and not isinstance(
+                    walk.holders.get(id(tensor)), (torch.nn.Module, *_CONTAINERS)
+                ):  # a record object (a camera's pose), not a layer's or a sequence's state
+                    fix += (
+                        "; if each visit should apply a trained change to a fixed start (a pose, a "
+                        "weight), keep the start and compute the value from it each step"
+                    )
+                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+            elif reaches_trained.get(fn):
+                kind, verdict = old_kind(fn), "recompute"
+                verb = "train" if len(leaves) > 1 else "trains"
+                reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
+                fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
+                if _library_cache(here, tensor, walk.holders):
+                    store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
+                    reason += "; a cache hands it back instead of computing it anew"
+                    fix = (
+                        "turn the cache off (cache_size=0, or its option) or empty "
+                        f"{store} at each step's start"
+                    )
+            elif mine := _leaves_below(
+                fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
+            ):
+                kind, verdict = old_kind(fn), "recompute"
+                mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
+                if walk.opt_params:
+                    verdict = "detach"
+                    reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
+                    fix = f"{detach}; if something else trains it (a framework's optimizer), compute it inside the step"
+                else:
+                    verdict = "recompute or detach"
+                    reason = (
+                        f"its graph reaches {mine_names}, a parameter of the modules given; no optimizer "
+                        "was given or found, so whether it still trains cannot be told"
+                    )
+                    fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
+            elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
+                kind, verdict = old_kind(fn), "detach"
+                needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
+                unchanged = not any(v._version for v in needs)
+                if held:
+                    reason = (
+                        f"its graph reaches {needing}, which requires grad but which none of the objects given "
+                        "trains: a constant for this step, unless something else trains it (then recompute it)"
+                    )
+                    fix = f"{detach}, or compute it under torch.no_grad()"
+                elif unchanged and updated:
+                    moved = ", ".join(names[id(v)] for v in updated[:2])
+                    reason = (
+                        f"its graph reaches {needing}, which require grad, but no optimizer holds them and "
+                        f"nothing has changed them since they were made, while {moved} were updated: a "
+                        "constant (a target, a label, data), unless something else trains them"
+                    )
+                    fix = f"{detach}, or compute it under torch.no_grad(); if they do train: compute it inside the step"
+                else:
+                    verdict = "recompute or detach"
+                    reason = (
+                        f"its graph reaches {needing}, which {'require' if len(needs) > 1 else 'requires'} "
+                        "grad; no optimizer was given or found, so whether it still trains cannot be told"
+                        + (
+                            ""
+                            if unchanged
+                            else " (changed in place since made: a hand-written update does that)"
+                        )
+                    )
+                    fix = f"if they train, compute it inside the step; a constant (a target, a label, data): {detach}"
             else:
-                verdict = "recompute or detach"
-                reason = (
-                    f"its graph reaches {mine_names}, a parameter of the modules given; no optimizer "
-                    "was given or found, so whether it still trains cannot be told"
-                )
-                fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
-        elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
-            kind, verdict = old_kind(fn), "detach"
-            needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
-            unchanged = not any(v._version for v in needs)
-            if held:
-                reason = (
-                    f"its graph reaches {needing}, which requires grad but which none of the objects given "
-                    "trains: a constant for this step, unless something else trains it (then recompute it)"
-                )
+                kind, verdict = old_kind(fn), "detach"
+                reason = "a constant for this step: its graph reaches no leaf that requires grad"
                 fix = f"{detach}, or compute it under torch.no_grad()"
-            elif unchanged and updated:
-                moved = ", ".join(names[id(v)] for v in updated[:2])
-                reason = (
-                    f"its graph reaches {needing}, which require grad, but no optimizer holds them and "
-                    f"nothing has changed them since they were made, while {moved} were updated: a "
-                    "constant (a target, a label, data), unless something else trains them"
-                )
-                fix = f"{detach}, or compute it under torch.no_grad(); if they do train: compute it inside the step"
-            else:
-                verdict = "recompute or detach"
-                reason = (
-                    f"its graph reaches {needing}, which {'require' if len(needs) > 1 else 'requires'} "
-                    "grad; no optimizer was given or found, so whether it still trains cannot be told"
-                    + (
-                        ""
-                        if unchanged
-                        else " (changed in place since made: a hand-written update does that)"
-                    )
-                )
-                fix = f"if they train, compute it inside the step; a constant (a target, a label, data): {detach}"
-        else:
-            kind, verdict = old_kind(fn), "detach"
-            reason = "a constant for this step: its graph reaches no leaf that requires grad"
-            fix = f"{detach}, or compute it under torch.no_grad()"
-        carriers.append(
-            Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
-        )
-        carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
+            carriers.append(
+                Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
+            )
+            carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
+        if carriers or not derived:
+            break  # else: made "from the carried values above" with none above: state, as unrecorded
     for i, carrier in enumerate(carriers):  # other objects' copy of an attribute found to be state
         like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and k[0] is not None]
         if carrier.verdict == "detach" and "kept in" in carrier.kind and like:
@@ -1258,12 +1317,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             )  # fmt: skip
     carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
     if mark is not None:  # what each place holds now, for the calls of later steps
-        for t in walk.tensors:  # by path, and by (object, attribute): a name rebound to another
-            if t.grad_fn:  # object (a loop variable) does not mix two objects' values
-                held_now = (id(t.grad_fn), _seq(t.grad_fn))
-                _RECORD.setdefault(mark, {})[names[id(t)]] = held_now
-                if walk.slot.get(id(t)) is not None:
-                    _RECORD[mark][walk.slot[id(t)]] = held_now
+        for t in walk.tensors:  # by (object, attribute), or by name for a name given: a name
+            if t.grad_fn:  # rebound to another object (a loop variable) mixes no two objects
+                holder = walk.holders.get(id(t))
+                try:
+                    ref = None if holder is None else weakref.ref(holder)
+                except TypeError:  # a list, a dict: no weak reference; its id is kept alone
+                    ref = None
+                held_now = ((id(t.grad_fn), _seq(t.grad_fn)), ref)
+                _RECORD.setdefault(mark, {})[place(names[id(t)])] = held_now
         for stale in sorted(_RECORD)[:-2]:
             del _RECORD[stale]
     if overwritten:

@@ -8,8 +8,9 @@ may write one: by hand, or DDP, which averages a parameter's gradient over the r
 another rank used gets one). So a ``.grad`` stays ``None`` because the tensor is not a leaf, does
 not require grad, is not on the loss's graph (a copy of it, or a value that entered without
 history, is there instead; or it is not used), or because of *when* it is read (before
-``backward()``, after ``zero_grad()``, inside a hook that runs before accumulation). This module
-checks each rule on the loss's graph and on the tensors you name, and says which applies.
+``backward()``, after ``zero_grad()``, inside a hook that runs before accumulation, after a backward
+that raised before reaching it). This module checks each rule on the loss's graph and on the
+tensors you name, and says which applies.
 
 Use (torch only), one line after your ``backward()`` (before it works too)::
 
@@ -47,10 +48,11 @@ Where it stops:
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask) on every path from the
   loss to the tensor; before and after ``backward()``, step ops on the way (floor, ceil, round,
-  trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through or
-  surrogate fix. After ``backward()`` it also lists the hooks on the tensor and its module that
-  could zero the gradient (not hooks on activations or nodes: torch does not list those). A mask
-  made by a comparison leaves no node; it cannot recompute the derivative.
+  trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
+  written with the op found (``x - x % 1`` as a floor) or a surrogate fix. After ``backward()``
+  it also lists the hooks on the tensor and its module that could zero the gradient (not hooks
+  on activations or nodes: torch does not list those). A mask made by a
+  comparison leaves no node; it cannot recompute the derivative.
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
   checkpointed block is never re-run. On older releases whether a backward ran cannot be told:
   it then gives the rules that remain, together, and says so.
@@ -432,7 +434,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
-            "the loss's graph reaches none of the tensors named: it reaches only "
+            "the loss's graph reaches none of the leaves named; its leaves: "
             + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
         )
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
@@ -910,8 +912,10 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "a pass ran through the graph but no leaf of it has a .grad: it was "
             "torch.autograd.grad (which returns gradients and writes no leaf's .grad), or .grad was "
             "cleared after backward() (optimizer.zero_grad() or model.zero_grad() before your read; "
-            "set_to_none=True is the default since torch 2.0)",
-            "read .grad after backward() and before zero_grad(), or use what autograd.grad returns",
+            "set_to_none=True is the default since torch 2.0), or the backward raised (an op with "
+            "no derivative, such as floor_divide: the leaves below it get no .grad)",
+            "read .grad after backward() and before zero_grad(), or use what autograd.grad returns; "
+            "if backward() raised, replace the op its error names",
         )
     what, cause, fix = _will_be_zero(g, node)
     return (
@@ -932,6 +936,20 @@ _ZERO_FIX = {
 }
 
 
+def _step_fix(ops) -> str:
+    """The straight-through line written with the step ops found (``floor``, ``sign``...);
+    ``x - x % 1`` is a floor and ``x - fmod(x, 1)`` a trunc, so those are written as such."""
+    lines = []
+    for op in ops:
+        real = {"%": "floor", "fmod": "trunc"}.get(op, op)
+        line = f"x + (torch.{real}(x) - x).detach()"
+        line += f" (x - x {op} 1 is a {real})" if op == "%" else ""
+        line += f" (x - fmod(x, 1) is a {real})" if op == "fmod" else ""
+        if line not in lines:
+            lines.append(line)
+    return _ZERO_FIX["a step op"].replace("x + (torch.round(x) - x).detach()", "; ".join(lines))
+
+
 def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     """(what, why, fix) when every path from the loss to ``node`` passes through a node that
     passes back no gradient (``_zero_nodes``); empty strings otherwise."""
@@ -943,6 +961,8 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
             else "a multiplication by zero" if all("multiplication" in k for k in kinds)
             else "a step op" if all("derivative" in k for k in kinds) else "zero derivatives")  # fmt: skip
     fix = _ZERO_FIX.get(what) or "; ".join(_ZERO_FIX.values())
+    steps = sorted({k.partition(" (zero derivative)")[0] for k in kinds if "derivative" in k})
+    fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
     return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
 
 
@@ -976,7 +996,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             ([f"{', '.join(steps)}: piecewise constant, their derivative is zero"] if steps else [])
             + ([f"{', '.join(jumps)}: x - x % 1 is a floor (zero derivative)"] if jumps else [])
         )
-        fix = _ZERO_FIX["a step op"]
+        fix = _step_fix([*steps, *jumps])
     else:
         why = (
             "the gradient written is zero, and no op on the way is zero by itself: a multiplication "

@@ -12,6 +12,7 @@ measured on real reports (measure/instrument_cases.py).
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -1320,3 +1321,171 @@ def test_a_module_copied_whole_says_copy_for_a_one_value_bias():
     report = why_no_grad(loss, model=m, opt=torch.optim.SGD(m.parameters(), lr=0.1))
     assert report["model.bias"].rule == "not on the graph: a copy is", report
     assert "copied" in report["model.bias"].why
+
+
+_X8 = torch.randn(4, 2, 3, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("reset, value", [("fill_(1.5)", 1.5), ("zero_()", 0.0)])
+def test_a_reset_in_place_gets_a_line_that_writes_the_same_value(reset, value):
+    """Review 8 (instruments) F1: a fill_(v) reset was told to reset to zeros. The printed line,
+    run in place of the reset, trains like a loop that starts each step from v."""
+    from outcome import checked
+
+    def loop(reset_line, steps, report=False):
+        torch.manual_seed(0)
+        m = nn.Linear(3, 3)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        obj = _Holder(acc=torch.zeros(2, 3))
+        ref = lambda i: (torch.full((2, 3), value) + m(_X8[i])).pow(2).mean()  # noqa: E731
+        with checked(opt, ref, m=m) if not report else torch.enable_grad():
+            for i in range(steps):
+                mark_step()
+                exec(reset_line, {"torch": torch, "obj": obj, "v": value})
+                obj.acc = obj.acc + m(_X8[i])
+                loss = obj.acc.pow(2).mean()
+                if report and i == steps - 1:
+                    return find_old_graph(loss, m=m, obj=obj, opt=opt)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+    found = loop(f"obj.acc.{reset}", 2, report=True)
+    (carrier,) = found.carriers
+    assert carrier.verdict == "reset" and f"({reset.partition('(')[0]}()" in carrier.kind, found
+    line = carrier.fix.partition("reset it as a new tensor, ")[2].partition(", or")[0]
+    assert line.startswith("obj.acc = "), carrier.fix
+    loop(line, 3)  # the printed line, in place of the reset: right gradients for three steps
+
+
+class _Reruns:
+    pass
+
+
+def test_a_record_of_other_objects_or_steps_is_not_used():
+    """Review 8 (instruments) F2: a notebook cell run again on new objects, the call only in the
+    except: records of the first run (same names, other objects, other steps) made s.h "made in
+    this step from the carried values above" with none above, under "Nothing from an earlier
+    step". Only the record of the step before, for the very objects, is used."""
+    printed = []
+    for call_before in (True, False):
+        torch.manual_seed(0)
+        m = nn.Linear(3, 3)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        s = _Reruns()
+        s.h = torch.zeros(2, 3)
+        for i in range(3):
+            mark_step()
+            s.h = torch.tanh(m(_X8[i]) + s.h)
+            loss = s.h.pow(2).mean()
+            if call_before and find_old_graph(loss, m=m, s=s, opt=opt):
+                break
+            try:
+                loss.backward()
+            except RuntimeError:
+                printed.append(find_old_graph(None, m=m, s=s, opt=opt))
+                break
+            opt.step()
+            opt.zero_grad()
+    (report,) = printed
+    assert [(c.path, c.verdict) for c in report.carriers] == [("s.h", "state")], str(report)
+    assert "Nothing from an earlier step" not in str(report), str(report)
+
+
+def test_a_place_noted_is_never_under_nothing_found():
+    """Review 8 (instruments) F2: a note that names places (replaced each step) does not sit
+    under "Nothing from an earlier step"."""
+    report = fog.Report(3, searched=("m",), notes=("replaced at each step, not added to: m.x",))
+    assert "Nothing from an earlier step" not in str(report)
+    assert "Nothing from an earlier step" in str(fog.Report(3, searched=("m",)))
+
+
+def test_a_simple_namespace_is_searched():
+    """Review 8 (instruments) M1: types.SimpleNamespace keeps __dict__ in a member slot; it is
+    read (no code runs) like any object's."""
+    import types
+
+    m = nn.Linear(2, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    ns = types.SimpleNamespace(h=torch.zeros(1, 2))
+    for i in range(2):
+        mark_step()
+        ns.h = torch.tanh(m(torch.ones(1, 2)) + ns.h)
+        loss = ns.h.sum()
+        report = find_old_graph(loss, m=m, opt=opt, ns=ns)
+        if i == 0:
+            loss.backward()
+            opt.step()
+    assert [(c.path, c.verdict) for c in report.carriers] == [("ns.h", "state")], str(report)
+
+
+def test_a_cache_holding_a_term_is_turned_off_not_recomputed():
+    """Review 8 (instruments) M2: ExpTransform(cache_size=1) hands back last step's term: the fix
+    is to turn the cache off or empty it (no line that raises on a fresh cache), and a loop with
+    the cache off trains right."""
+    from outcome import checked
+    from torch.distributions.transforms import ExpTransform
+
+    def loop(cache_size, steps, report=False):
+        torch.manual_seed(0)
+        m, scale = nn.Linear(3, 3), nn.Parameter(torch.zeros(3))
+        opt = torch.optim.SGD([*m.parameters(), scale], lr=0.1)
+        t = ExpTransform(cache_size=cache_size)
+        ref = lambda i: (m(_X8[i]) * scale.exp()).pow(2).mean()  # noqa: E731
+        with checked(opt, ref, m=m, scale=scale) if not report else torch.enable_grad():
+            for i in range(steps):
+                mark_step()
+                loss = (m(_X8[i]) * t(scale)).pow(2).mean()
+                if report and i == steps - 1:
+                    return find_old_graph(loss, m=m, opt=opt, t=t, scale=scale)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+    found = loop(1, 2, report=True)
+    (carrier,) = found.carriers
+    assert carrier.path == "t._cached_x_y[1]" and carrier.verdict == "recompute", found
+    assert "cache_size=0" in carrier.fix and "empty t._cached_x_y" in carrier.fix, carrier.fix
+    assert "detach()" not in carrier.fix and "inside the step" not in carrier.fix, carrier.fix
+    loop(0, 3)  # the cache off: right gradients for three steps
+
+
+@pytest.mark.parametrize("op", ["round", "sign", "floor", "ceil", "trunc", "%"])
+def test_a_straight_through_line_uses_the_op_found(op):
+    """Review 8 (instruments) M3: the straight-through line was always written with round; it
+    now uses the op found (x - x % 1 is a floor), and keeps the forward value of that op."""
+    make = {"%": lambda h: h - h % 1}.get(op) or getattr(torch, op)
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    loss = make(m(_X8[0])).pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, m=m)["m.weight"].fix
+    line = re.search(r"x \+ \(torch\.\w+\(x\) - x\)\.detach\(\)", fix)[0]
+    x = m(_X8[0])
+    assert torch.equal(eval(line, {"torch": torch, "x": x}), make(x)), fix
+    if op != "%":  # before backward(), a step op's node says the gradient will be zero
+        before = why_no_grad(make(m(_X8[0])).pow(2).sum(), m=m)["m.weight"]
+        assert line in before.fix, before.fix
+
+
+def test_a_named_non_leaf_on_the_graph_is_not_called_unreached():
+    """Review 8 (instruments) I2: a named non-leaf on the graph, its leaf not named: the note
+    speaks of the leaves named, not of every tensor named."""
+    torch.manual_seed(0)
+    w = torch.randn(3, 3, requires_grad=True) * 2
+    loss = (_X8[0] @ w).sum()
+    loss.backward()
+    notes = " ".join(why_no_grad(loss, w=w).notes)
+    assert "none of the leaves named" in notes and "none of the tensors named" not in notes, notes
+
+
+def test_a_backward_that_raised_is_among_the_causes():
+    """Review 8 (instruments) I3: backward() raised (floor_divide has no derivative): the rule for
+    a graph a pass ran through, with no .grad, names that cause too."""
+    torch.manual_seed(0)
+    m = nn.Linear(3, 3)
+    loss = (m(_X8[0]) // 1).pow(2).sum()
+    with pytest.raises(RuntimeError, match="floor_divide"):
+        loss.backward()
+    found = why_no_grad(loss, m=m)["m.weight"]
+    assert "the backward raised" in found.why and "backward() raised" in found.fix, found
