@@ -464,6 +464,8 @@ class _Context:
     inside: bool = False
     dead: set = field(default_factory=set)
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
+    off_graph: set | None = None  # _off_graph_shapes, once
+    zero: dict | None = None  # _zero_nodes, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -704,16 +706,24 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             + (
                 "; or, if its values are copied in from parameters the optimizer holds (.data =, "
                 "copy_), that copy is the cut: see those parameters"
-                if any(p.shape == t.shape and id(p) not in g.leaves for p in _opt_params(g))
+                if t.shape in _off_graph_shapes(g)
                 else ""
             ),
         )
     return found
 
 
-def _opt_params(g: _Context) -> list[torch.Tensor]:
-    """The named modules' parameters that an optimizer named holds."""
-    return [p for _, m in g.modules for p in m.parameters(recurse=False) if id(p) in g.held["opt"]]
+def _off_graph_shapes(g: _Context) -> set:
+    """Shapes of the named modules' parameters an optimizer named holds but the graph does not
+    reach (computed once per report)."""
+    if g.off_graph is None:
+        g.off_graph = {
+            p.shape
+            for _, m in g.modules
+            for p in m.parameters(recurse=False)
+            if id(p) in g.held["opt"] and id(p) not in g.leaves
+        }
+    return g.off_graph
 
 
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
@@ -1033,7 +1043,9 @@ def _step_fix(ops) -> str:
 def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     """(what, why, fix) when every path from the loss to ``node`` passes through a node that
     passes back no gradient (``_zero_nodes``); empty strings otherwise."""
-    zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
+    if g.zero is None:  # read once per report
+        g.zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
+    zero = g.zero
     if not zero or node is None or not _cut_by(set(zero), g.loss.grad_fn, node, g.kids):
         return "", "", ""
     kinds = sorted(set(zero.values()))
