@@ -35,8 +35,8 @@ and reports:
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
 * this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
-  same loss backwarded twice (no leaf and no op but a scaling above the part run: keep one call),
-  or another loss sharing a part (sum them), with a line to paste for a while that prints the
+  same loss backwarded twice (nothing but a scaling above the part run: keep one call),
+  or another loss sharing a part (sum them), or, above ops that save nothing, either, with a line to paste for a while that prints the
   callers of each ``backward()``;
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
@@ -235,9 +235,15 @@ class Carrier:
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
     "loss": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(), and above them it adds no leaf and no op that saved "
-    "a tensor but a scaling: the same loss (or a multiple of it) is backwarded twice. Fix: keep one backward() of it "
+    "nodes were run by an earlier backward(), and above them it adds nothing but a scaling "
+    "(*, /, -): the same loss (or a multiple of it) is backwarded twice. Fix: keep one backward() of it "
     "(retain_graph=True would add its gradient twice)",
+    "either": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
+    "nodes were run by an earlier backward(); above them it adds only ops that save nothing, so "
+    "this cannot tell the same loss from another loss made from that part after its backward (a "
+    "generator's loss on D(fake) after the critic's). Fix: the same loss: keep one backward() of "
+    "it (retain_graph=True would add its gradient twice); another: sum the losses and call "
+    "backward() once, or compute the shared part again for it",
     "part": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
     "nodes were run by an earlier backward() on another loss that shares them. Fix: sum the losses "
     "and call backward() once, or retain_graph=True on the first call",
@@ -1404,10 +1410,13 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             if fn not in run and fn not in top:
                 top.add(fn)
                 todo += kids[fn]
-        again = "part" if any(  # a leaf, or an op that saved a tensor, above the part run before
-            type(fn).__name__ == "AccumulateGrad" or (alive[fn] and type(fn).__name__ not in _SCALING)
-            for fn in top
-        ) else "loss"  # fmt: skip
+        # above the part run before: a leaf or an op that saved a tensor (so did not run) but a
+        # scaling: another loss; nothing but scalings: the same loss; ops that save nothing (a
+        # mean: run or not, nothing shows): either (a GAN's -D(fake).mean() after the critic's)
+        names = [type(fn).__name__ for fn in top]
+        again = "part" if any(
+            n == "AccumulateGrad" or (alive[fn] and n not in _SCALING) for fn, n in zip(top, names)
+        ) else "loss" if all(n in _SCALING for n in names) else "either"  # fmt: skip
         if freed or carriers:  # the headline is the earlier step's: this one in a note
             notes.append(_AGAIN[again].format(n=len(twice), nodes=len(order)) + f"; {_WHO_CALLS}")
     if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:

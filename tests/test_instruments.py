@@ -1502,15 +1502,28 @@ def test_same_loss_backwarded_twice_is_the_headline_and_keeps_one_call():
     h = model(torch.randn(2, 3))
     loss = head(h).pow(2).mean()
     loss.backward()
-    for again in (loss, loss / 4):
+    for again in (loss, loss / 4):  # above the part run: a mean (saves nothing): either
         text = str(find_old_graph(again, model=model))
         assert text.startswith("This step's graph was already backwarded"), text
         assert "keep one backward()" in text and "Nothing from" not in text, text
+    mark_step()
+    loss = nn.functional.mse_loss(head(model(torch.randn(2, 3))), torch.zeros(2, 1))
+    loss.backward()  # its own node saved tensors: the same loss, for certain
+    for again in (loss, loss / 4):
+        text = str(find_old_graph(again, model=model))
+        assert "the same loss (or a multiple of it)" in text and "sum the losses" not in text, text
     mark_step()
     h = model(torch.randn(2, 3))
     h.pow(2).mean().backward()
     text = str(find_old_graph(head(h).pow(2).mean(), model=model))
     assert "another loss that shares them" in text and "sum the losses" in text, text
+    # a GAN: the critic's loss ran D(fake); the generator's -D(fake).mean() adds only ops that
+    # save no tensor, yet it is another loss (keeping one call would drop a loss)
+    mark_step()
+    d_fake = head(model(torch.randn(2, 3)))
+    nn.functional.softplus(d_fake).mean().backward()
+    text = str(find_old_graph(-d_fake.mean(), model=model))
+    assert "cannot tell the same loss from another" in text, text
 
 
 def test_the_line_that_prints_each_backwards_callers_runs_and_changes_no_gradient():
