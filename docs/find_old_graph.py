@@ -34,6 +34,10 @@ and reports:
   state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
+* this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
+  same loss backwarded twice (nothing but a scaling above the part run: keep one call),
+  or another loss sharing a part (sum them), or, above ops that save nothing, either, with a line to paste for a while that prints the
+  callers of each ``backward()``;
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -229,6 +233,27 @@ class Carrier:
         return f"{self.path}: {self.kind} ({self.node}){uses}\n    -> {self.verdict}: {self.reason}. Fix: {self.fix}"
 
 
+_AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
+    "loss": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
+    "nodes were run by an earlier backward(), and above them it adds nothing but a scaling "
+    "(*, /, -): the same loss (or a multiple of it) is backwarded twice. Fix: keep one backward() of it "
+    "(retain_graph=True would add its gradient twice)",
+    "either": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
+    "nodes were run by an earlier backward(); above them it adds only ops that save nothing, so "
+    "this cannot tell the same loss from another loss made from that part after its backward (a "
+    "generator's loss on D(fake) after the critic's). Fix: the same loss: keep one backward() of "
+    "it (retain_graph=True would add its gradient twice); another: sum the losses and call "
+    "backward() once, or compute the shared part again for it",
+    "part": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
+    "nodes were run by an earlier backward() on another loss that shares them. Fix: sum the losses "
+    "and call backward() once, or retain_graph=True on the first call",
+}
+_SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1", "NegBackward0"}
+_WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found); changes no result
+    "import torch, traceback; _bw = torch.autograd.backward; torch.autograd.backward = lambda "
+    "*a, **k: (traceback.print_stack(limit=6), _bw(*a, **k))[1]  # prints each backward()'s "
+    "callers; remove it after"
+)
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
 
 
@@ -248,6 +273,7 @@ class Report:
     twice: tuple[str, ...] = field(default=())  # this step's nodes freed by a backward in this step
     unfinished: tuple[str, ...] = field(default=())  # objects given whose walk BUDGET stopped
     unread: tuple[str, ...] = field(default=())  # places whose own code raised when read
+    again: str = ""  # "loss": this loss was already backwarded in this step; "part": a part of it
 
     def __bool__(self) -> bool:
         return bool(self.freed or self.carriers or self.twice)
@@ -289,6 +315,11 @@ class Report:
                     else "  held by none of the objects given: pass the ones your loop keeps (or "
                     "**globals()), or it sits where this cannot look (find_old_graph.py's docstring lists where)"
                 )
+        if self.twice and not lines:
+            lines.append(_AGAIN[self.again or "part"].format(n=len(self.twice), nodes=self.nodes))
+            lines.append(f"  who called it first: {_WHO_CALLS}")
+            if self.holding:
+                lines.append(f"  holding this step's graph: {', '.join(self.holding[:5])}")
         if not lines and any(n.startswith(_PLACE_NOTES) for n in self.notes):
             lines.append(  # the note names places that hold an earlier step's graph
                 f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old"
@@ -727,7 +758,7 @@ def _old_state(fn: object, mark: int | None, twice: list) -> tuple[tuple[str, ..
     if names and (mark is None or before):
         return names, alive
     if names:
-        twice.append(type(fn).__name__)
+        twice.append(fn)
     return (() if before else None), alive or names != ()
 
 
@@ -1371,12 +1402,23 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         )
     if twice and in_except and known_old:
         twice.clear()  # freed by the failing pass itself, which then met the old part
-    if twice:
-        notes.append(
-            f"{len(twice)} nodes made in this step ({', '.join(sorted(set(twice))[:3])}) were freed "
-            "by an earlier backward() in this step: the same graph is run twice (sum the losses and "
-            "call backward() once, or retain_graph=True on the earlier call)"
-        )
+    again = ""
+    if twice:  # the loss itself: above the part run before lies no leaf and no op but a scaling
+        run, top, todo = set(twice), set(), [root]
+        while todo:
+            fn = todo.pop()
+            if fn not in run and fn not in top:
+                top.add(fn)
+                todo += kids[fn]
+        # above the part run before: a leaf or an op that saved a tensor (so did not run) but a
+        # scaling: another loss; nothing but scalings: the same loss; ops that save nothing (a
+        # mean: run or not, nothing shows): either (a GAN's -D(fake).mean() after the critic's)
+        names = [type(fn).__name__ for fn in top]
+        again = "part" if any(
+            n == "AccumulateGrad" or (alive[fn] and n not in _SCALING) for fn, n in zip(top, names)
+        ) else "loss" if all(n in _SCALING for n in names) else "either"  # fmt: skip
+        if freed or carriers:  # the headline is the earlier step's: this one in a note
+            notes.append(_AGAIN[again].format(n=len(twice), nodes=len(order)) + f"; {_WHO_CALLS}")
     if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:
         notes.append(
             "for lines, turn on torch.autograd.set_detect_anomaly(True) before the loop (slow)"
@@ -1398,6 +1440,6 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     notes += _GAPS
     return Report(
         len(order), tuple(freed), tuple(culprits), tuple(carriers), tuple(holding),
-        tuple(objects), walk.visited, bool(walk.unfinished), tuple(notes), tuple(twice),
-        walk.unfinished, tuple(walk.unread),
+        tuple(objects), walk.visited, bool(walk.unfinished), tuple(notes),
+        tuple(type(fn).__name__ for fn in twice), walk.unfinished, tuple(walk.unread), again,
     )  # fmt: skip

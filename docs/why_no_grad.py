@@ -32,7 +32,8 @@ Where it stops:
   tensors' flags, ``.grad`` and hooks; it runs no backward and changes nothing. It cannot see
   code that ran before: "not on the graph" comes with the list of ways a value enters without
   history, and the one it can tell (a copy, a tensor sharing memory, a cast, a module that
-  checkpoints) named. A cut itself (``.detach()``, ``Variable(x.data)``, ``no_grad``, an argmax or
+  checkpoints by its ``gradient_checkpointing``/``grad_checkpointing`` flag; a bare
+  ``checkpoint()`` call leaves no mark: the forward hook below tells it) named. A cut itself (``.detach()``, ``Variable(x.data)``, ``no_grad``, an argmax or
   integer cast) leaves no node, so it is not located; what the tensors show narrows it (a
   tensor named with history puts the cut between it and the loss; an inference tensor was made
   under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
@@ -46,8 +47,10 @@ Where it stops:
   initialised alike, two LayerNorms, are not copies). After ``backward()`` the saved ones are
   freed and not seen.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
-  and a multiplication by an all-zero tensor (a weight of 0.0, a mask) on every path from the
-  loss to the tensor; before and after ``backward()``, step ops on the way (floor, ceil, round,
+  and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
+  whose saved output is all at its bounds (0 or 1; -1 or 1) and an MSE, L1 or BCE loss whose
+  saved outputs equal its targets, on every path from the loss to the tensor (not LogSoftmax:
+  whether its zero holds depends on the loss); before and after ``backward()``, step ops on the way (floor, ceil, round,
   trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
   written with the op found (``x - x % 1`` as a floor) or a surrogate fix. After ``backward()``
   it also lists the hooks on the tensor and its module that could zero the gradient (not hooks
@@ -109,12 +112,14 @@ _GAPS = [
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
     "torch.no_grad() or inference_mode, .detach(), .data or Variable(x.data) (Variable(x) too "
-    "makes a tensor without history), .item() or numpy, torch.tensor(...) of results, an argmax "
+    "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
+    "of results (torch.stack or torch.cat keeps the graph), an argmax "
     "or another integer result, a reentrant checkpoint whose inputs need no grad"
 )
 _CUT_FIX = (
     "remove the cut where the value enters the loss (use the tensor itself, not its .detach(), "
-    ".data or Variable(...); no no_grad there; a checkpoint: use_reentrant=False); an argmax or "
+    ".data or Variable(...); torch.stack or torch.cat, not torch.tensor([...]) of results; no "
+    "no_grad there; a checkpoint: use_reentrant=False); an argmax or "
     "integer result has no gradient: use a differentiable surrogate (softmax, "
     "F.gumbel_softmax(hard=True)), or keep the loss from going through it"
 )
@@ -459,6 +464,8 @@ class _Context:
     inside: bool = False
     dead: set = field(default_factory=set)
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
+    off_graph: set | None = None  # _off_graph_shapes, once
+    zero: dict | None = None  # _zero_nodes, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -476,6 +483,14 @@ _STEPS = {  # ops whose derivative is zero wherever it exists: nothing flows bac
 _JUMPS = {"RemainderBackward0": "%", "FmodBackward0": "fmod"}  # x - x % 1 is a floor: zero
 
 
+_SATURATES = {  # result exactly at these values: the node's derivative there is exactly zero
+    "SoftmaxBackward0": (0.0, 1.0, "softmax (outputs exactly 0 or 1)"),
+    "SigmoidBackward0": (0.0, 1.0, "sigmoid (outputs exactly 0 or 1)"),
+    "TanhBackward0": (-1.0, 1.0, "tanh (outputs exactly -1 or 1)"),
+}
+_AT_MINIMUM = ("MseLossBackward0", "L1LossBackward0", "BinaryCrossEntropyBackward0")
+
+
 def _zero_nodes(g: _Context) -> dict:
     """Nodes of the loss's graph that pass back no gradient, with what they are: a step op (floor,
     round, sign: by name, also after backward), a dead ReLU, a multiplication by an all-zero
@@ -484,6 +499,19 @@ def _zero_nodes(g: _Context) -> dict:
              if type(fn).__name__ in _STEPS}  # fmt: skip
     found.update((fn, "a ReLU whose output is all zero (dead)") for fn in g.dead)
     if g.alive and not g.ran and _SHOWS_HOOKS:
+        for fn in g.nodes:  # an output exactly at its bound passes back exactly zero
+            bounds = _SATURATES.get(type(fn).__name__)
+            raw = getattr(fn, "_raw_saved_result", None) if bounds else None
+            data = raw.data if raw is not None and raw.unpack_hook is None else None
+            if data is not None and data.is_floating_point() and data.numel():
+                if bool(((data == bounds[0]) | (data == bounds[1])).all()):
+                    found[fn] = f"a saturated {_SATURATES[type(fn).__name__][2]}"
+        for fn in g.nodes:  # a loss at its minimum: predictions equal the targets exactly
+            if type(fn).__name__ in _AT_MINIMUM:
+                raw = [getattr(fn, f"_raw_saved_{n}", None) for n in ("self", "target")]
+                data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
+                if all(d is not None for d in data) and torch.equal(*data):
+                    found[fn] = "a loss at its minimum (an exact fit: outputs equal the targets)"
         for fn in g.nodes:
             if type(fn).__name__ != "MulBackward0":
                 continue
@@ -674,9 +702,28 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             "it has a gradient, but no param group of the optimizers named holds it: it never moves "
             "(left out when the groups were built, or replaced or added after the optimizer was made)",
             "give it to the optimizer (opt.add_param_group({'params': [p]}), or build the groups from "
-            "model.parameters() after the model is final)",
+            "model.parameters() after the model is final)"
+            + (
+                "; or, if its values are copied in from parameters the optimizer holds (.data =, "
+                "copy_), that copy is the cut: see those parameters"
+                if t.shape in _off_graph_shapes(g)
+                else ""
+            ),
         )
     return found
+
+
+def _off_graph_shapes(g: _Context) -> set:
+    """Shapes of the named modules' parameters an optimizer named holds but the graph does not
+    reach (computed once per report)."""
+    if g.off_graph is None:
+        g.off_graph = {
+            p.shape
+            for _, m in g.modules
+            for p in m.parameters(recurse=False)
+            if id(p) in g.held["opt"] and id(p) not in g.leaves
+        }
+    return g.off_graph
 
 
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
@@ -794,15 +841,29 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         i for i, n in g.held["module"].items() if n.rpartition(".")[0] == owner and i != id(t)
     ]
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
+        copied = _copied_into(t, g)
+        if copied:
+            return (
+                "not on the graph: its values are copied into another module",
+                f"{copied} (same shape) is on the loss's graph but in no optimizer named, while the "
+                "optimizer holds this one: its values reach the loss copied (.data =, copy_, "
+                "load_state_dict), and a copy has no history, so the copy is the cut",
+                "compute the combination inside the forward pass: torch.func.functional_call(module, "
+                "{name: w * a_p + (1 - w) * b_p, ...}, x) with the combined tensors, not .data or copy_",
+            )
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             f"called for this loss (a branch not taken, a layer defined but unused), or its output "
             f"is cut before the loss ({_CUTS})",
             f"to see which, before the step: {_probe(owner)}; nothing printed: not called: None "
-            "is right (skip parameters whose .grad is None where you read them), or call the layer, "
-            "or DDP(find_unused_parameters=True); False: it runs under torch.no_grad() or "
-            "inference_mode (an encode() or predict() wrapper, a with block): call it outside; True: "
+            "is right if it is not meant to train (skip parameters whose .grad is None where you "
+            "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
+            "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
+            "cut: compute the combination inside the forward (torch.func.functional_call with the "
+            "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
+            "predict() wrapper, a with block): call it outside, or inside a reentrant checkpoint "
+            "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _CUT_FIX,
         )
     return (
@@ -813,6 +874,18 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right, skip it "
         "where you read .grad",
     )
+
+
+def _copied_into(t: torch.Tensor, g: _Context) -> str | None:
+    """A parameter of another module named, of ``t``'s shape, on the loss's graph but held by no
+    optimizer named, while an optimizer holds ``t``: ``t``'s values were likely copied into it."""
+    if id(t) not in g.held["opt"]:
+        return None
+    for i, name in g.held["module"].items():
+        leaf = g.leaves.get(i, (None,))[0]
+        if leaf is not None and i not in g.held["opt"] and leaf.shape == t.shape:
+            return name
+    return None
 
 
 def _where_cut(g: _Context) -> str:
@@ -922,7 +995,13 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         "read before backward" + (f"; will be zero: {what}" if what else ""),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
         "when backward() reaches it (if you ran backward(retain_graph=True), it was cleared since)"
-        + (f"; {cause}, so that gradient will be zero" if what else ""),
+        + (
+            f"; {cause}, so that gradient will be zero"
+            if what
+            else "; no zero cause it reads is on "
+            "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
+            "an exact fit, a step op)"
+        ),
         "call loss.backward() first, then read .grad" + (f"; for the zero: {fix}" if what else ""),
     )
 
@@ -931,9 +1010,20 @@ _ZERO_FIX = {
     "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
     "a multiplication by zero": "a non-zero weight for that term; a mask from a comparison "
     "(x > 0): a soft one (torch.sigmoid(k * x))",
+    "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
+    "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
+    "it; check the inputs' range (normalise them)",
+    "an exact fit": "nothing to fix if the fit is meant; otherwise check that the targets are not "
+    "made from the outputs",
     "a step op": "a straight-through estimator (x + (torch.round(x) - x).detach()) or a "
     "differentiable surrogate (a sigmoid for a step, a soft rounding)",
 }
+
+
+_KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
+    ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
+    ("a step op", "derivative"), ("saturated", "saturated"), ("an exact fit", "minimum"),
+)  # fmt: skip
 
 
 def _step_fix(ops) -> str:
@@ -953,14 +1043,15 @@ def _step_fix(ops) -> str:
 def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     """(what, why, fix) when every path from the loss to ``node`` passes through a node that
     passes back no gradient (``_zero_nodes``); empty strings otherwise."""
-    zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
+    if g.zero is None:  # read once per report
+        g.zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
+    zero = g.zero
     if not zero or node is None or not _cut_by(set(zero), g.loss.grad_fn, node, g.kids):
         return "", "", ""
     kinds = sorted(set(zero.values()))
-    what = ("dead ReLU" if all("ReLU" in k for k in kinds)
-            else "a multiplication by zero" if all("multiplication" in k for k in kinds)
-            else "a step op" if all("derivative" in k for k in kinds) else "zero derivatives")  # fmt: skip
-    fix = _ZERO_FIX.get(what) or "; ".join(_ZERO_FIX.values())
+    found = [name for name, word in _KINDS if any(word in k for k in kinds)]
+    what = ", ".join(found)
+    fix = "; ".join(_ZERO_FIX[name] for name in found)
     steps = sorted({k.partition(" (zero derivative)")[0] for k in kinds if "derivative" in k})
     fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
     return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
@@ -1000,12 +1091,14 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     else:
         why = (
             "the gradient written is zero, and no op on the way is zero by itself: a multiplication "
-            "by zero (a weight of 0.0, a mask), a dead ReLU, a clip to zero, a hook on an "
-            "activation: those are not listed; a mask made by a comparison (x > 0) passes none"
+            "by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
+            "(outputs exactly 0 or 1), a loss at its minimum (an exact fit), a clip to zero, a hook "
+            "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )
         fix = (
             "to see which, call why_no_grad(loss, ...) before backward() (or after "
-            "backward(retain_graph=True)): it names a multiplication by zero and a dead ReLU"
+            "backward(retain_graph=True)): it names a multiplication by zero, a dead ReLU, a "
+            "saturated softmax, sigmoid or tanh, and an exact fit"
         )
     if hooks:
         why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"

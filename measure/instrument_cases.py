@@ -937,6 +937,114 @@ def diffdope_zero_weights():
 
 # ---- the count ---------------------------------------------------------------------------------
 
+# ---- held-out trial 4 (now tuning material): the mechanisms it found ---------------------------
+
+
+def _twice_in_one_step(second_call):
+    """One step whose loss is backwarded by a first caller, then handed to ``second_call``."""
+    from find_old_graph import mark_step
+
+    torch.manual_seed(0)
+    net = nn.Linear(4, 3)
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    mark_step()
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()  # the first caller (the default OptimizerHook; R-Drop's criterion)
+    return str(find_old_graph(second_call(loss), net=net))
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/open-mmlab/mmcv/issues/1379",
+    "GradientCumulativeOptimizerHook in custom_hooks beside the default OptimizerHook",
+    cause=["already backwarded in this step", "the same loss"],
+    fix=["keep one backward()", "traceback.print_stack"],
+)
+def mmcv_two_optimizer_hooks():
+    return _twice_in_one_step(
+        lambda loss: loss / 4
+    )  # the cumulative hook's loss / cumulative_iters
+
+
+@case(
+    "find_old_graph",
+    "https://github.com/dropreg/R-Drop/issues/8",
+    "the criterion calls optimizer.backward(loss) and the task calls it again",
+    cause=["already backwarded in this step", "the same loss"],
+    fix=["keep one backward()", "traceback.print_stack"],
+)
+def rdrop_duplicated_backward():
+    return _twice_in_one_step(lambda loss: loss)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/pytorch/pytorch/issues/31396",
+    "Linear + Softmax + BCELoss on large counts: gradients == 0",
+    cause=["saturated softmax"],
+    fix=["BCEWithLogitsLoss"],
+)
+def saturated_softmax():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(50, 2), nn.Softmax(dim=-1))
+    with torch.no_grad():
+        model[0].weight[1] += 1.0
+    inputs = torch.randint(0, 12, (50,)).float() * 10
+    loss = nn.BCELoss()(model(inputs), torch.tensor([0.0, 1.0]))
+    after = backward_then(loss, model=model)  # zero; the report says: call it before backward()
+    opt = torch.optim.Adam(model.parameters())
+    opt.zero_grad()
+    loss = nn.BCELoss()(model(inputs), torch.tensor([0.0, 1.0]))
+    return after + "\n" + str(why_no_grad(loss, model=model))
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/pytorch/pytorch/issues/61410",
+    "torch.Tensor([p1, p2]) of parameters loses the gradients",
+    cause=["not on the graph"],
+    fix=["torch.stack"],
+)
+def tensor_of_params():
+    torch.manual_seed(0)
+    p1, p2, lin = nn.Parameter(torch.tensor(0.5)), nn.Parameter(torch.tensor(2.0)), nn.Linear(2, 1)
+    return backward_then(lin(torch.Tensor([p1, p2])).sum(), p1=p1, p2=p2, lin=lin)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/pytorch/pytorch/issues/12756",
+    "C's weights set to w * A + (1 - w) * B through .data: A and B get no gradient",
+    cause=["copied into another module"],
+    fix=["functional_call"],
+)
+def data_assign_mix():
+    torch.manual_seed(0)
+    a, b, c = (nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1)) for _ in range(3))
+    opt = torch.optim.SGD([*a.parameters(), *b.parameters()], lr=0.1)
+    for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
+        pc.data = 0.3 * pa + 0.7 * pb
+    return backward_then(c(torch.randn(8, 4)).sum(), a=a, b=b, c=c, opt=opt)
+
+
+@case(
+    "why_no_grad",
+    "https://github.com/ai2cm/ace/pull/1493",
+    "reentrant checkpoint on data inputs: the encoder's parameters stay at grad=None",
+    cause=["reentrant checkpoint"],
+    fix=["use_reentrant=False"],
+)
+def ace_reentrant_encoder():
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    encoder, head = nn.Sequential(nn.Linear(4, 4)), nn.Linear(4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        loss = head(checkpoint(encoder, torch.randn(3, 4), use_reentrant=True)).sum()
+    return backward_then(loss, encoder=encoder, head=head)
+
+
 RECORDED = {  # the outcome of each case as last measured (tests/test_instruments.py compares)
     "sinabs_reset_in_place": "solved",
     "evolvegcn_weight_state": "solved",
@@ -970,6 +1078,12 @@ RECORDED = {  # the outcome of each case as last measured (tests/test_instrument
     "hair_seg_argmax": "solved",
     "binary_converter_steps": "solved",
     "diffdope_zero_weights": "missed",
+    "mmcv_two_optimizer_hooks": "solved",
+    "rdrop_duplicated_backward": "solved",
+    "saturated_softmax": "solved",
+    "tensor_of_params": "solved",
+    "data_assign_mix": "solved",
+    "ace_reentrant_encoder": "solved",
 }
 
 

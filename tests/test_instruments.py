@@ -15,11 +15,13 @@ import random
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -1204,9 +1206,9 @@ def test_run_twice_note_only_for_nodes_this_loss_reaches():
     first = model(torch.randn(2, 3)).pow(2).mean()
     first.backward()
     second = model(torch.randn(2, 3)).pow(2).mean()
-    assert not any("run twice" in n for n in find_old_graph(second, first=first, model=model).notes)
+    assert "already backwarded" not in str(find_old_graph(second, first=first, model=model))
     again = first * 2
-    assert any("run twice" in n for n in find_old_graph(again, first=first, model=model).notes)
+    assert "already backwarded" in str(find_old_graph(again, first=first, model=model))
 
 
 def test_a_bounded_bank_gets_detach_and_closure_fixes_are_python():
@@ -1489,3 +1491,117 @@ def test_a_backward_that_raised_is_among_the_causes():
         loss.backward()
     found = why_no_grad(loss, m=m)["m.weight"]
     assert "the backward raised" in found.why and "backward() raised" in found.fix, found
+
+
+def test_same_loss_backwarded_twice_is_the_headline_and_keeps_one_call():
+    """Held-out-4 F03/F06: the same loss (or a multiple of it) backwarded twice in one step is the
+    headline, with 'keep one backward()' (retain_graph=True would double it); another loss sharing
+    a part gets 'sum the losses'."""
+    model, head = nn.Linear(3, 3), nn.Linear(3, 1)
+    mark_step()
+    h = model(torch.randn(2, 3))
+    loss = head(h).pow(2).mean()
+    loss.backward()
+    for again in (loss, loss / 4):  # above the part run: a mean (saves nothing): either
+        text = str(find_old_graph(again, model=model))
+        assert text.startswith("This step's graph was already backwarded"), text
+        assert "keep one backward()" in text and "Nothing from" not in text, text
+    mark_step()
+    loss = nn.functional.mse_loss(head(model(torch.randn(2, 3))), torch.zeros(2, 1))
+    loss.backward()  # its own node saved tensors: the same loss, for certain
+    for again in (loss, loss / 4):
+        text = str(find_old_graph(again, model=model))
+        assert "the same loss (or a multiple of it)" in text and "sum the losses" not in text, text
+    mark_step()
+    h = model(torch.randn(2, 3))
+    h.pow(2).mean().backward()
+    text = str(find_old_graph(head(h).pow(2).mean(), model=model))
+    assert "another loss that shares them" in text and "sum the losses" in text, text
+    # a GAN: the critic's loss ran D(fake); the generator's -D(fake).mean() adds only ops that
+    # save no tensor, yet it is another loss (keeping one call would drop a loss)
+    mark_step()
+    d_fake = head(model(torch.randn(2, 3)))
+    nn.functional.softplus(d_fake).mean().backward()
+    text = str(find_old_graph(-d_fake.mean(), model=model))
+    assert "cannot tell the same loss from another" in text, text
+
+
+def test_the_line_that_prints_each_backwards_callers_runs_and_changes_no_gradient():
+    """The pasteable line from find_old_graph's report prints the caller of each backward() and
+    leaves the gradient as it was; restored after."""
+    import contextlib
+    import io
+
+    from find_old_graph import _WHO_CALLS
+
+    w = torch.ones(2, requires_grad=True)
+
+    def first_caller():
+        (w * 3).sum().backward()
+
+    saved = torch.autograd.backward
+    err = io.StringIO()
+    try:
+        exec(_WHO_CALLS.partition("  #")[0], {})
+        with contextlib.redirect_stderr(err):
+            first_caller()
+    finally:
+        torch.autograd.backward = saved
+    assert "first_caller" in err.getvalue(), err.getvalue()
+    assert torch.equal(w.grad, torch.full((2,), 3.0))
+
+
+def test_saturated_softmax_named_before_backward_with_the_logits_fix():
+    """Held-out-4 W03: a softmax saturated to exactly 0/1 gives zero gradients; before backward
+    (after zero_grad: .grad None) the report names it and the fix; after, it is among the causes."""
+    lin = nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[0.0, 0, 0], [1000, 1000, 1000]]))
+    out = torch.softmax(lin(torch.ones(3)), -1)
+    loss = F.binary_cross_entropy(out, torch.tensor([0.0, 0.5]))
+    before = str(why_no_grad(loss, lin=lin))
+    assert "saturated softmax" in before and "BCEWithLogitsLoss" in before, before
+    loss.backward()
+    assert not lin.weight.grad.any()
+    after = str(why_no_grad(loss, lin=lin))
+    assert "saturated (outputs exactly 0 or 1)" in after, after
+    x = torch.full((2,), 50.0, requires_grad=True)
+    assert "saturated tanh" in str(why_no_grad(torch.tanh(x * 2).sum(), x=x))
+
+
+def test_values_copied_into_another_module_are_the_cut():
+    """Held-out-4 W06: C's parameters are set from A's and B's through .data; A and B are held by
+    the optimizer but off the graph: named as copied, with the functional_call fix, not 'None is
+    right'."""
+    a, b, c = nn.Linear(2, 2), nn.Linear(2, 2), nn.Linear(2, 2)
+    opt = torch.optim.SGD([*a.parameters(), *b.parameters()], lr=0.1)
+    for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
+        pc.data = 0.3 * pa + 0.7 * pb
+    loss = c(torch.randn(3, 2)).sum()
+    loss.backward()
+    found = why_no_grad(loss, a=a, b=b, c=c, opt=opt)
+    assert found["a.weight"].rule == "not on the graph: its values are copied into another module"
+    assert "functional_call" in found["a.weight"].fix
+    assert "that copy is the cut" in found["c.weight"].fix
+
+
+def test_tensor_of_results_and_reentrant_checkpoint_name_their_fixes():
+    """Held-out-4 W05/W07: torch.Tensor([p1, p2]) names torch.stack; the hook's 'grad on: False'
+    branch names a reentrant checkpoint beside no_grad."""
+    p1, p2 = nn.Parameter(torch.tensor(1.0)), nn.Parameter(torch.tensor(2.0))
+    lin = nn.Linear(2, 1)
+    loss = lin(torch.Tensor([p1.item(), p2.item()])).sum()
+    loss.backward()
+    assert "torch.stack" in why_no_grad(loss, p1=p1, p2=p2)["p1"].fix
+    from torch.utils.checkpoint import checkpoint
+
+    enc, head = nn.Sequential(nn.Linear(2, 2)), nn.Linear(2, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        loss = head(checkpoint(enc, torch.randn(3, 2), use_reentrant=True)).sum()
+    loss.backward()
+    fix = why_no_grad(loss, enc=enc, head=head)["enc.0.weight"].fix
+    assert (
+        "False: it runs under torch.no_grad()" in fix
+        and "use_reentrant=False" in fix.partition("False:")[2]
+    )
