@@ -32,8 +32,7 @@
  *    the error text listed in the explaining page's index entries), or containing the whole query,
  *    scores by its number of words, times its share of the query's words to a small power; an
  *    entry equal to the query scores most. Several query words together in one entry, heading or
- *    title (in any order) score extra. They count fully in the title and the best unit, by
- *    `spread` in the page's other units.
+ *    title (in any order) score extra.
  *  - The reader's situation decides between the pages that treat a pasted message: entries,
  *    headings and titles of any page (two words or more) that the query contains are recognised
  *    (an error message, an API phrase); the query's other words are its situation (MAML, a WGAN
@@ -45,6 +44,12 @@
  *    the page contains. SiteSearch.explain("query") in the browser console shows the parts.
  *  - Pages that only quote errors and claims (the ledger: docs/ledger*) score half, so they come
  *    after the pages that explain them.
+ *  - Reference pages (REFERENCE_PAGES: which-torch, history, how-this-site-works) score half
+ *    unless the query holds one of their own words: a word of their title or top index entries
+ *    that at most one other page has in a title, heading or index entry (volatile, legacy,
+ *    renamed, older, nox, mutation); their other signals (retain_variables, a release) are
+ *    phrases and entries that still score. Their long index lines otherwise catch a generic
+ *    question's words one by one ("purpose" in "a warning is shown on purpose").
  *  - Each page appears once, linked to the section that matches the query best: its heading, or
  *    the `{index}` line placed right under it (an index entry links to where its line stands; the
  *    line under the page title links to the page's top). Equal scores are ordered by the
@@ -75,12 +80,18 @@ const SiteSearch = (() => {
     share: 0.5, // exponent of the share of the query's words found on the page
     textShare: 1, // how much a word found only in the text counts in that share
     phraseShare: 0.25, // exponent of that share (a phrase found in a longer query)
-    spread: 0.5, // factor for phrase scores outside the title and the best-matching section
     elsewhere: 0.6, // factor for a word in entries or headings outside the page's focus (rank)
     sectionWords: 2, // per (idf-weighted) query word in one section's heading or index entries
     situation: 5, // per (idf-weighted) situation word in the page's best section (rank)
     sectionSituation: 3, // the same, in choosing the section a result links to
+    reference: 0.5, // factor for reference pages whose own words the query lacks
+    ownPages: 1, // a reference page's own word: in its title or top index entries, and in a
+    // title, heading or index entry of at most this many pages that are not reference pages
   };
+  // Reference pages (CONTRIBUTING.md's page map: releases, the old API, the site's method) answer
+  // a query that carries their own words (a release, retain_variables, volatile, a mutation test),
+  // not the generic questions their long index lines catch word by word.
+  const REFERENCE_PAGES = /^docs\/(which-torch|history|how-this-site-works)$/;
   const QUOTING_PAGES = /^docs\/ledger/;
   // Pages that route each situation to the page that owns it (the error reference): they list
   // every situation's words, so the situation does not count for them.
@@ -150,6 +161,8 @@ const SiteSearch = (() => {
       vocabulary: 0,
       quoting: QUOTING_PAGES.test(docname),
       routing: ROUTING_PAGES.test(docname),
+      reference: REFERENCE_PAGES.test(docname),
+      own: new Set(), // a reference page's own words
     }));
     for (const [title, places] of Object.entries(index.alltitles || {})) {
       for (const [file, anchor] of places) {
@@ -172,6 +185,22 @@ const SiteSearch = (() => {
         doc.entries.push([normal(entry), anchor === "index-0" ? "" : anchor || "", unit]);
         unit.forEach((s) => doc.entryStems.add(s));
       }
+    }
+    // A reference page's own words: stems of its title and top index entries that at most
+    // `ownPages` other (not reference) pages hold in a title, heading or index entry.
+    const placedOn = new Map();
+    for (const doc of docs)
+      for (const s of new Set([...doc.titleStems, ...doc.entryStems, ...doc.headingStems])) {
+        if (!placedOn.has(s)) placedOn.set(s, []);
+        placedOn.get(s).push(doc);
+      }
+    for (const doc of docs) {
+      if (!doc.reference) continue;
+      const top = new Set(doc.titleStems);
+      for (const [, anchor, unit] of doc.entries) if (anchor === "") unit.forEach((s) => top.add(s));
+      for (const s of top)
+        if (placedOn.get(s).filter((d) => !d.reference).length <= WEIGHT.ownPages)
+          doc.own.add(s);
     }
     // stem -> set of files whose text (or any title) has it
     const textFiles = new Map();
@@ -285,12 +314,7 @@ const SiteSearch = (() => {
         matches.push(score);
         add(id || "", score, unit);
       }
-      // Phrases and words together count fully in the title and in the section matching most,
-      // in the page's other sections by the factor `spread` (many entries repeating a word).
-      const sectionScores = [...sections.values()].map(([score]) => score);
-      const top = Math.max(0, ...sectionScores);
-      const rest = sectionScores.reduce((sum, x) => sum + x, 0) - top;
-      const phraseScore = matches[0] + top + WEIGHT.spread * rest;
+      const phraseScore = matches.reduce((sum, m) => sum + m, 0);
       let anchor = "";
       let best = 0;
       let situated = 0; // the situation's words in one section (heading and its index entries)
@@ -332,6 +356,7 @@ const SiteSearch = (() => {
       const own = doc.routing ? 0 : WEIGHT.situation * situated;
       let score = (wordScore + phraseScore + own) * share ** WEIGHT.share;
       if (doc.quoting) score *= WEIGHT.quoting;
+      if (doc.reference && !known.some((s) => doc.own.has(s))) score *= WEIGHT.reference;
       results.push({ doc, score, share, anchor, wordScore, phraseScore, best, situated });
     }
     results.sort(
