@@ -35,9 +35,11 @@ and reports:
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
 * this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
-  same loss backwarded twice (nothing but a scaling above the part run: keep one call),
-  or another loss sharing a part (sum them), or, above ops that save nothing, either, with a line to paste for a while that prints the
-  callers of each ``backward()``;
+  same loss backwarded twice (nothing but a positive scaling above the part run: keep one
+  call), or another loss sharing a part (sum them for one update; recompute the part for a loss
+  with its own optimizer or after a step: a GAN), or, above ops that save nothing or a negative
+  or unknown scaling (``-d_loss``, another loss for a second optimizer), either, with a line to
+  paste for a while that prints the callers of each ``backward()``;
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -235,20 +237,54 @@ class Carrier:
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
     "loss": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(), and above them it adds nothing but a scaling "
-    "(*, /, -): the same loss (or a multiple of it) is backwarded twice. Fix: keep one backward() of it "
-    "(retain_graph=True would add its gradient twice)",
+    "nodes were run by an earlier backward(), and above them it adds nothing but a "
+    "multiplication or division by a positive number: the same loss (or a positive multiple of "
+    "it) is backwarded twice. Fix: keep one backward() of it (retain_graph=True would add its "
+    "gradient twice)",
     "either": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(); above them it adds only ops that save nothing, so "
-    "this cannot tell the same loss from another loss made from that part after its backward (a "
-    "generator's loss on D(fake) after the critic's). Fix: the same loss: keep one backward() of "
-    "it (retain_graph=True would add its gradient twice); another: sum the losses and call "
-    "backward() once, or compute the shared part again for it",
+    "nodes were run by an earlier backward(); above them it adds only ops that save nothing or a "
+    "scaling whose sign is negative or unknown, so this cannot tell the same loss from another "
+    "loss made from that part after its backward (a generator's loss on D(fake) after the "
+    "critic's; a negated or rescaled loss used by a second optimizer is another loss). Fix: the "
+    "same loss: keep one backward() of it (retain_graph=True would add its gradient twice); "
+    "another: {other}",
     "part": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward() on another loss that shares them. Fix: sum the losses "
-    "and call backward() once, or retain_graph=True on the first call",
+    "nodes were run by an earlier backward() on another loss that shares them. Fix: {other}",
 }
-_SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1", "NegBackward0"}
+_OTHER = (  # another loss sharing the part run: the fix depends on whether a step lies between
+    "if it has its own optimizer or a step comes between the two calls (a GAN), compute the "
+    "shared part again for it after that step (the generator's D(fake) after the critic's step; "
+    "the critic's loss on fake.detach()); if both losses feed one update, sum them and call "
+    "backward() once (retain_graph=True on the first call is the same)"
+)
+_SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
+
+
+def _scales_up(fn: object) -> bool:
+    """Whether ``fn`` multiplies or divides by a constant that is positive (its one saved operand,
+    read without running a hook): a negative or unknown sign makes another loss (a minimax GAN's
+    ``-d_loss``)."""
+    if type(fn).__name__ not in _SCALING:
+        return False
+    values = []
+    for name in ("self", "other"):
+        raw = getattr(fn, f"_raw_saved_{name}", None)
+        if raw is None:
+            continue
+        if UNPACKS_TO_LOOK:
+            try:
+                value = getattr(fn, f"_saved_{name}")
+            except RuntimeError:
+                return False
+        elif raw.unpack_hook is not None:
+            return False  # looking would run its hook
+        else:
+            value = raw.data
+        if value is not None:
+            values.append(value)
+    return len(values) == 1 and isinstance(values[0], torch.Tensor) and bool((values[0] > 0).all())
+
+
 _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found); changes no result
     "import torch, traceback; _bw = torch.autograd.backward; torch.autograd.backward = lambda "
     "*a, **k: (traceback.print_stack(limit=6), _bw(*a, **k))[1]  # prints each backward()'s "
@@ -316,7 +352,11 @@ class Report:
                     "**globals()), or it sits where this cannot look (find_old_graph.py's docstring lists where)"
                 )
         if self.twice and not lines:
-            lines.append(_AGAIN[self.again or "part"].format(n=len(self.twice), nodes=self.nodes))
+            lines.append(
+                _AGAIN[self.again or "part"].format(
+                    n=len(self.twice), nodes=self.nodes, other=_OTHER
+                )
+            )
             lines.append(f"  who called it first: {_WHO_CALLS}")
             if self.holding:
                 lines.append(f"  holding this step's graph: {', '.join(self.holding[:5])}")
@@ -1411,14 +1451,18 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 top.add(fn)
                 todo += kids[fn]
         # above the part run before: a leaf or an op that saved a tensor (so did not run) but a
-        # scaling: another loss; nothing but scalings: the same loss; ops that save nothing (a
-        # mean: run or not, nothing shows): either (a GAN's -D(fake).mean() after the critic's)
+        # scaling: another loss; nothing but positive scalings: the same loss; ops that save
+        # nothing (a mean: run or not, nothing shows) or a scaling by a negative or unknown sign
+        # (-d_loss): either (a GAN's -D(fake).mean() after the critic's)
         names = [type(fn).__name__ for fn in top]
         again = "part" if any(
             n == "AccumulateGrad" or (alive[fn] and n not in _SCALING) for fn, n in zip(top, names)
-        ) else "loss" if all(n in _SCALING for n in names) else "either"  # fmt: skip
+        ) else "loss" if all(_scales_up(fn) for fn in top) else "either"  # fmt: skip
         if freed or carriers:  # the headline is the earlier step's: this one in a note
-            notes.append(_AGAIN[again].format(n=len(twice), nodes=len(order)) + f"; {_WHO_CALLS}")
+            notes.append(
+                _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER)
+                + f"; {_WHO_CALLS}"
+            )
     if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:
         notes.append(
             "for lines, turn on torch.autograd.set_detect_anomaly(True) before the loop (slow)"

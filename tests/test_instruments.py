@@ -1511,12 +1511,12 @@ def test_same_loss_backwarded_twice_is_the_headline_and_keeps_one_call():
     loss.backward()  # its own node saved tensors: the same loss, for certain
     for again in (loss, loss / 4):
         text = str(find_old_graph(again, model=model))
-        assert "the same loss (or a multiple of it)" in text and "sum the losses" not in text, text
+        assert "the same loss (or a positive multiple of it)" in text and "sum them" not in text
     mark_step()
     h = model(torch.randn(2, 3))
     h.pow(2).mean().backward()
     text = str(find_old_graph(head(h).pow(2).mean(), model=model))
-    assert "another loss that shares them" in text and "sum the losses" in text, text
+    assert "another loss that shares them" in text and "sum them" in text, text
     # a GAN: the critic's loss ran D(fake); the generator's -D(fake).mean() adds only ops that
     # save no tensor, yet it is another loss (keeping one call would drop a loss)
     mark_step()
@@ -1605,3 +1605,85 @@ def test_tensor_of_results_and_reentrant_checkpoint_name_their_fixes():
         "False: it runs under torch.no_grad()" in fix
         and "use_reentrant=False" in fix.partition("False:")[2]
     )
+
+
+def test_a_negated_or_negatively_scaled_loss_is_not_called_the_same_loss():
+    """Review 9 (instruments) F1: a minimax GAN's generator follows -d_loss; a negation or a
+    negative scaling above the part run is not 'the same loss': either, naming another loss."""
+    model, head = nn.Linear(3, 3), nn.Linear(3, 1)
+    for scale in (lambda d: -d, lambda d: d * -2.0, lambda d: d / torch.tensor(-3.0)):
+        mark_step()
+        d_loss = F.mse_loss(head(model(torch.randn(2, 3))), torch.zeros(2, 1))
+        d_loss.backward()
+        text = str(find_old_graph(scale(d_loss), model=model))
+        assert "cannot tell the same loss from another" in text, text
+        assert "a negated or rescaled loss used by a second optimizer is another loss" in text
+        assert "the same loss (or a positive multiple of it) is" not in text, text
+    mark_step()
+    d_loss = F.mse_loss(head(model(torch.randn(2, 3))), torch.zeros(2, 1))
+    d_loss.backward()
+    text = str(find_old_graph(d_loss * 2.0, model=model))
+    assert "the same loss (or a positive multiple of it)" in text, text
+
+
+def test_a_gans_second_loss_gets_recompute_after_the_step_which_trains_right():
+    """Review 9 (instruments) F2/F3: for a GAN (two losses, two optimizers, a step between) the
+    report does not offer 'sum' or retain_graph=True alone; its fix (the critic on fake.detach(),
+    D(fake) computed again after the critic's step) trains G and D as an independent reference
+    does, over three steps."""
+    bce = F.binary_cross_entropy_with_logits
+
+    def make():
+        torch.manual_seed(1)
+        g, d = nn.Linear(4, 3), nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+        return g, d, torch.optim.SGD(g.parameters(), 0.1), torch.optim.SGD(d.parameters(), 0.1)
+
+    torch.manual_seed(0)
+    z, real, one, zero = (
+        torch.randn(3, 8, 4),
+        torch.randn(3, 8, 3),
+        torch.ones(8, 1),
+        torch.zeros(8, 1),
+    )
+    g, d, opt_g, opt_d = make()
+    mark_step()
+    d_fake = d(g(z[0]))
+    (bce(d(real[0]), one) + bce(d_fake, zero)).backward()
+    text = str(find_old_graph(bce(d_fake, one), g=g, d=d, opt_g=opt_g, opt_d=opt_d))
+    fix = text.partition("Fix: ")[2]
+    assert fix.startswith("if it has its own optimizer or a step comes between"), text
+    assert "compute the shared part again for it after that step" in fix, text
+    assert "D(fake) after the critic's step" in fix and "fake.detach()" in fix, text
+
+    g, d, opt_g, opt_d = make()  # the fix, three steps
+    got = []
+    for i in range(3):
+        fake = g(z[i])
+        opt_d.zero_grad()
+        (bce(d(real[i]), one) + bce(d(fake.detach()), zero)).backward()
+        grads_d = [p.grad.clone() for p in d.parameters()]  # what the critic's step uses
+        opt_d.step()
+        opt_g.zero_grad()
+        bce(d(fake), one).backward()  # D(fake) computed again, after the critic's step
+        opt_g.step()
+        got.append([*grads_d, *(p.grad.clone() for p in g.parameters())])
+    g_ref, d_ref, _, _ = make()  # reference: plain tensors, gradients by torch.autograd.grad
+    wg, wd = (
+        [p.detach().clone() for p in g_ref.parameters()],
+        [p.detach().clone() for p in d_ref.parameters()],
+    )
+
+    def critic(w, x):
+        return torch.tanh(x @ w[0].T + w[1]) @ w[2].T + w[3]
+
+    for i in range(3):
+        wd_ = [w.requires_grad_() for w in wd]
+        fake = (z[i] @ wg[0].T + wg[1]).detach()
+        gd = torch.autograd.grad(bce(critic(wd_, real[i]), one) + bce(critic(wd_, fake), zero), wd_)
+        wd = [(w - 0.1 * gr).detach() for w, gr in zip(wd_, gd)]
+        wg_ = [w.requires_grad_() for w in wg]
+        gg = torch.autograd.grad(bce(critic(wd, z[i] @ wg_[0].T + wg_[1]), one), wg_)
+        wg = [(w - 0.1 * gr).detach() for w, gr in zip(wg_, gg)]
+        for a, b in zip(got[i], (*gd, *gg)):
+            assert torch.allclose(a, b, atol=1e-6), i
+        assert all(a.abs().sum() > 0 for a in got[i])
