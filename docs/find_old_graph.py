@@ -286,9 +286,11 @@ def _scales_up(fn: object) -> bool:
 
 
 _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found); changes no result
-    "import torch, traceback; _bw = torch.autograd.backward; torch.autograd.backward = lambda "
-    "*a, **k: (traceback.print_stack(limit=6), _bw(*a, **k))[1]  # prints each backward()'s "
-    "callers; remove it after"
+    "import torch, traceback; _bw = getattr(torch.autograd.backward, '_orig', "
+    "torch.autograd.backward); torch.autograd.backward = lambda *a, **k: "
+    "(traceback.print_stack(limit=6), _bw(*a, **k))[1]; torch.autograd.backward._orig = _bw  "
+    "# prints each backward()'s callers; safe to run again; undo: "
+    "torch.autograd.backward = torch.autograd.backward._orig"
 )
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
 

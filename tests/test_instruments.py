@@ -1687,3 +1687,28 @@ def test_a_gans_second_loss_gets_recompute_after_the_step_which_trains_right():
         for a, b in zip(got[i], (*gd, *gg)):
             assert torch.allclose(a, b, atol=1e-6), i
         assert all(a.abs().sum() > 0 for a in got[i])
+
+
+def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
+    """Review 9 (instruments) M1: the pasted line run again (a notebook cell re-run) wraps the
+    original once: backward works, the gradient is unchanged, and its undo restores torch's."""
+    import contextlib
+    import io
+
+    from find_old_graph import _WHO_CALLS
+
+    saved = torch.autograd.backward
+    line, _, comment = _WHO_CALLS.partition("  #")
+    w = torch.ones(2, requires_grad=True)
+    try:
+        for namespace in ({}, {}):  # the cell run twice (a fresh namespace or the same: both)
+            exec(line, namespace)
+        exec(line, namespace)
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            (w * 3).sum().backward()
+        assert err.getvalue().count("(w * 3).sum().backward()") == 1, err.getvalue()  # wrapped once
+        exec(comment.partition("undo: ")[2], {"torch": torch})
+        assert torch.autograd.backward is saved
+    finally:
+        torch.autograd.backward = saved
+    assert torch.equal(w.grad, torch.full((2,), 3.0))
