@@ -33,7 +33,8 @@ and reports:
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
-  new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
+  new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it;
+  ``torch.full_like`` only where ``v`` is a number);
 * this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
   same loss backwarded twice (nothing but a positive scaling above the part run: keep one
   call), or another loss sharing a part (sum them for one update; recompute the part for a loss
@@ -887,6 +888,8 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
         children = kids[node]
         name = type(node).__name__
         if name in _RESETS | _WRITES and any(old(c) for c in children):
+            if name.startswith("FillBackward") and len(node.next_functions) > 1:
+                return "fill_(a tensor)"  # the Tensor overload: its value is a tensor, not a number
             return {"ZeroBackward0": "zero_()", "CopyBackwards": "copy_() or x[...] = v"}.get(
                 name, "fill_()" if name in _RESETS else "x[i] = v, index_put_ or masked_fill_"
             )
@@ -1217,7 +1220,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
                 reason = "no error: each backward() adds to it, through its graph (memory grows)"
                 fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
-            elif reset in ("zero_()", "fill_()"):
+            elif reset in ("zero_()", "fill_()", "fill_(a tensor)"):
                 kind = f"reset in place ({reset}), the old graph kept behind the new value"
                 verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
                 new = (  # the value written: fill_'s node keeps none, so v stands for it
@@ -1232,10 +1235,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"{here}.detach().fill_(v)",
                         f"torch.full_like({here}, v)",
                     )
+                    if reset == "fill_()"  # full_like takes a number only: not for fill_(a tensor)
+                    else ("x.detach().fill_(v)", f"{here}.detach().fill_(v)", None)
                 )
                 fix = (
                     f"reset it as a new tensor ({new[0]}) where it is made" if frozen
-                    else f"reset it as a new tensor, {here} = {new[1]}, or {here} = {new[2]}"
+                    else f"reset it as a new tensor, {here} = {new[1]}" + (f", or {here} = {new[2]}" if new[2] else "")
                 ) + ("" if reset == "zero_()" else " (v: the value your fill_() writes)")  # fmt: skip
             elif reset:
                 kind = (

@@ -1712,3 +1712,57 @@ def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
     finally:
         torch.autograd.backward = saved
     assert torch.equal(w.grad, torch.full((2,), 3.0))
+
+
+def test_fill_with_a_tensor_gets_a_fix_that_runs_and_trains_the_fill_value():
+    """Review 9 (instruments) M2: fill_(tensor) (the Tensor overload): torch.full_like takes a
+    number only, so only .detach().fill_(v) is printed; executed, it trains as a reference does."""
+    xs = torch.randn(4, 3, 2)
+
+    class Cell(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.h, self.h0 = (
+                nn.Linear(2, 2),
+                torch.zeros(2),
+                nn.Parameter(torch.tensor(0.5)),
+            )
+
+        def forward(self, x):
+            for t in range(x.shape[0]):
+                self.h = torch.tanh(self.lin(x[t]) + self.h)
+            return self.h.pow(2).sum()
+
+    torch.manual_seed(1)
+    m = Cell()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    for i in range(3):
+        mark_step()
+        m.h.fill_(m.h0)
+        loss = m(xs[i])
+        report = find_old_graph(loss, m=m, opt=opt)
+        if report:
+            break
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    (carrier,) = [c for c in report.carriers if c.path == "m.h"]
+    assert "fill_(a tensor)" in carrier.kind and "full_like" not in carrier.fix, carrier
+    line = re.search(r"(m\.h = \S+)", carrier.fix)[1].removesuffix(",").replace("(v)", "(m.h0)")
+    torch.manual_seed(1)
+    m = Cell()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    start = [p.detach().clone() for p in m.parameters()]
+    for i in range(3):
+        w, b, h0 = (p.detach().clone().requires_grad_() for p in (m.lin.weight, m.lin.bias, m.h0))
+        h = h0 * torch.ones(2)  # reference: the state starts at h0 each step
+        for t in range(3):
+            h = torch.tanh(xs[i][t] @ w.T + b + h)
+        ref = torch.autograd.grad(h.pow(2).sum(), [w, b, h0])
+        exec(line, {"m": m})  # the printed fix
+        m(xs[i]).backward()
+        for got, want in zip((m.lin.weight.grad, m.lin.bias.grad, m.h0.grad), ref):
+            assert torch.allclose(got, want, atol=1e-6), i
+        opt.step()
+        opt.zero_grad()
+    assert all(not torch.equal(a, p) for a, p in zip(start, m.parameters()))
