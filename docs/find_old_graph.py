@@ -22,7 +22,7 @@ and reports:
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
   ``mark_step()`` only); a term that a torch or library object keeps in an attribute named as a
-  cache (``_cached_x_y``) gets the same fix;
+  cache (``_cached_x_y``) gets the same fix (a transform's emptied as ``(None, None)``);
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
   ``mark_step()`` and a call in the step before: each call remembers which node each place held
@@ -900,6 +900,14 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
     return None
 
 
+def _emptied(store: str) -> str:
+    """How to empty a cache: torch.distributions' ``Transform._cached_x_y`` is a pair that the
+    transform unpacks (``()`` or ``[]`` break it), so it gets ``(None, None)``, its empty value."""
+    if store.endswith("._cached_x_y"):
+        return f"empty it, {store} = (None, None),"
+    return f"empty {store}"
+
+
 def _collapse(paths: list[str]) -> tuple[str, int]:
     """``["h[0]", "h[1]", "h[2]"]`` -> ``("h[0..2]", 3)``; ``q[0].x, q[3].x`` -> ``q[0..3].x``."""
     if len(paths) == 1:
@@ -1173,7 +1181,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 )
                 fix = (
                     "compute it anew each step: turn the cache off (cache_size=0, or its option) or "
-                    f"empty {store} at each step's start"
+                    f"{_emptied(store)} at each step's start"
                 )
             else:
                 kind = "this loss itself, made before this step"
@@ -1314,8 +1322,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
                     reason += "; a cache hands it back instead of computing it anew"
                     fix = (
-                        "turn the cache off (cache_size=0, or its option) or empty "
-                        f"{store} at each step's start"
+                        "turn the cache off (cache_size=0, or its option) or "
+                        f"{_emptied(store)} at each step's start"
                     )
             elif mine := _leaves_below(
                 fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad

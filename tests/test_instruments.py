@@ -1766,3 +1766,46 @@ def test_fill_with_a_tensor_gets_a_fix_that_runs_and_trains_the_fill_value():
         opt.step()
         opt.zero_grad()
     assert all(not torch.equal(a, p) for a, p in zip(start, m.parameters()))
+
+
+def test_a_transforms_cache_is_emptied_with_a_line_that_runs_and_trains():
+    """Review 9 (instruments) I1: `()` or `[]` break a torch.distributions transform's
+    _cached_x_y; the report prints `... = (None, None)`, which, run at each step's start, trains as
+    a reference does over three steps."""
+    from torch.distributions import transforms
+
+    x = torch.randn(5)
+
+    class Flow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loc, self.scale = nn.Parameter(torch.zeros(5)), nn.Parameter(torch.ones(5))
+            self.t = transforms.AffineTransform(self.loc, self.scale, cache_size=1)
+
+        def forward(self, x):
+            return self.t(x).pow(2).sum()
+
+    m = Flow()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    for _ in range(3):
+        mark_step()
+        loss = m(x)
+        report = find_old_graph(loss, m=m, opt=opt)
+        if report:
+            break
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    fix = " ".join(c.fix for c in report.carriers)
+    line = re.search(r"(m\.t\._cached_x_y = \(None, None\))", fix)
+    assert line, fix
+    m = Flow()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    for _ in range(3):
+        loc, scale = (p.detach().clone().requires_grad_() for p in (m.loc, m.scale))
+        ref = torch.autograd.grad((x * scale + loc).pow(2).sum(), [loc, scale])
+        exec(line[1], {"m": m})  # the printed line, at the step's start
+        m(x).backward()
+        assert torch.allclose(m.loc.grad, ref[0]) and torch.allclose(m.scale.grad, ref[1])
+        opt.step()
+        opt.zero_grad()
