@@ -48,7 +48,8 @@ Where it stops:
   freed and not seen.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
-  whose saved output is all at its bounds (0 or 1; -1 or 1) and an MSE, L1 or BCE loss whose
+  whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
+  (always 1: sigmoid or the class dimension is the fix) and an MSE, L1 or BCE loss whose
   saved outputs equal its targets, on every path from the loss to the tensor (not LogSoftmax:
   whether its zero holds depends on the loss); before and after ``backward()``, step ops on the way (floor, ceil, round,
   trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
@@ -504,7 +505,11 @@ def _zero_nodes(g: _Context) -> dict:
             raw = getattr(fn, "_raw_saved_result", None) if bounds else None
             data = raw.data if raw is not None and raw.unpack_hook is None else None
             if data is not None and data.is_floating_point() and data.numel():
-                if bool(((data == bounds[0]) | (data == bounds[1])).all()):
+                dim = getattr(fn, "_saved_dim", 0) if data.dim() else 0
+                dim = dim - 2**64 if dim >= 2**63 else dim  # -1 is shown as an unsigned number
+                if type(fn).__name__ == "SoftmaxBackward0" and data.dim() and data.size(dim) == 1:
+                    found[fn] = "a softmax over a dimension of size 1 (always 1)"
+                elif bool(((data == bounds[0]) | (data == bounds[1])).all()):
                     found[fn] = f"a saturated {_SATURATES[type(fn).__name__][2]}"
         for fn in g.nodes:  # a loss at its minimum: predictions equal the targets exactly
             if type(fn).__name__ in _AT_MINIMUM:
@@ -1013,6 +1018,9 @@ _ZERO_FIX = {
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
     "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
     "it; check the inputs' range (normalise them)",
+    "a softmax over one element": "a softmax over a dimension of size 1 is always 1: for one "
+    "output use torch.sigmoid (or BCEWithLogitsLoss on the logit); else take the softmax over the "
+    "class dimension",
     "an exact fit": "nothing to fix if the fit is meant; otherwise check that the targets are not "
     "made from the outputs",
     "a step op": "a straight-through estimator (x + (torch.round(x) - x).detach()) or a "
@@ -1023,6 +1031,7 @@ _ZERO_FIX = {
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
     ("a step op", "derivative"), ("saturated", "saturated"), ("an exact fit", "minimum"),
+    ("a softmax over one element", "size 1"),
 )  # fmt: skip
 
 

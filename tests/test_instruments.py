@@ -1809,3 +1809,20 @@ def test_a_transforms_cache_is_emptied_with_a_line_that_runs_and_trains():
         assert torch.allclose(m.loc.grad, ref[0]) and torch.allclose(m.scale.grad, ref[1])
         opt.step()
         opt.zero_grad()
+
+
+def test_a_softmax_over_a_size_one_dimension_is_named_as_always_one_not_saturated():
+    """Review 9 (instruments) minor: nn.Softmax(dim=1) on one output is constant 1 (zero
+    gradient); the report says so, with sigmoid or the class dimension, not 'lower the
+    temperature'."""
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 1)
+    for dim in (1, -1):
+        q = torch.softmax(lin(torch.randn(4, 3)), dim=dim)
+        loss = F.binary_cross_entropy(q, torch.tensor([[1.0], [0.0], [1.0], [0.0]]))
+        found = why_no_grad(loss, lin=lin)["lin.weight"]
+        assert "a softmax over a dimension of size 1 (always 1)" in found.why, found
+        assert "torch.sigmoid" in found.fix and "saturated" not in str(found), found
+        loss.backward()
+        assert not lin.weight.grad.any()  # always 1: no gradient
+        lin.zero_grad()
