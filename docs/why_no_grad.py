@@ -45,7 +45,11 @@ Where it stops:
   ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
   candidate is no parameter of the modules named and the tensor is not constant (tensors
   initialised alike, two LayerNorms, are not copies). After ``backward()`` the saved ones are
-  freed and not seen.
+  freed and not seen. A parameter an optimizer holds, off the graph, while another module's
+  parameter of its shape (in no optimizer) is on it: values copied in; when those values equal or
+  track it (within 10%: a target, EMA or teacher network), the fix is to predict with the trained
+  module and keep the copy out of the graph, never to give the copy to the optimizer;
+  ``functional_call`` only for a combination of several trained modules' weights.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
@@ -701,6 +705,17 @@ def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int,
 
 def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
     """A tensor with a gradient: flagged if optimizers were named and none of them holds it."""
+    if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
+        return (
+            "not in the optimizer: a copy",
+            "it has a gradient, but no optimizer named holds it, and its values equal or track "
+            f"those of a parameter of {source.partition('.')[0]} that an optimizer holds but the "
+            "loss does not reach: the loss uses a copy (a target, EMA or teacher network) instead "
+            "of the trained module",
+            f"compute the prediction with {source.partition('.')[0]} and keep this copy out of the graph "
+            "(its outputs under torch.no_grad(), or requires_grad_(False) on it); do not give "
+            "the copy to the optimizer",
+        )
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:
         return (
             "not in the optimizer",
@@ -847,7 +862,19 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     ]
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
         copied = _copied_into(t, g)
+        if copied and _tracks(g.leaves[copied[1]][0], t):
+            other = copied[0].partition(".")[0]  # the object named: the whole network
+            return (
+                "not on the graph: the loss uses a copy of it",
+                f"{copied[0]} (same shape, values equal to or tracking this one's: a target, EMA or "
+                "teacher network, copied by load_state_dict, copy_ or an EMA update) is on the "
+                "loss's graph instead; a copy has no history, so this one gets no gradient",
+                f"compute the prediction with the trained module ({owner.partition('.')[0]}), and keep the copy out "
+                f"of the graph: its outputs under torch.no_grad(), or {other}.requires_grad_(False); "
+                "functional_call only for a real combination of several trained modules' weights",
+            )
         if copied:
+            copied = copied[0]
             return (
                 "not on the graph: its values are copied into another module",
                 f"{copied} (same shape) is on the loss's graph but in no optimizer named, while the "
@@ -881,14 +908,37 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     )
 
 
-def _copied_into(t: torch.Tensor, g: _Context) -> str | None:
-    """A parameter of another module named, of ``t``'s shape, on the loss's graph but held by no
-    optimizer named, while an optimizer holds ``t``: ``t``'s values were likely copied into it."""
+def _copied_into(t: torch.Tensor, g: _Context) -> tuple[str, int] | None:
+    """A parameter of another module named (its name and id), of ``t``'s shape, on the loss's
+    graph but held by no optimizer named, while an optimizer holds ``t``: ``t``'s values were
+    likely copied into it (one that tracks ``t``'s values first: a target or EMA copy)."""
     if id(t) not in g.held["opt"]:
         return None
-    for i, name in g.held["module"].items():
-        leaf = g.leaves.get(i, (None,))[0]
-        if leaf is not None and i not in g.held["opt"] and leaf.shape == t.shape:
+    found = [
+        (name, i)
+        for i, name in g.held["module"].items()
+        if (leaf := g.leaves.get(i, (None,))[0]) is not None
+        and i not in g.held["opt"]
+        and leaf.shape == t.shape
+    ]
+    found.sort(key=lambda f: not _tracks(g.leaves[f[1]][0], t))
+    return found[0] if found else None
+
+
+def _tracks(copy: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether ``copy``'s values equal or track ``t``'s (within 10% of its norm): a plain copy or
+    an EMA of it (a target or teacher network), not a combination of several modules' weights."""
+    if copy.shape != t.shape or not (copy.is_floating_point() and t.is_floating_point()):
+        return False
+    with torch.no_grad():
+        return bool((copy - t).norm() <= 0.1 * t.norm()) if t.numel() else False
+
+
+def _copy_of(t: torch.Tensor, g: _Context) -> str | None:
+    """The name of a named tensor an optimizer holds, off the loss's graph, whose values ``t``
+    (on the graph, in no optimizer) equals or tracks: ``t`` belongs to a target or EMA copy."""
+    for name, p in g.tensors:
+        if id(p) in g.held["opt"] and id(p) not in g.leaves and _tracks(t, p):
             return name
     return None
 

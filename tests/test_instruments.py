@@ -1826,3 +1826,61 @@ def test_a_softmax_over_a_size_one_dimension_is_named_as_always_one_not_saturate
         loss.backward()
         assert not lin.weight.grad.any()  # always 1: no gradient
         lin.zero_grad()
+
+
+def test_a_target_or_ema_copy_on_the_graph_gets_no_grad_not_functional_call_or_the_optimizer():
+    """Review 9 (instruments) F4: Q-values taken from target_net (a load_state_dict copy) or a
+    loss through an EMA teacher: the report says the loss uses a copy, to predict with the trained
+    module and keep the copy out of the graph; not functional_call, not 'give it to the
+    optimizer'. The fix trains policy_net as a reference does over three steps."""
+    import copy
+
+    torch.manual_seed(0)
+    s, a, s2, r = (
+        torch.randn(5, 4),
+        torch.randint(0, 2, (5, 1)),
+        torch.randn(5, 4),
+        torch.randn(5, 1),
+    )
+    policy = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    target = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    target.load_state_dict(policy.state_dict())
+    opt = torch.optim.SGD(policy.parameters(), 0.1)
+    F.smooth_l1_loss(target(s).gather(1, a), r).backward()  # the bug: Q from the target
+    found = why_no_grad(target(s).sum(), policy_net=policy, target_net=target, opt=opt)
+    student = nn.Linear(4, 2)
+    teacher = copy.deepcopy(student)
+    with torch.no_grad():
+        for pt, ps in zip(teacher.parameters(), student.parameters()):
+            pt.mul_(0.99).add_(ps + 0.1, alpha=0.01)  # an EMA update: tracks, not equal
+    loss = F.cross_entropy(teacher(s), a.squeeze(1))
+    loss.backward()
+    found_ema = why_no_grad(
+        loss, student=student, teacher=teacher, opt=torch.optim.SGD(student.parameters(), 0.1)
+    )
+    for f, trained, copied in (
+        (found, "policy_net.0.weight", "target_net.0.weight"),
+        (found_ema, "student.weight", "teacher.weight"),
+    ):
+        assert f[trained].rule == "not on the graph: the loss uses a copy of it", f
+        assert "torch.no_grad()" in f[trained].fix and "requires_grad_(False)" in f[trained].fix
+        assert "functional_call(module" not in f[trained].fix, f[trained]
+        assert "do not give the copy to the optimizer" in f[copied].fix, f[copied]
+        assert "add_param_group" not in f[copied].fix, f[copied]
+    target.zero_grad()
+    start = [p.detach().clone() for p in policy.parameters()]
+    for step in range(3):  # the fix: Q from policy_net, the target's values under no_grad
+        params = {k: v.detach().clone().requires_grad_() for k, v in policy.named_parameters()}
+        frozen = {k: v.detach().clone() for k, v in target.named_parameters()}
+        q_ref = torch.func.functional_call(policy, params, (s,)).gather(1, a)
+        y_ref = r + 0.9 * torch.func.functional_call(target, frozen, (s2,)).max(1, keepdim=True)[0]
+        ref = torch.autograd.grad(F.smooth_l1_loss(q_ref, y_ref), list(params.values()))
+        opt.zero_grad()
+        with torch.no_grad():
+            y = r + 0.9 * target(s2).max(1, keepdim=True)[0]
+        F.smooth_l1_loss(policy(s).gather(1, a), y).backward()
+        for p, g in zip(policy.parameters(), ref):
+            assert torch.allclose(p.grad, g, atol=1e-6), step
+        opt.step()
+    assert all(not torch.equal(x, p) for x, p in zip(start, policy.parameters()))
+    assert all(p.grad is None for p in target.parameters())  # the copy stays out of the graph
