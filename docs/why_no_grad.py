@@ -935,11 +935,13 @@ def _tracks(copy: torch.Tensor, t: torch.Tensor) -> bool:
 
 
 def _copy_of(t: torch.Tensor, g: _Context) -> str | None:
-    """The name of a named tensor an optimizer holds, off the loss's graph, whose values ``t``
-    (on the graph, in no optimizer) equals or tracks: ``t`` belongs to a target or EMA copy."""
-    for name, p in g.tensors:
-        if id(p) in g.held["opt"] and id(p) not in g.leaves and _tracks(t, p):
-            return name
+    """The name of a named module's parameter an optimizer holds, off the loss's graph, whose
+    values ``t`` (on the graph, in no optimizer) equals or tracks: ``t`` belongs to a target or
+    EMA copy (a parameter that replaced one the optimizer holds is no longer in a module)."""
+    for name, p in g.tensors:  # a module's parameter: one that replaced it is no copy
+        if id(p) in g.held["opt"] and id(p) in g.held["module"] and id(p) not in g.leaves:
+            if _tracks(t, p):
+                return name
     return None
 
 

@@ -1886,3 +1886,17 @@ def test_a_target_or_ema_copy_on_the_graph_gets_no_grad_not_functional_call_or_t
         opt.step()
     assert all(not torch.equal(x, p) for x, p in zip(start, policy.parameters()))
     assert all(p.grad is None for p in target.parameters())  # the copy stays out of the graph
+
+
+def test_a_parameter_replaced_after_the_optimizer_is_not_called_a_copy():
+    """Review 9 F4's rule must not take a parameter that replaced the optimizer's (equal values,
+    the old one in no module any more) for a target or EMA copy: it stays 'not in the optimizer',
+    whose fix gives it to the optimizer."""
+    m = nn.Linear(2, 1)
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    m.weight = nn.Parameter(m.weight.detach().clone())
+    loss = m(torch.randn(3, 2)).sum()
+    loss.backward()
+    found = why_no_grad(loss, m=m, opt=opt)
+    assert found["m.weight"].rule == "not in the optimizer", found
+    assert "add_param_group" in found["m.weight"].fix
