@@ -22,7 +22,7 @@ and reports:
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
   ``mark_step()`` only); a term that a torch or library object keeps in an attribute named as a
-  cache (``_cached_x_y``) gets the same fix;
+  cache (``_cached_x_y``) gets the same fix (a transform's emptied as ``(None, None)``);
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
   ``mark_step()`` and a call in the step before: each call remembers which node each place held
@@ -33,11 +33,14 @@ and reports:
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
-  new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it);
+  new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it;
+  ``torch.full_like`` only where ``v`` is a number);
 * this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
-  same loss backwarded twice (nothing but a scaling above the part run: keep one call),
-  or another loss sharing a part (sum them), or, above ops that save nothing, either, with a line to paste for a while that prints the
-  callers of each ``backward()``;
+  same loss backwarded twice (nothing but a positive scaling above the part run: keep one
+  call), or another loss sharing a part (sum them for one update; recompute the part for a loss
+  with its own optimizer or after a step: a GAN), or, above ops that save nothing or a negative
+  or unknown scaling (``-d_loss``, another loss for a second optimizer), either, with a line to
+  paste for a while that prints the callers of each ``backward()``;
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -235,24 +238,60 @@ class Carrier:
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
     "loss": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(), and above them it adds nothing but a scaling "
-    "(*, /, -): the same loss (or a multiple of it) is backwarded twice. Fix: keep one backward() of it "
-    "(retain_graph=True would add its gradient twice)",
+    "nodes were run by an earlier backward(), and above them it adds nothing but a "
+    "multiplication or division by a positive number: the same loss (or a positive multiple of "
+    "it) is backwarded twice. Fix: keep one backward() of it (retain_graph=True would add its "
+    "gradient twice)",
     "either": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(); above them it adds only ops that save nothing, so "
-    "this cannot tell the same loss from another loss made from that part after its backward (a "
-    "generator's loss on D(fake) after the critic's). Fix: the same loss: keep one backward() of "
-    "it (retain_graph=True would add its gradient twice); another: sum the losses and call "
-    "backward() once, or compute the shared part again for it",
+    "nodes were run by an earlier backward(); above them it adds only ops that save nothing or a "
+    "scaling whose sign is negative or unknown, so this cannot tell the same loss from another "
+    "loss made from that part after its backward (a generator's loss on D(fake) after the "
+    "critic's; a negated or rescaled loss used by a second optimizer is another loss). Fix: the "
+    "same loss: keep one backward() of it (retain_graph=True would add its gradient twice); "
+    "another: {other}",
     "part": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward() on another loss that shares them. Fix: sum the losses "
-    "and call backward() once, or retain_graph=True on the first call",
+    "nodes were run by an earlier backward() on another loss that shares them. Fix: {other}",
 }
-_SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1", "NegBackward0"}
+_OTHER = (  # another loss sharing the part run: the fix depends on whether a step lies between
+    "if it has its own optimizer or a step comes between the two calls (a GAN), compute the "
+    "shared part again for it after that step (the generator's D(fake) after the critic's step; "
+    "the critic's loss on fake.detach()); if both losses feed one update, sum them and call "
+    "backward() once (retain_graph=True on the first call is the same)"
+)
+_SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
+
+
+def _scales_up(fn: object) -> bool:
+    """Whether ``fn`` multiplies or divides by a constant that is positive (its one saved operand,
+    read without running a hook): a negative or unknown sign makes another loss (a minimax GAN's
+    ``-d_loss``)."""
+    if type(fn).__name__ not in _SCALING:
+        return False
+    values = []
+    for name in ("self", "other"):
+        raw = getattr(fn, f"_raw_saved_{name}", None)
+        if raw is None:
+            continue
+        if UNPACKS_TO_LOOK:
+            try:
+                value = getattr(fn, f"_saved_{name}")
+            except RuntimeError:
+                return False
+        elif raw.unpack_hook is not None:
+            return False  # looking would run its hook
+        else:
+            value = raw.data
+        if value is not None:
+            values.append(value)
+    return len(values) == 1 and isinstance(values[0], torch.Tensor) and bool((values[0] > 0).all())
+
+
 _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found); changes no result
-    "import torch, traceback; _bw = torch.autograd.backward; torch.autograd.backward = lambda "
-    "*a, **k: (traceback.print_stack(limit=6), _bw(*a, **k))[1]  # prints each backward()'s "
-    "callers; remove it after"
+    "import torch, traceback; _bw = getattr(torch.autograd.backward, '_orig', "
+    "torch.autograd.backward); torch.autograd.backward = lambda *a, **k: "
+    "(traceback.print_stack(limit=6), _bw(*a, **k))[1]; torch.autograd.backward._orig = _bw  "
+    "# prints each backward()'s callers; safe to run again; undo: "
+    "torch.autograd.backward = torch.autograd.backward._orig"
 )
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
 
@@ -316,7 +355,11 @@ class Report:
                     "**globals()), or it sits where this cannot look (find_old_graph.py's docstring lists where)"
                 )
         if self.twice and not lines:
-            lines.append(_AGAIN[self.again or "part"].format(n=len(self.twice), nodes=self.nodes))
+            lines.append(
+                _AGAIN[self.again or "part"].format(
+                    n=len(self.twice), nodes=self.nodes, other=_OTHER
+                )
+            )
             lines.append(f"  who called it first: {_WHO_CALLS}")
             if self.holding:
                 lines.append(f"  holding this step's graph: {', '.join(self.holding[:5])}")
@@ -845,6 +888,8 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
         children = kids[node]
         name = type(node).__name__
         if name in _RESETS | _WRITES and any(old(c) for c in children):
+            if name.startswith("FillBackward") and len(node.next_functions) > 1:
+                return "fill_(a tensor)"  # the Tensor overload: its value is a tensor, not a number
             return {"ZeroBackward0": "zero_()", "CopyBackwards": "copy_() or x[...] = v"}.get(
                 name, "fill_()" if name in _RESETS else "x[i] = v, index_put_ or masked_fill_"
             )
@@ -853,6 +898,14 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
                 seen.add(child)
                 stack.append(child)
     return None
+
+
+def _emptied(store: str) -> str:
+    """How to empty a cache: torch.distributions' ``Transform._cached_x_y`` is a pair that the
+    transform unpacks (``()`` or ``[]`` break it), so it gets ``(None, None)``, its empty value."""
+    if store.endswith("._cached_x_y"):
+        return f"empty it, {store} = (None, None),"
+    return f"empty {store}"
 
 
 def _collapse(paths: list[str]) -> tuple[str, int]:
@@ -1128,7 +1181,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 )
                 fix = (
                     "compute it anew each step: turn the cache off (cache_size=0, or its option) or "
-                    f"empty {store} at each step's start"
+                    f"{_emptied(store)} at each step's start"
                 )
             else:
                 kind = "this loss itself, made before this step"
@@ -1175,7 +1228,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
                 reason = "no error: each backward() adds to it, through its graph (memory grows)"
                 fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
-            elif reset in ("zero_()", "fill_()"):
+            elif reset in ("zero_()", "fill_()", "fill_(a tensor)"):
                 kind = f"reset in place ({reset}), the old graph kept behind the new value"
                 verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
                 new = (  # the value written: fill_'s node keeps none, so v stands for it
@@ -1190,10 +1243,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"{here}.detach().fill_(v)",
                         f"torch.full_like({here}, v)",
                     )
+                    if reset == "fill_()"  # full_like takes a number only: not for fill_(a tensor)
+                    else ("x.detach().fill_(v)", f"{here}.detach().fill_(v)", None)
                 )
                 fix = (
                     f"reset it as a new tensor ({new[0]}) where it is made" if frozen
-                    else f"reset it as a new tensor, {here} = {new[1]}, or {here} = {new[2]}"
+                    else f"reset it as a new tensor, {here} = {new[1]}" + (f", or {here} = {new[2]}" if new[2] else "")
                 ) + ("" if reset == "zero_()" else " (v: the value your fill_() writes)")  # fmt: skip
             elif reset:
                 kind = (
@@ -1267,8 +1322,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
                     reason += "; a cache hands it back instead of computing it anew"
                     fix = (
-                        "turn the cache off (cache_size=0, or its option) or empty "
-                        f"{store} at each step's start"
+                        "turn the cache off (cache_size=0, or its option) or "
+                        f"{_emptied(store)} at each step's start"
                     )
             elif mine := _leaves_below(
                 fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
@@ -1411,14 +1466,18 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 top.add(fn)
                 todo += kids[fn]
         # above the part run before: a leaf or an op that saved a tensor (so did not run) but a
-        # scaling: another loss; nothing but scalings: the same loss; ops that save nothing (a
-        # mean: run or not, nothing shows): either (a GAN's -D(fake).mean() after the critic's)
+        # scaling: another loss; nothing but positive scalings: the same loss; ops that save
+        # nothing (a mean: run or not, nothing shows) or a scaling by a negative or unknown sign
+        # (-d_loss): either (a GAN's -D(fake).mean() after the critic's)
         names = [type(fn).__name__ for fn in top]
         again = "part" if any(
             n == "AccumulateGrad" or (alive[fn] and n not in _SCALING) for fn, n in zip(top, names)
-        ) else "loss" if all(n in _SCALING for n in names) else "either"  # fmt: skip
+        ) else "loss" if all(_scales_up(fn) for fn in top) else "either"  # fmt: skip
         if freed or carriers:  # the headline is the earlier step's: this one in a note
-            notes.append(_AGAIN[again].format(n=len(twice), nodes=len(order)) + f"; {_WHO_CALLS}")
+            notes.append(
+                _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER)
+                + f"; {_WHO_CALLS}"
+            )
     if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:
         notes.append(
             "for lines, turn on torch.autograd.set_detect_anomaly(True) before the loop (slow)"

@@ -45,10 +45,15 @@ Where it stops:
   ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
   candidate is no parameter of the modules named and the tensor is not constant (tensors
   initialised alike, two LayerNorms, are not copies). After ``backward()`` the saved ones are
-  freed and not seen.
+  freed and not seen. A parameter an optimizer holds, off the graph, while another module's
+  parameter of its shape (in no optimizer) is on it: values copied in; when those values equal or
+  track it (within 10%: a target, EMA or teacher network), the fix is to predict with the trained
+  module and keep the copy out of the graph, never to give the copy to the optimizer;
+  ``functional_call`` only for a combination of several trained modules' weights.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
-  whose saved output is all at its bounds (0 or 1; -1 or 1) and an MSE, L1 or BCE loss whose
+  whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
+  (always 1: sigmoid or the class dimension is the fix) and an MSE, L1 or BCE loss whose
   saved outputs equal its targets, on every path from the loss to the tensor (not LogSoftmax:
   whether its zero holds depends on the loss); before and after ``backward()``, step ops on the way (floor, ceil, round,
   trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
@@ -504,7 +509,11 @@ def _zero_nodes(g: _Context) -> dict:
             raw = getattr(fn, "_raw_saved_result", None) if bounds else None
             data = raw.data if raw is not None and raw.unpack_hook is None else None
             if data is not None and data.is_floating_point() and data.numel():
-                if bool(((data == bounds[0]) | (data == bounds[1])).all()):
+                dim = getattr(fn, "_saved_dim", 0) if data.dim() else 0
+                dim = dim - 2**64 if dim >= 2**63 else dim  # -1 is shown as an unsigned number
+                if type(fn).__name__ == "SoftmaxBackward0" and data.dim() and data.size(dim) == 1:
+                    found[fn] = "a softmax over a dimension of size 1 (always 1)"
+                elif bool(((data == bounds[0]) | (data == bounds[1])).all()):
                     found[fn] = f"a saturated {_SATURATES[type(fn).__name__][2]}"
         for fn in g.nodes:  # a loss at its minimum: predictions equal the targets exactly
             if type(fn).__name__ in _AT_MINIMUM:
@@ -696,6 +705,17 @@ def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int,
 
 def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
     """A tensor with a gradient: flagged if optimizers were named and none of them holds it."""
+    if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
+        return (
+            "not in the optimizer: a copy",
+            "it has a gradient, but no optimizer named holds it, and its values equal or track "
+            f"those of a parameter of {source.partition('.')[0]} that an optimizer holds but the "
+            "loss does not reach: the loss uses a copy (a target, EMA or teacher network) instead "
+            "of the trained module",
+            f"compute the prediction with {source.partition('.')[0]} and keep this copy out of the graph "
+            "(its outputs under torch.no_grad(), or requires_grad_(False) on it); do not give "
+            "the copy to the optimizer",
+        )
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:
         return (
             "not in the optimizer",
@@ -842,7 +862,19 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     ]
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
         copied = _copied_into(t, g)
+        if copied and _tracks(g.leaves[copied[1]][0], t):
+            other = copied[0].partition(".")[0]  # the object named: the whole network
+            return (
+                "not on the graph: the loss uses a copy of it",
+                f"{copied[0]} (same shape, values equal to or tracking this one's: a target, EMA or "
+                "teacher network, copied by load_state_dict, copy_ or an EMA update) is on the "
+                "loss's graph instead; a copy has no history, so this one gets no gradient",
+                f"compute the prediction with the trained module ({owner.partition('.')[0]}), and keep the copy out "
+                f"of the graph: its outputs under torch.no_grad(), or {other}.requires_grad_(False); "
+                "functional_call only for a real combination of several trained modules' weights",
+            )
         if copied:
+            copied = copied[0]
             return (
                 "not on the graph: its values are copied into another module",
                 f"{copied} (same shape) is on the loss's graph but in no optimizer named, while the "
@@ -876,15 +908,40 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     )
 
 
-def _copied_into(t: torch.Tensor, g: _Context) -> str | None:
-    """A parameter of another module named, of ``t``'s shape, on the loss's graph but held by no
-    optimizer named, while an optimizer holds ``t``: ``t``'s values were likely copied into it."""
+def _copied_into(t: torch.Tensor, g: _Context) -> tuple[str, int] | None:
+    """A parameter of another module named (its name and id), of ``t``'s shape, on the loss's
+    graph but held by no optimizer named, while an optimizer holds ``t``: ``t``'s values were
+    likely copied into it (one that tracks ``t``'s values first: a target or EMA copy)."""
     if id(t) not in g.held["opt"]:
         return None
-    for i, name in g.held["module"].items():
-        leaf = g.leaves.get(i, (None,))[0]
-        if leaf is not None and i not in g.held["opt"] and leaf.shape == t.shape:
-            return name
+    found = [
+        (name, i)
+        for i, name in g.held["module"].items()
+        if (leaf := g.leaves.get(i, (None,))[0]) is not None
+        and i not in g.held["opt"]
+        and leaf.shape == t.shape
+    ]
+    found.sort(key=lambda f: not _tracks(g.leaves[f[1]][0], t))
+    return found[0] if found else None
+
+
+def _tracks(copy: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether ``copy``'s values equal or track ``t``'s (within 10% of its norm): a plain copy or
+    an EMA of it (a target or teacher network), not a combination of several modules' weights."""
+    if copy.shape != t.shape or not (copy.is_floating_point() and t.is_floating_point()):
+        return False
+    with torch.no_grad():
+        return bool((copy - t).norm() <= 0.1 * t.norm()) if t.numel() else False
+
+
+def _copy_of(t: torch.Tensor, g: _Context) -> str | None:
+    """The name of a named module's parameter an optimizer holds, off the loss's graph, whose
+    values ``t`` (on the graph, in no optimizer) equals or tracks: ``t`` belongs to a target or
+    EMA copy (a parameter that replaced one the optimizer holds is no longer in a module)."""
+    for name, p in g.tensors:  # a module's parameter: one that replaced it is no copy
+        if id(p) in g.held["opt"] and id(p) in g.held["module"] and id(p) not in g.leaves:
+            if _tracks(t, p):
+                return name
     return None
 
 
@@ -1013,6 +1070,9 @@ _ZERO_FIX = {
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
     "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
     "it; check the inputs' range (normalise them)",
+    "a softmax over one element": "a softmax over a dimension of size 1 is always 1: for one "
+    "output use torch.sigmoid (or BCEWithLogitsLoss on the logit); else take the softmax over the "
+    "class dimension",
     "an exact fit": "nothing to fix if the fit is meant; otherwise check that the targets are not "
     "made from the outputs",
     "a step op": "a straight-through estimator (x + (torch.round(x) - x).detach()) or a "
@@ -1023,6 +1083,7 @@ _ZERO_FIX = {
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
     ("a step op", "derivative"), ("saturated", "saturated"), ("an exact fit", "minimum"),
+    ("a softmax over one element", "size 1"),
 )  # fmt: skip
 
 

@@ -504,7 +504,7 @@ def infini_attention_memory():
     "https://github.com/pyro-ppl/pyro/pull/2283",
     "a Transform with cache_size=1 hands back last step's output: the second grad fails",
     cause=["t._cached_x_y[1]", "this loss itself"],
-    fix=["cache_size=0", "empty t._cached_x_y"],
+    fix=["cache_size=0", "t._cached_x_y = (None, None)"],
 )
 def pyro_transform_cache():
     from torch.distributions.transforms import ExpTransform  # pyro's Transform is torch's

@@ -1447,7 +1447,9 @@ def test_a_cache_holding_a_term_is_turned_off_not_recomputed():
     found = loop(1, 2, report=True)
     (carrier,) = found.carriers
     assert carrier.path == "t._cached_x_y[1]" and carrier.verdict == "recompute", found
-    assert "cache_size=0" in carrier.fix and "empty t._cached_x_y" in carrier.fix, carrier.fix
+    assert "cache_size=0" in carrier.fix and "t._cached_x_y = (None, None)" in carrier.fix, (
+        carrier.fix
+    )
     assert "detach()" not in carrier.fix and "inside the step" not in carrier.fix, carrier.fix
     loop(0, 3)  # the cache off: right gradients for three steps
 
@@ -1511,12 +1513,12 @@ def test_same_loss_backwarded_twice_is_the_headline_and_keeps_one_call():
     loss.backward()  # its own node saved tensors: the same loss, for certain
     for again in (loss, loss / 4):
         text = str(find_old_graph(again, model=model))
-        assert "the same loss (or a multiple of it)" in text and "sum the losses" not in text, text
+        assert "the same loss (or a positive multiple of it)" in text and "sum them" not in text
     mark_step()
     h = model(torch.randn(2, 3))
     h.pow(2).mean().backward()
     text = str(find_old_graph(head(h).pow(2).mean(), model=model))
-    assert "another loss that shares them" in text and "sum the losses" in text, text
+    assert "another loss that shares them" in text and "sum them" in text, text
     # a GAN: the critic's loss ran D(fake); the generator's -D(fake).mean() adds only ops that
     # save no tensor, yet it is another loss (keeping one call would drop a loss)
     mark_step()
@@ -1605,3 +1607,296 @@ def test_tensor_of_results_and_reentrant_checkpoint_name_their_fixes():
         "False: it runs under torch.no_grad()" in fix
         and "use_reentrant=False" in fix.partition("False:")[2]
     )
+
+
+def test_a_negated_or_negatively_scaled_loss_is_not_called_the_same_loss():
+    """Review 9 (instruments) F1: a minimax GAN's generator follows -d_loss; a negation or a
+    negative scaling above the part run is not 'the same loss': either, naming another loss."""
+    model, head = nn.Linear(3, 3), nn.Linear(3, 1)
+    for scale in (lambda d: -d, lambda d: d * -2.0, lambda d: d / torch.tensor(-3.0)):
+        mark_step()
+        d_loss = F.mse_loss(head(model(torch.randn(2, 3))), torch.zeros(2, 1))
+        d_loss.backward()
+        text = str(find_old_graph(scale(d_loss), model=model))
+        assert "cannot tell the same loss from another" in text, text
+        assert "a negated or rescaled loss used by a second optimizer is another loss" in text
+        assert "the same loss (or a positive multiple of it) is" not in text, text
+    mark_step()
+    d_loss = F.mse_loss(head(model(torch.randn(2, 3))), torch.zeros(2, 1))
+    d_loss.backward()
+    text = str(find_old_graph(d_loss * 2.0, model=model))
+    assert "the same loss (or a positive multiple of it)" in text, text
+
+
+def test_a_gans_second_loss_gets_recompute_after_the_step_which_trains_right():
+    """Review 9 (instruments) F2/F3: for a GAN (two losses, two optimizers, a step between) the
+    report does not offer 'sum' or retain_graph=True alone; its fix (the critic on fake.detach(),
+    D(fake) computed again after the critic's step) trains G and D as an independent reference
+    does, over three steps."""
+    bce = F.binary_cross_entropy_with_logits
+
+    def make():
+        torch.manual_seed(1)
+        g, d = nn.Linear(4, 3), nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1))
+        return g, d, torch.optim.SGD(g.parameters(), 0.1), torch.optim.SGD(d.parameters(), 0.1)
+
+    torch.manual_seed(0)
+    z, real, one, zero = (
+        torch.randn(3, 8, 4),
+        torch.randn(3, 8, 3),
+        torch.ones(8, 1),
+        torch.zeros(8, 1),
+    )
+    g, d, opt_g, opt_d = make()
+    mark_step()
+    d_fake = d(g(z[0]))
+    (bce(d(real[0]), one) + bce(d_fake, zero)).backward()
+    text = str(find_old_graph(bce(d_fake, one), g=g, d=d, opt_g=opt_g, opt_d=opt_d))
+    fix = text.partition("Fix: ")[2]
+    assert fix.startswith("if it has its own optimizer or a step comes between"), text
+    assert "compute the shared part again for it after that step" in fix, text
+    assert "D(fake) after the critic's step" in fix and "fake.detach()" in fix, text
+
+    g, d, opt_g, opt_d = make()  # the fix, three steps
+    got = []
+    for i in range(3):
+        fake = g(z[i])
+        opt_d.zero_grad()
+        (bce(d(real[i]), one) + bce(d(fake.detach()), zero)).backward()
+        grads_d = [p.grad.clone() for p in d.parameters()]  # what the critic's step uses
+        opt_d.step()
+        opt_g.zero_grad()
+        bce(d(fake), one).backward()  # D(fake) computed again, after the critic's step
+        opt_g.step()
+        got.append([*grads_d, *(p.grad.clone() for p in g.parameters())])
+    g_ref, d_ref, _, _ = make()  # reference: plain tensors, gradients by torch.autograd.grad
+    wg, wd = (
+        [p.detach().clone() for p in g_ref.parameters()],
+        [p.detach().clone() for p in d_ref.parameters()],
+    )
+
+    def critic(w, x):
+        return torch.tanh(x @ w[0].T + w[1]) @ w[2].T + w[3]
+
+    for i in range(3):
+        wd_ = [w.requires_grad_() for w in wd]
+        fake = (z[i] @ wg[0].T + wg[1]).detach()
+        gd = torch.autograd.grad(bce(critic(wd_, real[i]), one) + bce(critic(wd_, fake), zero), wd_)
+        wd = [(w - 0.1 * gr).detach() for w, gr in zip(wd_, gd)]
+        wg_ = [w.requires_grad_() for w in wg]
+        gg = torch.autograd.grad(bce(critic(wd, z[i] @ wg_[0].T + wg_[1]), one), wg_)
+        wg = [(w - 0.1 * gr).detach() for w, gr in zip(wg_, gg)]
+        for a, b in zip(got[i], (*gd, *gg)):
+            assert torch.allclose(a, b, atol=1e-6), i
+        assert all(a.abs().sum() > 0 for a in got[i])
+
+
+def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
+    """Review 9 (instruments) M1: the pasted line run again (a notebook cell re-run) wraps the
+    original once: backward works, the gradient is unchanged, and its undo restores torch's."""
+    import contextlib
+    import io
+
+    from find_old_graph import _WHO_CALLS
+
+    saved = torch.autograd.backward
+    line, _, comment = _WHO_CALLS.partition("  #")
+    w = torch.ones(2, requires_grad=True)
+    try:
+        for namespace in ({}, {}):  # the cell run twice (a fresh namespace or the same: both)
+            exec(line, namespace)
+        exec(line, namespace)
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            (w * 3).sum().backward()
+        assert err.getvalue().count("(w * 3).sum().backward()") == 1, err.getvalue()  # wrapped once
+        exec(comment.partition("undo: ")[2], {"torch": torch})
+        assert torch.autograd.backward is saved
+    finally:
+        torch.autograd.backward = saved
+    assert torch.equal(w.grad, torch.full((2,), 3.0))
+
+
+def test_fill_with_a_tensor_gets_a_fix_that_runs_and_trains_the_fill_value():
+    """Review 9 (instruments) M2: fill_(tensor) (the Tensor overload): torch.full_like takes a
+    number only, so only .detach().fill_(v) is printed; executed, it trains as a reference does."""
+    xs = torch.randn(4, 3, 2)
+
+    class Cell(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.h, self.h0 = (
+                nn.Linear(2, 2),
+                torch.zeros(2),
+                nn.Parameter(torch.tensor(0.5)),
+            )
+
+        def forward(self, x):
+            for t in range(x.shape[0]):
+                self.h = torch.tanh(self.lin(x[t]) + self.h)
+            return self.h.pow(2).sum()
+
+    torch.manual_seed(1)
+    m = Cell()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    for i in range(3):
+        mark_step()
+        m.h.fill_(m.h0)
+        loss = m(xs[i])
+        report = find_old_graph(loss, m=m, opt=opt)
+        if report:
+            break
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    (carrier,) = [c for c in report.carriers if c.path == "m.h"]
+    assert "fill_(a tensor)" in carrier.kind and "full_like" not in carrier.fix, carrier
+    line = re.search(r"(m\.h = \S+)", carrier.fix)[1].removesuffix(",").replace("(v)", "(m.h0)")
+    torch.manual_seed(1)
+    m = Cell()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    start = [p.detach().clone() for p in m.parameters()]
+    for i in range(3):
+        w, b, h0 = (p.detach().clone().requires_grad_() for p in (m.lin.weight, m.lin.bias, m.h0))
+        h = h0 * torch.ones(2)  # reference: the state starts at h0 each step
+        for t in range(3):
+            h = torch.tanh(xs[i][t] @ w.T + b + h)
+        ref = torch.autograd.grad(h.pow(2).sum(), [w, b, h0])
+        exec(line, {"m": m})  # the printed fix
+        m(xs[i]).backward()
+        for got, want in zip((m.lin.weight.grad, m.lin.bias.grad, m.h0.grad), ref):
+            assert torch.allclose(got, want, atol=1e-6), i
+        opt.step()
+        opt.zero_grad()
+    assert all(not torch.equal(a, p) for a, p in zip(start, m.parameters()))
+
+
+def test_a_transforms_cache_is_emptied_with_a_line_that_runs_and_trains():
+    """Review 9 (instruments) I1: `()` or `[]` break a torch.distributions transform's
+    _cached_x_y; the report prints `... = (None, None)`, which, run at each step's start, trains as
+    a reference does over three steps."""
+    from torch.distributions import transforms
+
+    x = torch.randn(5)
+
+    class Flow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loc, self.scale = nn.Parameter(torch.zeros(5)), nn.Parameter(torch.ones(5))
+            self.t = transforms.AffineTransform(self.loc, self.scale, cache_size=1)
+
+        def forward(self, x):
+            return self.t(x).pow(2).sum()
+
+    m = Flow()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    for _ in range(3):
+        mark_step()
+        loss = m(x)
+        report = find_old_graph(loss, m=m, opt=opt)
+        if report:
+            break
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    fix = " ".join(c.fix for c in report.carriers)
+    line = re.search(r"(m\.t\._cached_x_y = \(None, None\))", fix)
+    assert line, fix
+    m = Flow()
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    for _ in range(3):
+        loc, scale = (p.detach().clone().requires_grad_() for p in (m.loc, m.scale))
+        ref = torch.autograd.grad((x * scale + loc).pow(2).sum(), [loc, scale])
+        exec(line[1], {"m": m})  # the printed line, at the step's start
+        m(x).backward()
+        assert torch.allclose(m.loc.grad, ref[0]) and torch.allclose(m.scale.grad, ref[1])
+        opt.step()
+        opt.zero_grad()
+
+
+def test_a_softmax_over_a_size_one_dimension_is_named_as_always_one_not_saturated():
+    """Review 9 (instruments) minor: nn.Softmax(dim=1) on one output is constant 1 (zero
+    gradient); the report says so, with sigmoid or the class dimension, not 'lower the
+    temperature'."""
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 1)
+    for dim in (1, -1):
+        q = torch.softmax(lin(torch.randn(4, 3)), dim=dim)
+        loss = F.binary_cross_entropy(q, torch.tensor([[1.0], [0.0], [1.0], [0.0]]))
+        found = why_no_grad(loss, lin=lin)["lin.weight"]
+        assert "a softmax over a dimension of size 1 (always 1)" in found.why, found
+        assert "torch.sigmoid" in found.fix and "saturated" not in str(found), found
+        loss.backward()
+        assert not lin.weight.grad.any()  # always 1: no gradient
+        lin.zero_grad()
+
+
+def test_a_target_or_ema_copy_on_the_graph_gets_no_grad_not_functional_call_or_the_optimizer():
+    """Review 9 (instruments) F4: Q-values taken from target_net (a load_state_dict copy) or a
+    loss through an EMA teacher: the report says the loss uses a copy, to predict with the trained
+    module and keep the copy out of the graph; not functional_call, not 'give it to the
+    optimizer'. The fix trains policy_net as a reference does over three steps."""
+    import copy
+
+    torch.manual_seed(0)
+    s, a, s2, r = (
+        torch.randn(5, 4),
+        torch.randint(0, 2, (5, 1)),
+        torch.randn(5, 4),
+        torch.randn(5, 1),
+    )
+    policy = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    target = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    target.load_state_dict(policy.state_dict())
+    opt = torch.optim.SGD(policy.parameters(), 0.1)
+    F.smooth_l1_loss(target(s).gather(1, a), r).backward()  # the bug: Q from the target
+    found = why_no_grad(target(s).sum(), policy_net=policy, target_net=target, opt=opt)
+    student = nn.Linear(4, 2)
+    teacher = copy.deepcopy(student)
+    with torch.no_grad():
+        for pt, ps in zip(teacher.parameters(), student.parameters()):
+            pt.mul_(0.99).add_(ps + 0.1, alpha=0.01)  # an EMA update: tracks, not equal
+    loss = F.cross_entropy(teacher(s), a.squeeze(1))
+    loss.backward()
+    found_ema = why_no_grad(
+        loss, student=student, teacher=teacher, opt=torch.optim.SGD(student.parameters(), 0.1)
+    )
+    for f, trained, copied in (
+        (found, "policy_net.0.weight", "target_net.0.weight"),
+        (found_ema, "student.weight", "teacher.weight"),
+    ):
+        assert f[trained].rule == "not on the graph: the loss uses a copy of it", f
+        assert "torch.no_grad()" in f[trained].fix and "requires_grad_(False)" in f[trained].fix
+        assert "functional_call(module" not in f[trained].fix, f[trained]
+        assert "do not give the copy to the optimizer" in f[copied].fix, f[copied]
+        assert "add_param_group" not in f[copied].fix, f[copied]
+    target.zero_grad()
+    start = [p.detach().clone() for p in policy.parameters()]
+    for step in range(3):  # the fix: Q from policy_net, the target's values under no_grad
+        params = {k: v.detach().clone().requires_grad_() for k, v in policy.named_parameters()}
+        frozen = {k: v.detach().clone() for k, v in target.named_parameters()}
+        q_ref = torch.func.functional_call(policy, params, (s,)).gather(1, a)
+        y_ref = r + 0.9 * torch.func.functional_call(target, frozen, (s2,)).max(1, keepdim=True)[0]
+        ref = torch.autograd.grad(F.smooth_l1_loss(q_ref, y_ref), list(params.values()))
+        opt.zero_grad()
+        with torch.no_grad():
+            y = r + 0.9 * target(s2).max(1, keepdim=True)[0]
+        F.smooth_l1_loss(policy(s).gather(1, a), y).backward()
+        for p, g in zip(policy.parameters(), ref):
+            assert torch.allclose(p.grad, g, atol=1e-6), step
+        opt.step()
+    assert all(not torch.equal(x, p) for x, p in zip(start, policy.parameters()))
+    assert all(p.grad is None for p in target.parameters())  # the copy stays out of the graph
+
+
+def test_a_parameter_replaced_after_the_optimizer_is_not_called_a_copy():
+    """Review 9 F4's rule must not take a parameter that replaced the optimizer's (equal values,
+    the old one in no module any more) for a target or EMA copy: it stays 'not in the optimizer',
+    whose fix gives it to the optimizer."""
+    m = nn.Linear(2, 1)
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    m.weight = nn.Parameter(m.weight.detach().clone())
+    loss = m(torch.randn(3, 2)).sum()
+    loss.backward()
+    found = why_no_grad(loss, m=m, opt=opt)
+    assert found["m.weight"].rule == "not in the optimizer", found
+    assert "add_param_group" in found["m.weight"].fix
