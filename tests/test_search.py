@@ -2,11 +2,11 @@
 
 The queries and the pages that answer them are in ``tests/search_queries.toml``. Each one runs on
 the real search page of the built site, in Chromium (the page's own ``searchtools.js`` with the
-site's ranking, ``docs/_static/search_scorer.js``): the first result must be a right page for at
-least 84 % of the queries, a right page must be within the first three for at least 93 %, and of the
-queries that name the section holding the fix, at least 50 % must have the right page first, linked
-to that section (``measure/search_quality.py`` has the targets: what the search achieves since the
-first held-out set of real reports joined the queries, rounded down). The same holds from a local
+site's ranking, ``docs/_static/search_scorer.js``): the share of queries whose first result is a
+right page, the share with a right page within the first three, and, of the queries that name the
+section holding the fix, the share with the right page first linked to that section, must each
+reach its target (``measure/search_quality.py`` has the targets: what the search achieves since
+the held-out sets of real reports joined the queries, rounded down). The same holds from a local
 server and from the site opened from disk, with no request to another origin, and after an unchanged
 rebuild and a one-page edit (Sphinx drops index entries from ``searchindex.js`` of pages it does not
 write, sphinx-doc/sphinx#12599; ``docs/_ext/reproducible_output.py`` carries them over). Those

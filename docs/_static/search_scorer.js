@@ -131,7 +131,11 @@ const SiteSearch = (() => {
   ["t", "s", "ve", "ll", "re", "d", "m"].forEach((w) => FILLER.add(w));
   let prepared = null; // derived from the loaded index, once
 
-  const words = (text) => splitQuery(text.toLowerCase()).filter((w) => w.length > 0);
+  // Scripts written without spaces (Chinese, Japanese, also Korean runs) keep a pasted English
+  // word inside one run (为什么在backward的时候): each of their characters stands alone here.
+  const CJK = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/gu;
+  const words = (text) =>
+    splitQuery(text.toLowerCase().replace(CJK, " $& ")).filter((w) => w.length > 0);
   // For whole-word phrase matching: lower case, no numbers, older error wordings made today's.
   const normal = (text) =>
     WORDINGS.reduce(
