@@ -11,6 +11,7 @@ measured on real reports (measure/instrument_cases.py).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import sys
@@ -1900,3 +1901,21 @@ def test_a_parameter_replaced_after_the_optimizer_is_not_called_a_copy():
     found = why_no_grad(loss, m=m, opt=opt)
     assert found["m.weight"].rule == "not in the optimizer", found
     assert "add_param_group" in found["m.weight"].fix
+
+
+def test_a_loss_named_among_the_objects_is_not_called_old():
+    """Held-out-5 F1: with **globals(), the loss is among the objects given. Made after
+    mark_step() from a buffer that carries an earlier step's graph, it is neither "this loss
+    itself, made before this step" nor a carrier: the buffer is, and the loss is not told to be
+    computed inside the step (it is)."""
+    b = torch.randn(3, requires_grad=True)
+    c = torch.zeros(3)
+    c[[1, 2]] = b[[1, 1]]
+    for _ in range(2):
+        mark_step()
+        loss = c.sum()
+        text = str(find_old_graph(loss, loss=loss, c=c))
+        assert "  c: written in place" in text, text
+        assert "  loss:" not in text and "this loss itself" not in text, text
+        with contextlib.suppress(RuntimeError):
+            loss.backward()
