@@ -1301,7 +1301,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     )
                     fix = "store detached copies (x.detach()) where they are added"
                     if reaches_trained.get(fn):
-                        reason += f"; if they are values of {leaf_names}, which still trains, recompute them"
+                        store = group[:-3] if group.endswith("[*]") else group
+                        fix += (
+                            f"; but if this loss must train {leaf_names} through them (saved "
+                            f"log-probs of an episode), not detached: {_emptied(store)} after each "
+                            "update, or compute them anew with the current weights"
+                        )
             elif use_record and not old(fn) and _made_from_others(here, fn):
                 derived.append(shown)
                 derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
