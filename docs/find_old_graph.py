@@ -1102,6 +1102,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         if not reaches_old.get(fn) or type(fn).__name__ == "AccumulateGrad":
             return False
         number = _seq(fn)
+        if mark is not None and number is not None:  # dated by mark_step(): made this step
+            return number < mark
         return (number is not None and number < newest_old) or not new_below.get(fn)
 
     fresh, todo = set(), [root] if root is not None and root not in known_old else []
@@ -1194,9 +1196,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             carrier_slots.append(set())
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
+
+    def _through_others(fn) -> bool:  # enters the old part only through what other places hold
+        entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
+        return met and not entered
+
     for fn, paths in by_node.items():
-        if fn is root and (loss_old or not any(old(c) for c in kids[fn])):
-            continue  # the loss itself, unless it adds to an earlier value (a running total)
+        if fn is root and (
+            loss_old or not any(old(c) for c in kids[fn]) or _through_others(fn)
+        ):  # the loss itself, unless it adds to an earlier value no other place holds (a total)
+            continue
         for path in paths:
             item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
             key = f"{item[1]}[*]{item[3]}" if item else path
@@ -1292,7 +1301,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     )
                     fix = "store detached copies (x.detach()) where they are added"
                     if reaches_trained.get(fn):
-                        reason += f"; if they are values of {leaf_names}, which still trains, recompute them"
+                        store = group[:-3] if group.endswith("[*]") else group
+                        fix += (
+                            f"; but if this loss must train {leaf_names} through them (saved "
+                            f"log-probs of an episode), not detached: {_emptied(store)} after each "
+                            "update, or compute them anew with the current weights"
+                        )
             elif use_record and not old(fn) and _made_from_others(here, fn):
                 derived.append(shown)
                 derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here

@@ -11,6 +11,7 @@ measured on real reports (measure/instrument_cases.py).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import sys
@@ -1900,3 +1901,57 @@ def test_a_parameter_replaced_after_the_optimizer_is_not_called_a_copy():
     found = why_no_grad(loss, m=m, opt=opt)
     assert found["m.weight"].rule == "not in the optimizer", found
     assert "add_param_group" in found["m.weight"].fix
+
+
+def test_a_loss_named_among_the_objects_is_not_called_old():
+    """Held-out-5 F1: with **globals(), the loss is among the objects given. Made after
+    mark_step() from a buffer that carries an earlier step's graph, it is neither "this loss
+    itself, made before this step" nor a carrier: the buffer is, and the loss is not told to be
+    computed inside the step (it is)."""
+    b = torch.randn(3, requires_grad=True)
+    c = torch.zeros(3)
+    c[[1, 2]] = b[[1, 1]]
+    for _ in range(2):
+        mark_step()
+        loss = c.sum()
+        text = str(find_old_graph(loss, loss=loss, c=c))
+        assert "  c: written in place" in text, text
+        assert "  loss:" not in text and "this loss itself" not in text, text
+        with contextlib.suppress(RuntimeError):
+            loss.backward()
+
+
+def test_saved_log_probs_used_again_are_told_to_be_emptied_not_only_detached():
+    """Held-out-5 F2 (REINFORCE's saved log-probs used by a second update): detaching them leaves
+    the loss no graph, so the report says to empty the list after each update; followed, three
+    updates train, each gradient that of its own episode's loss written out again."""
+    torch.manual_seed(0)
+    net = nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    saved: list = []
+
+    def episode():
+        for _ in range(3):
+            probs = F.softmax(net(torch.randn(1, 4)), dim=1)
+            action = torch.multinomial(probs, 1).item()
+            saved.append(torch.log(probs[0, action]))
+
+    mark_step()
+    episode()
+    opt.zero_grad()
+    (-torch.stack(saved).sum()).backward()
+    opt.step()
+    mark_step()
+    text = str(find_old_graph(-torch.stack(saved).sum(), saved=saved, opt=opt))
+    assert "empty saved after each update" in text, text
+    for _ in range(3):  # the fix: empty it after each update; each loss is its own episode's
+        saved.clear()
+        episode()
+        weight = net.weight.detach().clone()
+        loss = -torch.stack(saved).sum()
+        expected = torch.autograd.grad(loss, net.weight, retain_graph=True)[0]
+        opt.zero_grad()
+        loss.backward()
+        assert torch.allclose(net.weight.grad, expected)
+        opt.step()
+        assert not torch.equal(net.weight, weight)
