@@ -1955,3 +1955,80 @@ def test_saved_log_probs_used_again_are_told_to_be_emptied_not_only_detached():
         assert torch.allclose(net.weight.grad, expected)
         opt.step()
         assert not torch.equal(net.weight, weight)
+
+
+# ---- held-out trial 5, G5; the table of docs/find-the-cause.md, row by row; variations -------
+
+
+class _RelH(nn.Module):
+    """Stand-Alone-Self-Attention#2: `self.rel_h = nn.Parameter(...)` in forward, every call
+    (fixed: made once in __init__ and only used in forward)."""
+
+    def __init__(self, fixed=False):
+        super().__init__()
+        self.fixed, self.rel_h = fixed, nn.Parameter(torch.randn(2, 1, 3))
+        self.conv = nn.Conv1d(4, 2, 1, bias=False)
+
+    def forward(self, x):
+        if not self.fixed:
+            self.bug()
+        return (self.conv(x).unsqueeze(-1) + self.rel_h).pow(2).mean()
+
+    def bug(self):
+        self.rel_h = nn.Parameter(torch.randn(2, 1, 3))
+
+
+class _Lazy(nn.Module):
+    """A first-call init (under an `if`): made once, so it is 'replaced', not re-created."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        if not hasattr(self, "ready"):
+            self.ready, self.w = True, nn.Parameter(torch.randn(3))
+        return (x * self.w).sum()
+
+
+def test_a_parameter_made_in_every_forward_is_told_to_be_made_once_in_init():
+    """Held-out-5 G5: a parameter re-created on every call (here from a helper forward calls)
+    is told from one replaced once (a first-call init, an assignment after the optimizer): the
+    fix is to create it in __init__, not add_param_group or copy_. Followed, three steps train
+    both parameters as a reference written out by hand does."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 4, 5)
+    model = _RelH()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(2):
+        opt.zero_grad()
+        loss = model(x[i])
+        loss.backward()
+        opt.step()
+    report = why_no_grad(loss, model=model, opt=opt)
+    held = report["opt.param_groups[0]['params'][0]"]  # the rel_h of __init__
+    for f in held, report["model.rel_h"], why_no_grad(loss, model=model)["model.rel_h"]:
+        assert f.rule == "re-created in forward", f
+        assert "_RelH.bug() assigns self.rel_h anew" in f.why and "__init__" in f.fix, f
+        assert "add_param_group" not in f.fix and "copy_" not in f.fix, f
+    lazy = _Lazy()
+    opt_lazy = torch.optim.SGD(lazy.parameters(), lr=0.1)
+    loss = lazy(torch.randn(3))
+    loss.backward()
+    assert why_no_grad(loss, m=lazy, opt=opt_lazy)["m.w"].rule == "not in the optimizer"
+
+    model = _RelH(fixed=True)  # the fix
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):  # the forward written out: a 1x1 convolution is a matrix product
+        out = torch.einsum("oc,bcl->bol", model.conv.weight[:, :, 0], x[i])
+        return (out[..., None] + model.rel_h).pow(2).mean()
+
+    with checked(opt, reference, model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).backward()
+            opt.step()
+    assert len(done) == 3
