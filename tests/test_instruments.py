@@ -2032,3 +2032,43 @@ def test_a_parameter_made_in_every_forward_is_told_to_be_made_once_in_init():
             model(x[i]).backward()
             opt.step()
     assert len(done) == 3
+
+
+GRAD_NONE_ROWS = {  # docs/find-the-cause.md#cause-grad-none-rules: each row -> the rule said there
+    "not a leaf: an operation, .to(), .double()": "not a leaf: a copy",
+    "requires_grad off: frozen": "frozen",
+    # a cut leaves no node: it says so, lists the cuts and gives the probe that tells them apart
+    "no history: no_grad, detach, .item(), torch.tensor()": "not on the graph: its module is not used or is cut",
+    "a copy stands in: a cast cached outside the graph": "not on the graph: a copy is kept",
+    "replaced after the optimizer was made": "not in the optimizer",
+    "no pass wrote it: torch.autograd.grad": "cleared or never written",
+    "cleared by zero_grad() before it is read": "cleared or never written",
+    "read by a hook that runs before it is written": "read during backward",
+    "zero: a dead ReLU": "read before backward; will be zero: dead ReLU",
+    "zero: a hook on an activation (not listed)": "zero",  # torch lists no activation hooks
+}
+CANNOT = {"not on the graph: its module is not used or is cut": "no_grad", "zero": "not listed"}
+
+
+def test_every_row_of_the_grad_none_table_gets_its_rule():
+    """Issue 36: the page's table of every way a .grad stays None or zero, row by row: its own
+    case (the page's code, run here) must get the rule above; a row added to the page without an
+    entry here fails. Where a rule cannot be located by design, the report says what it cannot
+    see and what it searched."""
+    from outcome import checked
+
+    page = (ROOT / "docs" / "find-the-cause.md").read_text()
+    cells = re.findall(r"^```\{code-cell\} ipython3\n(.*?)^```", page, re.M | re.S)
+    first = next(i for i, cell in enumerate(cells) if cell.startswith("RULES = []"))
+    space = dict(torch=torch, nn=nn, contextlib=contextlib, io=__import__("io"), checked=checked)
+    space.update(why_no_grad=why_no_grad, Markdown=str, link=str, X=torch.randn(4, 2, 3))
+    space["lin"] = lambda: torch.manual_seed(0) and nn.Linear(3, 3)
+    for cell in cells[first : first + 2]:  # the rows, then the loop that asks and checks each
+        exec(cell, space)
+    rows = {name: (target, make) for name, _, target, make in space["RULES"]}
+    assert rows.keys() == GRAD_NONE_ROWS.keys()
+    for name, (target, make) in rows.items():
+        report = space["loop"](make, fix=False)
+        found = report[target]
+        assert found.rule == GRAD_NONE_ROWS[name], (name, found)
+        assert CANNOT.get(found.rule, "") in found.why and "Searched: the loss" in str(report)
