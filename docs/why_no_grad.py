@@ -22,7 +22,8 @@ Use (torch only), one line after your ``backward()`` (before it works too)::
 that term reaches, by walking its graph to each leaf's ``AccumulateGrad`` (a parameter whose
 ``.grad`` came from another term is "has a gradient, but not from this loss"). A loss without a
 graph gets a report saying so, not an error. With an optimizer named, it also flags a parameter
-that has a gradient but that no param group holds (it never moves); with an ``nn.Embedding``
+that has a gradient but that no param group holds (it never moves), and notes parameters
+the loss reaches that no module named registers (layers in a plain list); with an ``nn.Embedding``
 named, a ``padding_idx`` row that gets no gradient; other gradients zero in at most half their
 rows (dim 0, not an embedding's) get a note counting them.
 
@@ -122,7 +123,7 @@ _GAPS = [
 ]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
-    "torch.no_grad() or inference_mode, .detach(), .data or Variable(x.data) (Variable(x) too "
+    "torch.no_grad() or inference_mode, .detach(), .data, state_dict() or Variable(x.data) (Variable(x) too "
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
     "of results (torch.stack or torch.cat keeps the graph), an argmax "
     "or another integer result, a reentrant checkpoint whose inputs need no grad"
@@ -447,6 +448,17 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             f"{_summary(names)}: the gradient is zero in {zero} of {total} rows (dim 0): those "
             "rows do not train in this step (a mask, a dead unit, a row not used); right if they "
             "were not meant to be used"
+        )
+    stray = [  # parameters on the graph that no module named registers, while one's are on it
+        v for v, _ in g.leaves.values() if isinstance(v, torch.nn.Parameter) and v.requires_grad
+        and id(v) not in g.names and id(v) not in g.held["module"] and id(v) not in g.held["opt"]
+    ]  # fmt: skip
+    if stray and g.held["opt"] and set(g.leaves) & set(g.held["module"]):
+        notes.append(
+            f"the loss also reaches {len(stray)} parameter(s) "
+            f"({', '.join(g.label(v) for v in stray[:3])}) that no module named registers and no "
+            "optimizer named holds: they never move (layers kept in a plain list or dict? use "
+            "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
         )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
@@ -868,7 +880,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the loss has no graph (no grad_fn, requires_grad=False), so backward() on it writes no "
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
             "tensors does not require grad'): it was computed under torch.no_grad() or "
-            "inference_mode, or from values without history (.detach(), .item(), numpy, "
+            "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
             "torch.tensor(...), an argmax or another integer result), or no input required grad"
             + _where_cut(g),
             "compute it with gradients enabled, with torch operations on the model's outputs; an "
@@ -927,7 +939,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         return (
             "not on the graph: replaced",
             "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
-            "nn.Parameter (load_state_dict(assign=True), .to() of a parameter) replaced it after the "
+            "nn.Parameter (load_state_dict(assign=True), weight_norm, tying) replaced it after the "
             "optimizer was made",
             "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
@@ -1295,7 +1307,11 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
         if variable is t:
             continue
         label = g.label(variable)
-        if _same_memory(variable, t):
+        if _same_memory(variable, t) and not (
+            id(variable) in g.held["module"]
+            and id(t) in g.held["opt"]
+            and id(t) not in g.held["module"]
+        ):  # a module's parameter made from it (nn.Parameter(p.data)) replaced it: not a copy
             return f"{label}, which shares its memory (made by .detach() or .data, then requires_grad_())"
         if variable.dtype != t.dtype and _equal_values(variable, t):
             return f"{label}, a {variable.dtype} copy made outside the graph (a cached cast)"
@@ -1308,7 +1324,8 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
             continue  # a view of it (x.T), saved by an op that uses it: not a copy
         if _same_memory(value, t):
             return (
-                "a tensor that shares its memory, saved by the graph (made by .detach() or .data)"
+                "a tensor that shares its memory, saved by the graph (made by .detach(), .data "
+                "or state_dict())"
             )
         if value.dtype != t.dtype and _equal_values(value, t):
             return f"a {value.dtype} copy of it without history, saved by the graph (a cast cached outside it)"
@@ -1348,7 +1365,10 @@ def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
 
 def _copy_fix(copy: str) -> str:
     if "shares its memory" in copy:
-        return "use the tensor itself where the graph uses the .detach() or .data of it"
+        return (
+            "use the tensor itself where the graph uses the .detach() or .data of it (functional_call: "
+            "dict(model.named_parameters()), not state_dict())"
+        )
     if "cast" in copy:
         return (
             "cast inside the forward pass (x.half() there keeps the history), not once outside it"

@@ -2072,3 +2072,160 @@ def test_every_row_of_the_grad_none_table_gets_its_rule():
         found = report[target]
         assert found.rule == GRAD_NONE_ROWS[name], (name, found)
         assert CANNOT.get(found.rule, "") in found.why and "Searched: the loss" in str(report)
+
+
+class _InList(nn.Module):
+    """Layers kept in a plain list (fixed: nn.ModuleList) are not registered."""
+
+    def __init__(self, fixed=False):
+        super().__init__()
+        self.head = nn.Linear(3, 1)
+        self.blocks = (nn.ModuleList if fixed else list)([nn.Linear(3, 3)])
+
+    def forward(self, x):
+        return self.head(self.blocks[0](x)).pow(2).mean()
+
+
+class _MadeInForward(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.fc = nn.Linear(3, 1)
+
+    def forward(s, x):  # not called self
+        s.fc = nn.Linear(3, 1)
+        return s.fc(x).sum()
+
+
+def _variation(kind):
+    """(report, name, rule, words its text must hold) for one way a reader writes it."""
+    torch.manual_seed(0)
+    x, m = torch.randn(4, 3), nn.Linear(3, 3)
+    opt = torch.optim.SGD(m.parameters(), 0.1)
+    if kind == "view of a parameter":
+        loss = m(x).sum()
+        loss.backward()
+        return why_no_grad(loss, v=m.weight.view(-1), row=m.weight[0]), "row", "not a leaf", ""
+    if kind == "tied after the optimizer":
+        enc, dec = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
+        both = nn.ModuleDict(dict(enc=enc, dec=dec))
+        opt = torch.optim.SGD(both.parameters(), 0.1)
+        dec.weight = enc.weight
+        loss = dec(enc(torch.tensor([1, 2]))).sum()
+        loss.backward()
+        return (
+            why_no_grad(loss, m=both, opt=opt),
+            "opt.param_groups[0]['params'][1]",
+            "not on the graph: replaced",
+            "tying",
+        )
+    if kind == "functional_call with detached copies":
+        params = {k: v.detach().requires_grad_() for k, v in m.named_parameters()}
+        loss = torch.func.functional_call(m, params, (x,)).sum()
+        loss.backward()
+        return (
+            why_no_grad(loss, m=m),
+            "m.weight",
+            "not on the graph: a copy is",
+            "named_parameters()",
+        )
+    if kind == "functional_call with state_dict()":
+        loss = torch.func.functional_call(m, m.state_dict(), (x.requires_grad_(),)).sum()
+        return why_no_grad(loss, m=m), "m.weight", "not on the graph: a copy is", "state_dict()"
+    if kind in ("weight_norm after the optimizer", "nn.Parameter(p.data) after the optimizer"):
+        if kind.startswith("weight_norm"):
+            m = nn.utils.parametrizations.weight_norm(m)
+        else:
+            m.weight = nn.Parameter(m.weight.data)
+        loss = m(x).sum()
+        loss.backward()
+        return (
+            why_no_grad(loss, m=m, opt=opt),
+            "opt.param_groups[0]['params'][0]",
+            "not on the graph: replaced",
+            "make the optimizer after",
+        )
+    if kind == "parametrization, .to(), GradScaler after the optimizer":
+        nn.utils.parametrize.register_parametrization(m, "weight", nn.Identity())  # keeps it
+        m.to(torch.float64)  # moves the data of the same parameters
+        scaler = torch.amp.GradScaler("cpu")
+        loss = m(x.double()).sum()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        with torch.no_grad():  # read in evaluation code
+            report = why_no_grad(loss, m=m, opt=opt)
+        return report, "m.parametrizations.weight.original", "has a gradient", ""
+    if kind == "requires_grad_(False) on a submodule":
+        seq = nn.Sequential(m, nn.Linear(3, 1))
+        seq[0].requires_grad_(False)
+        loss = seq(x).sum()
+        loss.backward()
+        return why_no_grad(loss, m=seq), "m.0.weight", "frozen", "None is right"
+    if kind == "zero_grad() (set_to_none) before the read":
+        loss = m(x).sum()
+        loss.backward()
+        opt.zero_grad()
+        return (
+            why_no_grad(loss, m=m, opt=opt),
+            "m.weight",
+            "cleared or never written",
+            "zero_grad()",
+        )
+    if kind == "layers in a plain list":
+        model = _InList()
+        loss = model(x)
+        loss.backward()
+        report = why_no_grad(loss, model=model, opt=torch.optim.SGD(model.parameters(), 0.1))
+        return report, "model.head.weight", "has a gradient", "nn.ModuleList"
+    model = _MadeInForward()  # a submodule made in forward
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    loss = model(x)
+    loss.backward()
+    return (
+        why_no_grad(loss, model=model, opt=opt),
+        "model.fc.weight",
+        "re-created in forward",
+        "__init__",
+    )
+
+
+VARIATIONS = [
+    "view of a parameter", "tied after the optimizer", "functional_call with detached copies",
+    "functional_call with state_dict()", "weight_norm after the optimizer",
+    "nn.Parameter(p.data) after the optimizer", "parametrization, .to(), GradScaler after the optimizer",
+    "requires_grad_(False) on a submodule", "zero_grad() (set_to_none) before the read",
+    "layers in a plain list", "a submodule made in forward",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", VARIATIONS)
+def test_variations_a_reader_writes_get_their_rule(kind):
+    """Ways readers write it beyond the page's table: the rule, and a word of the fix or note."""
+    report, name, rule, words = _variation(kind)
+    assert report[name].rule == rule, report[name]
+    assert words in str(report), str(report)
+
+
+def test_the_fixes_for_a_plain_list_and_a_late_weight_norm_train():
+    """The two new fixes followed: nn.ModuleList, and the optimizer made after weight_norm;
+    three steps under checked against the forward written out, every parameter moving."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    model = _InList(fixed=True)
+    lin = nn.utils.parametrizations.weight_norm(nn.Linear(3, 3))
+    opt = torch.optim.SGD([*model.parameters(), *lin.parameters()], lr=0.1)
+    block, head, wn = model.blocks[0], model.head, lin.parametrizations.weight
+
+    def reference(i):
+        g, v = wn.original0, wn.original1
+        h = x[i] @ block.weight.T + block.bias
+        w = g * v / v.norm(dim=1, keepdim=True)
+        return (h @ head.weight.T + head.bias).pow(2).mean() + (x[i] @ w.T + lin.bias).sum()
+
+    with checked(opt, reference, model=model, lin=lin) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (model(x[i]) + lin(x[i]).sum()).backward()
+            opt.step()
+    assert len(done) == 3
