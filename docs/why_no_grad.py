@@ -777,7 +777,9 @@ def _assigned_per_call(cls: type) -> dict:
         for node in _always_run(tree.body[0]):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    if _attr_of(target, me):
+                    func = node.value.func  # self.fc = self.fc.to(d) keeps its parameters
+                    kept = isinstance(func, ast.Attribute) and _attr_of(func.value, me)
+                    if _attr_of(target, me) and kept != target.attr:
                         found.setdefault(target.attr, where)
             elif isinstance(node, ast.Call):
                 func, args = node.func, node.args

@@ -2096,6 +2096,16 @@ class _MadeInForward(nn.Module):
         return s.fc(x).sum()
 
 
+class _MovedInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 1)
+
+    def forward(self, x):  # the same module back: its parameters are kept
+        self.fc = self.fc.to(x.device)
+        return self.fc(x).sum()
+
+
 def _variation(kind):
     """(report, name, rule, words its text must hold) for one way a reader writes it."""
     torch.manual_seed(0)
@@ -2176,6 +2186,11 @@ def _variation(kind):
         loss.backward()
         report = why_no_grad(loss, model=model, opt=torch.optim.SGD(model.parameters(), 0.1))
         return report, "model.head.weight", "has a gradient", "nn.ModuleList"
+    if kind == "self.fc = self.fc.to(x.device) in forward":
+        model = _MovedInForward()
+        loss = model(x)
+        loss.backward()
+        return why_no_grad(loss, model=model), "model.fc.weight", "has a gradient", ""
     model = _MadeInForward()  # a submodule made in forward
     opt = torch.optim.SGD(model.parameters(), 0.1)
     loss = model(x)
@@ -2194,6 +2209,7 @@ VARIATIONS = [
     "nn.Parameter(p.data) after the optimizer", "parametrization, .to(), GradScaler after the optimizer",
     "requires_grad_(False) on a submodule", "zero_grad() (set_to_none) before the read",
     "layers in a plain list", "a submodule made in forward",
+    "self.fc = self.fc.to(x.device) in forward",
 ]  # fmt: skip
 
 
