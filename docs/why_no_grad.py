@@ -22,7 +22,8 @@ Use (torch only), one line after your ``backward()`` (before it works too)::
 that term reaches, by walking its graph to each leaf's ``AccumulateGrad`` (a parameter whose
 ``.grad`` came from another term is "has a gradient, but not from this loss"). A loss without a
 graph gets a report saying so, not an error. With an optimizer named, it also flags a parameter
-that has a gradient but that no param group holds (it never moves); with an ``nn.Embedding``
+that has a gradient but that no param group holds (it never moves), and notes parameters
+the loss reaches that no module named registers (layers in a plain list); with an ``nn.Embedding``
 named, a ``padding_idx`` row that gets no gradient; other gradients zero in at most half their
 rows (dim 0, not an embedding's) get a note counting them.
 
@@ -38,7 +39,10 @@ Where it stops:
   tensor named with history puts the cut between it and the loss; an inference tensor was made
   under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
   forward hook to paste, one line, that tells "not called" from "called under no_grad" from "cut
-  after it" (it adds no hook itself). Leaves the graph reaches that you did
+  after it" (it adds no hook itself). A parameter (or the submodule holding it) that a module's
+  ``forward`` assigns anew on every call is found in ``forward``'s source (parsed with ``ast``,
+  with the methods it calls on ``self``; an assignment under a first-call test, ``is None`` or
+  ``hasattr``, is made once); without source it is told as replaced. Leaves the graph reaches that you did
   not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
@@ -73,10 +77,13 @@ Where it stops:
 
 from __future__ import annotations
 
+import ast
 import collections
 import functools
+import inspect
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +123,7 @@ _GAPS = [
 ]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
-    "torch.no_grad() or inference_mode, .detach(), .data or Variable(x.data) (Variable(x) too "
+    "torch.no_grad() or inference_mode, .detach(), .data, state_dict() or Variable(x.data) (Variable(x) too "
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
     "of results (torch.stack or torch.cat keeps the graph), an argmax "
     "or another integer result, a reentrant checkpoint whose inputs need no grad"
@@ -442,6 +449,17 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "rows do not train in this step (a mask, a dead unit, a row not used); right if they "
             "were not meant to be used"
         )
+    stray = [  # parameters on the graph that no module named registers, while one's are on it
+        v for v, _ in g.leaves.values() if isinstance(v, torch.nn.Parameter) and v.requires_grad
+        and id(v) not in g.names and id(v) not in g.held["module"] and id(v) not in g.held["opt"]
+    ]  # fmt: skip
+    if stray and g.held["opt"] and set(g.leaves) & set(g.held["module"]):
+        notes.append(
+            f"the loss also reaches {len(stray)} parameter(s) "
+            f"({', '.join(g.label(v) for v in stray[:3])}) that no module named registers and no "
+            "optimizer named holds: they never move (layers kept in a plain list or dict? use "
+            "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
+        )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the leaves named; its leaves: "
@@ -704,7 +722,11 @@ def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int,
 
 
 def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
-    """A tensor with a gradient: flagged if optimizers were named and none of them holds it."""
+    """A tensor with a gradient: flagged if optimizers were named and none of them holds it, or
+    if forward makes it anew on every call."""
+    where = _per_call(g.held["module"].get(id(t), ""), g)
+    if where and t.is_leaf and id(t) not in g.held["opt"]:
+        return _recreated(where)
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
         return (
             "not in the optimizer: a copy",
@@ -731,6 +753,101 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             ),
         )
     return found
+
+
+@functools.lru_cache(maxsize=256)
+def _assigned_per_call(cls: type) -> dict:
+    """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns the
+    result of a call to (``self.w = nn.Parameter(...)``, ``setattr(self, "w", ...)``,
+    ``register_parameter``/``add_module``): made anew on every call. Read from the source with
+    ``ast``, run never; {attribute: "Class.method"}, empty where the source cannot be read."""
+    found, todo, seen = {}, ["forward"], set()
+    while todo:
+        name = todo.pop()
+        method = inspect.getattr_static(cls, name, None)
+        if name in seen or not inspect.isfunction(method) or method.__module__.startswith("torch."):
+            continue
+        seen.add(name)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+        except (OSError, TypeError, SyntaxError):  # no source: a builtin, a lambda in a REPL
+            continue
+        where, args = f"{cls.__name__}.{name}()", tree.body[0].args.args
+        me = args[0].arg if args else "self"  # the name the method gives its instance
+        for node in _always_run(tree.body[0]):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    func = node.value.func  # self.fc = self.fc.to(d) keeps its parameters
+                    kept = isinstance(func, ast.Attribute) and _attr_of(func.value, me)
+                    if _attr_of(target, me) and kept != target.attr:
+                        found.setdefault(target.attr, where)
+            elif isinstance(node, ast.Call):
+                func, args = node.func, node.args
+                setting = getattr(func, "id", "") == "setattr" and args[:1]
+                setting = setting and _attr_of(args[0], me, "") == ""
+                registering = _attr_of(func, me) in (
+                    "register_parameter",
+                    "add_module",
+                    "register_module",
+                )
+                first = args[1:2] if setting else args[:1] if registering else []
+                if first and isinstance(first[0], ast.Constant) and isinstance(first[0].value, str):
+                    found.setdefault(first[0].value, where)
+                elif _attr_of(func, me):  # self.helper(...): read it too
+                    todo.append(func.attr)
+    return found
+
+
+def _attr_of(node, me: str, attr: str | None = None) -> str | None:
+    """``node`` is ``me.<attr>``: that attribute (``me`` itself, with ``attr=""``); else None."""
+    if attr == "":
+        return "" if isinstance(node, ast.Name) and node.id == me else None
+    is_attr = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    return node.attr if is_attr and node.value.id == me else None
+
+
+def _always_run(root):
+    """The nodes under a function that run on every call: not in a nested def, nor under an
+    ``if`` that tests for a first call (``hasattr``, ``getattr``, ``is None``: a lazy init)."""
+    todo = list(ast.iter_child_nodes(root))
+    while todo:
+        node = todo.pop()
+        if (
+            isinstance(node, (ast.FunctionDef, ast.Lambda))
+            or isinstance(node, ast.If)
+            and any(
+                isinstance(n, ast.Constant)
+                and n.value is None
+                or isinstance(n, ast.Name)
+                and n.id in ("hasattr", "getattr")
+                for n in ast.walk(node.test)
+            )
+        ):
+            continue
+        yield node
+        todo += ast.iter_child_nodes(node)
+
+
+def _per_call(path: str, g: _Context) -> str | None:
+    """Where the parameter at ``path`` (``model.attn.rel_h``) is made anew on every forward call:
+    its module, or a module above it, assigns it (or the submodule holding it) in forward."""
+    modules = dict(g.modules)
+    parts = path.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        owner = modules.get(".".join(parts[:depth]))
+        where = _assigned_per_call(type(owner)).get(parts[depth]) if owner is not None else None
+        if where:
+            return f"{where} assigns self.{parts[depth]} anew"
+    return None
+
+
+def _recreated(where: str) -> tuple[str, str, str]:
+    return (
+        "re-created in forward",
+        f"{where} on every call: the one used is new each step (new values, in no optimizer) and "
+        "the one the optimizer holds is never used",
+        "create it once in __init__ and only use it in forward (no assignment there)",
+    )
 
 
 def _off_graph_shapes(g: _Context) -> set:
@@ -765,7 +882,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the loss has no graph (no grad_fn, requires_grad=False), so backward() on it writes no "
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
             "tensors does not require grad'): it was computed under torch.no_grad() or "
-            "inference_mode, or from values without history (.detach(), .item(), numpy, "
+            "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
             "torch.tensor(...), an argmax or another integer result), or no input required grad"
             + _where_cut(g),
             "compute it with gradients enabled, with torch operations on the model's outputs; an "
@@ -786,6 +903,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "that built this loss",
             "call requires_grad_() before the forward pass",
         )
+    if id(t) in g.held["opt"] and id(t) not in g.held["module"]:
+        for _, p in g.tensors:  # a parameter of its shape, made in forward, replaced it
+            name = g.held["module"].get(id(p))
+            if name and id(p) not in g.held["opt"] and p.shape == t.shape:
+                if where := _per_call(name, g):
+                    return _recreated(where)
     copy = _copy_on_graph(t, g)
     if copy:
         return (
@@ -818,7 +941,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         return (
             "not on the graph: replaced",
             "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
-            "nn.Parameter (load_state_dict(assign=True), .to() of a parameter) replaced it after the "
+            "nn.Parameter (load_state_dict(assign=True), weight_norm, tying) replaced it after the "
             "optimizer was made",
             "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
@@ -1186,7 +1309,11 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
         if variable is t:
             continue
         label = g.label(variable)
-        if _same_memory(variable, t):
+        if _same_memory(variable, t) and not (
+            id(variable) in g.held["module"]
+            and id(t) in g.held["opt"]
+            and id(t) not in g.held["module"]
+        ):  # a module's parameter made from it (nn.Parameter(p.data)) replaced it: not a copy
             return f"{label}, which shares its memory (made by .detach() or .data, then requires_grad_())"
         if variable.dtype != t.dtype and _equal_values(variable, t):
             return f"{label}, a {variable.dtype} copy made outside the graph (a cached cast)"
@@ -1199,7 +1326,8 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
             continue  # a view of it (x.T), saved by an op that uses it: not a copy
         if _same_memory(value, t):
             return (
-                "a tensor that shares its memory, saved by the graph (made by .detach() or .data)"
+                "a tensor that shares its memory, saved by the graph (made by .detach(), .data "
+                "or state_dict())"
             )
         if value.dtype != t.dtype and _equal_values(value, t):
             return f"a {value.dtype} copy of it without history, saved by the graph (a cast cached outside it)"
@@ -1239,7 +1367,10 @@ def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
 
 def _copy_fix(copy: str) -> str:
     if "shares its memory" in copy:
-        return "use the tensor itself where the graph uses the .detach() or .data of it"
+        return (
+            "use the tensor itself where the graph uses the .detach() or .data of it (functional_call: "
+            "dict(model.named_parameters()), not state_dict())"
+        )
     if "cast" in copy:
         return (
             "cast inside the forward pass (x.half() there keeps the history), not once outside it"
