@@ -43,14 +43,14 @@ from urllib.parse import quote, unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
-# The targets are what the search achieves, rounded down, since held-out set 2 (69 real reports,
-# 56.5 % right first when scored once) joined the queries on 2026-12-06: measured here in Chromium
-# on the merged site, 83.8 % right first, 92.6 % in the first three, 48.6 % page and section, on
-# 445 queries (before set 2 joined: 0.84, 0.93 and 0.50 on 376). Raise them with the figures;
+# The targets are what the search achieves, rounded down, since held-out set 3 (52 real reports,
+# 61.5 % right first when scored once) joined the queries on 2026-12-06: measured here in Chromium
+# on the merged site, 82.7 % right first, 91.95 % in the first three, 48.3 % page and section, on
+# 497 queries (before set 3 joined: 0.83, 0.92 and 0.48 on 445). Raise them with the figures;
 # never drop queries.
-RIGHT_FIRST_TARGET = 0.83  # share of queries whose first result is a right page
+RIGHT_FIRST_TARGET = 0.82  # share of queries whose first result is a right page
 TOP = 3  # a right page among this many first results ...
-TOP_TARGET = 0.92  # ... for this share of the queries
+TOP_TARGET = 0.91  # ... for this share of the queries
 # Of the queries that name a section: the right page first and linked to that section (29.5 %
 # before section-level links).
 SECTION_FIRST_TARGET = 0.48
