@@ -15,13 +15,16 @@ and reports:
   it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
-  made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)`` are a bank (detach).
+  made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)``, or of a container that
+  holds, under any name, this step's tensor too, are a bank or history (detach).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
-  ``mark_step()`` only); a term that a torch or library object keeps in an attribute named as a
+  ``mark_step()`` only), or, held by none, the loss given; the loss is state (a running total)
+  only when it enters an old node made by its own op, else its old term is one no place given
+  holds, and it says so; a term that a torch or library object keeps in an attribute named as a
   cache (``_cached_x_y``) gets the same fix (a transform's emptied as ``(None, None)``);
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
