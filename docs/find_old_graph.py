@@ -1302,6 +1302,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 here_shown = here
             detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
             frozen = not detach.startswith(f"{here_shown} = ")
+            if fn is root and shown_root and _group(here_shown) in old_groups:  # a history's item
+                shown, frozen = "the loss given", True  # the name it is rebuilt from is not given
+                detach = "detach the value it adds to (not given: pass **locals())"
             container, owner = _container(tensor, walk.holders)
             enters = any(f in in_loss for _, f in members)
             if here.endswith(".grad"):

@@ -1941,6 +1941,9 @@ def test_a_total_also_kept_in_a_history_names_both_places_with_fixes_that_train(
     assert kept.verdict == "detach" and "store detached copies" in kept.fix, str(report)
     assert "empty hist" not in kept.fix, str(report)
     line = re.search(r"log\.total = log\.total\.detach\(\)", total.fix)[0]
+    alone = find_old_graph(loss, model=model, opt=opt, hist=hist)  # the total's place not given
+    assert "hist[1] = " not in str(alone), str(alone)  # no fix written on a history's item
+    assert {(c.path, c.verdict) for c in alone.carriers} >= {("the loss given", "state")}
     log.total, hist = torch.zeros(()), []
     with checked(opt, lambda i: model(xs[i]).pow(2).mean(), model=model):
         for i in range(3):
