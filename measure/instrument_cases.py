@@ -53,11 +53,13 @@ def case(instrument, url, what, cause, fix):
     return register
 
 
-def train_until_reported(loss_of, opt, **named):
-    """The reader's loop with the three lines: the step's loss, the report (returned once it is
-    not empty: the step that would fail), then zero_grad, backward and the optimizer's step."""
-
-    def step(i):
+def until_reported(loss_of, opt, steps=4, mark=False, **named):
+    """The reader's loop with the three lines (``mark``: ``mark_step()`` first): the step's loss,
+    the report (returned once it is not empty: the step that would fail, else None), then
+    zero_grad, backward and the optimizer's step. tests/test_instruments.py uses it too."""
+    for i in range(steps):
+        if mark:
+            fog.mark_step()
         loss = loss_of(i)
         report = find_old_graph(loss, **named, opt=opt)
         if report:
@@ -65,8 +67,13 @@ def train_until_reported(loss_of, opt, **named):
         opt.zero_grad()
         loss.backward()
         opt.step()
+    return None
 
-    return first_failing_step(step)
+
+def train_until_reported(loss_of, opt, **named):
+    """``until_reported``'s report as text, as ``first_failing_step`` gives it."""
+    report = until_reported(loss_of, opt, **named)
+    return "(nothing reported)" if report is None else str(report)
 
 
 def fails(report):

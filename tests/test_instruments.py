@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "docs"))
 sys.path.insert(0, str(ROOT / "measure"))
 import find_old_graph as fog  # noqa: E402
 from find_old_graph import UNPACKS_TO_LOOK, find_old_graph, mark_step  # noqa: E402
+from instrument_cases import until_reported  # noqa: E402
 from why_no_grad import why_no_grad  # noqa: E402
 
 
@@ -1717,21 +1718,6 @@ def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
     assert torch.equal(w.grad, torch.full((2,), 3.0))
 
 
-def until_reported(loss_at, opt, steps=3, **named):
-    """The reader's loop with the three lines: mark_step(), the step's loss, the report; its
-    report once not empty (the step that would fail), else backward and the optimizer's step."""
-    for i in range(steps):
-        mark_step()
-        loss = loss_at(i)
-        report = find_old_graph(loss, **named, opt=opt)
-        if report:
-            return report
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return report
-
-
 def test_fill_with_a_tensor_gets_a_fix_that_runs_and_trains_the_fill_value():
     """Review 9 (instruments) M2: fill_(tensor) (the Tensor overload): torch.full_like takes a
     number only, so only .detach().fill_(v) is printed; executed, it trains as a reference does."""
@@ -1759,7 +1745,7 @@ def test_fill_with_a_tensor_gets_a_fix_that_runs_and_trains_the_fill_value():
         m.h.fill_(m.h0)  # the reader's reset, at each step's start
         return m(xs[i])
 
-    report = until_reported(loss_at, opt, m=m)
+    report = until_reported(loss_at, opt, steps=3, mark=True, m=m)
     (carrier,) = [c for c in report.carriers if c.path == "m.h"]
     assert "fill_(a tensor)" in carrier.kind and "full_like" not in carrier.fix, carrier
     line = re.search(r"(m\.h = \S+)", carrier.fix)[1].removesuffix(",").replace("(v)", "(m.h0)")
@@ -1801,7 +1787,7 @@ def test_a_transforms_cache_is_emptied_with_a_line_that_runs_and_trains():
 
     m = Flow()
     opt = torch.optim.SGD(m.parameters(), 0.1)
-    report = until_reported(lambda i: m(x), opt, m=m)
+    report = until_reported(lambda i: m(x), opt, steps=3, mark=True, m=m)
     fix = " ".join(c.fix for c in report.carriers)
     line = re.search(r"(m\.t\._cached_x_y = \(None, None\))", fix)
     assert line, fix
