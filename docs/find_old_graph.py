@@ -1258,15 +1258,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
 
-    def _rebuilt(fn) -> bool:  # enters an old node made by the same op: its own earlier value
-        return any(type(c) is type(fn) for c in _old_reached(fn, kids, known_old, set())[0])
+    def _rebuilt(fn) -> bool:  # enters its own earlier value: an old node made by the same op
+        mine = {type(k) for k in kids[fn]}  # from the same kinds of input (a total + a term)
+        return any(
+            type(e) is type(fn) and mine - {type(e)} <= {type(k) for k in kids.get(e, ())}
+            for e in _old_reached(fn, kids, known_old, set())[0]
+        )
 
     for t in walk.tensors:  # a container holding this step's tensor under any name: a bank
         if t.grad_fn and not old(t.grad_fn):
             this_step.update(_group(p) for p in every(t))
     for fn, paths in by_node.items():
         if fn is root and (
-            loss_old or not any(old(c) for c in kids[fn]) or _through_others(fn)
+            loss_old
+            or not (any(old(c) for c in kids[fn]) or _rebuilt(fn))  # (0.9 * total + ...)
+            or _through_others(fn)
         ):  # the loss itself, unless it adds to an earlier value no other place holds (a total)
             continue
         for path in paths:

@@ -1945,7 +1945,8 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     """Review 10 F2: a loss made each step from a term computed once inside a function and not
     passed in: the loss is not called state (loss = loss.detach() trains nothing); the report
     says the place is not among the objects given and to pass **locals(). Passed, the term is
-    named and told to be computed inside the step, which then trains three steps."""
+    named and told to be computed inside the step, which then trains three steps. A loss that is
+    its own earlier value under a scaling (0.9 * avg + 0.1 * loss) is state, detached at the start."""
     from outcome import checked
 
     torch.manual_seed(0)
@@ -1953,7 +1954,7 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
     def train():
-        reg = model(x0).norm()  # a local, computed once before the loop
+        reg = model(x0).pow(2).sum() + model(x0).abs().sum()  # once, before the loop; an add too
         for i in range(2):
             mark_step()
             loss = model(xs[i]).pow(2).mean() + reg
@@ -1970,11 +1971,32 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     (found,) = local.carriers
     assert found.path == "reg" and found.verdict == "recompute", str(local)
     assert found.fix.startswith("compute it inside the step"), found
-    with checked(opt, lambda i: model(xs[i]).pow(2).mean() + model(x0).norm(), model=model):
+
+    def reference(i):  # written out from the formulas, at the current weights
+        return (model(xs[i]) ** 2).mean() + (model(x0) ** 2).sum() + model(x0).abs().sum()
+
+    with checked(opt, reference, model=model):
         for i in range(3):
-            reg = model(x0).norm()  # the fix: inside the step
+            reg = model(x0).pow(2).sum() + model(x0).abs().sum()  # the fix: inside the step
             opt.zero_grad()
             (model(xs[i]).pow(2).mean() + reg).backward()
+            opt.step()
+    avg = torch.zeros(())  # a loss that is its own earlier value, under a scaling: state
+    for i in range(3):
+        mark_step()
+        avg = 0.9 * avg + 0.1 * model(xs[i]).pow(2).mean()
+        if i == 2:
+            (found,) = find_old_graph(avg, model=model, opt=opt, avg=avg).carriers
+        elif i == 0:
+            avg.backward()
+    assert (found.path, found.verdict) == ("avg", "state"), found
+    line = re.search(r"avg = avg\.detach\(\)", found.fix)[0]
+    with checked(opt, lambda i: 0.1 * model(xs[i]).pow(2).mean(), model=model):
+        for i in range(3):
+            exec(line, globals(), scope := {"avg": avg})  # the printed fix, at the step's start
+            avg = 0.9 * scope["avg"] + 0.1 * model(xs[i]).pow(2).mean()
+            opt.zero_grad()
+            avg.backward()
             opt.step()
 
 
