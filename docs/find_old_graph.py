@@ -23,8 +23,8 @@ and reports:
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
   ``mark_step()`` only), or, held by none, the loss given; the loss is state (a running total)
-  only when it enters an old node made by its own op, else its old term is one no place given
-  holds, and it says so; a term that a torch or library object keeps in an attribute named as a
+  only when it enters an old node made by its own op from the same kinds of input, else its old
+  term is one no place given holds, and it says so; a term that a torch or library object keeps in an attribute named as a
   cache (``_cached_x_y``) gets the same fix (a transform's emptied as ``(None, None)``);
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
