@@ -15,13 +15,16 @@ and reports:
   it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
-  made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)`` are a bank (detach).
+  made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)``, or of a container that
+  holds, under any name, this step's tensor too, are a bank or history (detach).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
-  ``mark_step()`` only); a term that a torch or library object keeps in an attribute named as a
+  ``mark_step()`` only), or, held by none, the loss given; the loss is state (a running total)
+  only when it enters an old node made by its own op from the same kinds of input, else its old
+  term is one no place given holds, and it says so; a term that a torch or library object keeps in an attribute named as a
   cache (``_cached_x_y``) gets the same fix (a transform's emptied as ``(None, None)``);
 * not as carriers, in one note: tensors made this step from a carried value (an output, a loss
   term), and numbers replaced at each step rather than added to. Telling these apart needs
@@ -258,6 +261,9 @@ _OTHER = (  # another loss sharing the part run: the fix depends on whether a st
     "the critic's loss on fake.detach()); if both losses feed one update, sum them and call "
     "backward() once (retain_graph=True on the first call is the same)"
 )
+_TRAIN_IT = (
+    "if they should train: compute it inside the step, in a layer of the model the optimizer trains"
+)
 _SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
 
 
@@ -352,7 +358,8 @@ class Report:
                     else f"  not found in {', '.join(self.unfinished)}: the search stopped (BUDGET)"
                     if self.unfinished
                     else "  held by none of the objects given: pass the ones your loop keeps (or "
-                    "**globals()), or it sits where this cannot look (find_old_graph.py's docstring lists where)"
+                    "**globals(); in a function, **locals() where the loss is made), or it sits where "
+                    "this cannot look (find_old_graph.py's docstring lists where)"
                 )
         if self.twice and not lines:
             lines.append(
@@ -810,10 +817,10 @@ _RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's gra
 # or item), or ("name", path) for a name given at the top
 
 
-def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, bool]:
-    """(the old nodes reached from ``fn`` on paths that pass through no node in ``held``, whether
-    a node in ``held`` was met): the old part ``fn``'s own graph enters, not through another place."""
-    found, met, seen, todo = set(), False, {fn}, [fn]
+def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, set]:
+    """(the old nodes reached from ``fn`` on paths that pass through no node in ``held``, the
+    nodes in ``held`` met): the old part ``fn``'s own graph enters, not through another place."""
+    found, met, seen, todo = set(), set(), {fn}, [fn]
     while todo:
         node = todo.pop()
         for child in kids.get(node, ()):
@@ -821,7 +828,7 @@ def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set
                 continue
             seen.add(child)
             if child in held:
-                met = True
+                met.add(child)
             elif child in old_nodes:
                 found.add(child)
             else:
@@ -908,6 +915,12 @@ def _emptied(store: str) -> str:
     return f"empty {store}"
 
 
+def _group(path: str) -> str:
+    """``h[2].x`` -> ``h[*].x``: the items of one container, side by side."""
+    item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
+    return f"{item[1]}[*]{item[3]}" if item else path
+
+
 def _collapse(paths: list[str]) -> tuple[str, int]:
     """``["h[0]", "h[1]", "h[2]"]`` -> ``("h[0..2]", 3)``; ``q[0].x, q[3].x`` -> ``q[0..3].x``."""
     if len(paths) == 1:
@@ -983,6 +996,34 @@ def _bounded(container: object) -> bool:
     )
 
 
+def _beside(container: object, owner: object, store: str, objects: dict) -> list[str]:
+    """The other lists kept beside ``container`` (``rewards`` beside saved log-probs): a list or
+    deque of the same length, an attribute of the same object, or given by name beside it."""
+    if owner is None:
+        near = objects.items()
+        path = lambda name: name  # noqa: E731
+    else:
+        near = (
+            dict.items(owner) if issubclass(type(owner), dict) else (_own_dict(owner) or {}).items()
+        )
+        prefix = re.fullmatch(r"(.*?)(\.\w+|\[[^\]]*\])", store)
+        if prefix is None:
+            return []
+        path = (  # noqa: E731
+            (lambda name: f"{prefix[1]}[{name!r}]")
+            if issubclass(type(owner), dict)
+            else (lambda name: f"{prefix[1]}.{name}")
+        )
+    length = len(container)
+    return [
+        path(name)
+        for name, value in near
+        if value is not container
+        and issubclass(type(value), (list, collections.deque))
+        and len(value) == length
+    ][:3]
+
+
 def _library_cache(path: str, tensor: torch.Tensor, holders: dict) -> bool:
     """Whether a torch or library object keeps ``tensor`` in an attribute named as a cache
     (``Transform._cached_x_y``): it hands back a stored result, with its graph, when called again."""
@@ -1054,6 +1095,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         if t.grad_fn is not None:
             by_node[t.grad_fn].append(names[id(t)])
             tensor_at[names[id(t)]] = t
+    every = lambda t: [names[id(t)], *walk.aliases.get(id(t), [])] if id(t) in names else []  # noqa: E731
 
     # every node of the loss's graph (breadth first, nearest the loss first) and of the objects'
     state, alive, parent, order, kids = {}, {}, {}, [], {}
@@ -1165,16 +1207,29 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
         others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
-        return met and not entered
+        return bool(met) and not entered and not _own_history(fn, met)
+
+    def _own_history(fn, met) -> bool:
+        """Whether an old node met holds an earlier value of ``fn``'s own tensor, kept in a
+        container that holds this one too (a total also appended to a list at each step)."""
+        mine = {_group(p) for q in by_node.get(fn, ()) for p in every(tensor_at[q])}
+        mine |= {_group(p) for p in every(loss)} if fn is root else set()
+        return any(
+            "[*]" in _group(p) and _group(p) in mine
+            for m in met
+            for q in by_node.get(m, ())
+            for p in every(tensor_at[q])
+        )
 
     state_slots: dict = {}  # (class, attribute) of a place rebuilt from its own value -> its path
     carrier_slots: list = []  # (class, attribute) of each carrier's places
     derived_slots: dict = {}  # (class, attribute) of a place made this step from carried values
     loss_old = root is not None and mark is not None and old(root)
+    old_groups = {_group(p) for t in walk.tensors if t.grad_fn and old(t.grad_fn) for p in every(t)}
     if loss_old:  # the loss itself is an earlier step's tensor (dated by mark_step())
-        places = [names[id(loss)], *walk.aliases.get(id(loss), [])] if id(loss) in names else []
+        places = every(loss)
         kept = [p for p in places if re.search(r"[.\[]", p)] or places  # an object's, not a name's
-        for here in kept[:2]:
+        for here in kept[:2] or ["the loss given"]:
             store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
             if re.search(r"[.\[]", here):  # an object hands the same tensor back (a cache)
                 kind = "this loss itself, an earlier step's tensor handed back again"
@@ -1187,8 +1242,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 )
             else:
                 kind = "this loss itself, made before this step"
-                reason = "the same loss is backwarded again: it was computed once, before the loop"
-                fix = "compute it inside the step"
+                reason = "the same loss is backwarded again: it was made before the loop or in an earlier step"
+                fix = "compute it inside the step" + (
+                    "" if places else " (if a cache hands it back: turn it off)"
+                )
             reason += "; the loss needs its graph, so detaching is no fix"
             carriers.append(
                 Carrier(here, kind, type(root).__name__, "recompute", reason, fix, 1, True)
@@ -1199,11 +1256,23 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
-        return met and not entered
+        return bool(met) and not entered and not _own_history(fn, met)
 
+    def _rebuilt(fn) -> bool:  # enters its own earlier value: an old node made by the same op
+        mine = {type(k) for k in kids[fn]}  # from the same kinds of input (a total + a term)
+        return any(
+            type(e) is type(fn) and mine - {type(e)} <= {type(k) for k in kids.get(e, ())}
+            for e in _old_reached(fn, kids, known_old, set())[0]
+        )
+
+    for t in walk.tensors:  # a container holding this step's tensor under any name: a bank
+        if t.grad_fn and not old(t.grad_fn):
+            this_step.update(_group(p) for p in every(t))
     for fn, paths in by_node.items():
         if fn is root and (
-            loss_old or not any(old(c) for c in kids[fn]) or _through_others(fn)
+            loss_old
+            or not (any(old(c) for c in kids[fn]) or _rebuilt(fn))  # (0.9 * total + ...)
+            or _through_others(fn)
         ):  # the loss itself, unless it adds to an earlier value no other place holds (a total)
             continue
         for path in paths:
@@ -1211,11 +1280,13 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             key = f"{item[1]}[*]{item[3]}" if item else path
             if not reaches_old.get(fn):
                 holding.append(path)
-                this_step.add(key)
             else:
                 groups[key if item and old(fn) else path].append((path, fn))
-                if not old(fn):
-                    this_step.add(key)
+    # the loss is named by the place that carries it: an object's, not a history's item or a name
+    # (the loss's own, rebound each step); every other place holding it is named beside
+    shown_root = sorted(
+        every(loss), key=lambda p: (_group(p) in old_groups, not re.search(r"[.\[]", p))
+    )
     from_loss = len(carriers)  # the loss itself, handed back (above)
     for use_record in (True, False):  # without the record when it leaves no carrier to name
         del carriers[from_loss:], carrier_slots[from_loss:]
@@ -1229,8 +1300,17 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             reset = _reset_below(fn, kids, old)
             leaves = _leaves_below(fn, kids, trains)
             leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
-            detach = _detach(here, tensor, walk.holders)  # how to write "here = here.detach()"
-            frozen = not detach.startswith(f"{here} = ")
+            if fn is root and shown_root:
+                here_shown = shown_root[0]
+                others = [p for p in shown_root[1:] if _group(p) not in old_groups][:2]
+                shown = here_shown + (f" (also {', '.join(others)})" if others else "")
+            else:
+                here_shown = here
+            detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
+            frozen = not detach.startswith(f"{here_shown} = ")
+            if fn is root and shown_root and _group(here_shown) in old_groups:  # a history's item
+                shown, frozen = "the loss given", True  # the name it is rebuilt from is not given
+                detach = "detach the value it adds to (not given: pass **locals())"
             container, owner = _container(tensor, walk.holders)
             enters = any(f in in_loss for _, f in members)
             if here.endswith(".grad"):
@@ -1259,6 +1339,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     f"reset it as a new tensor ({new[0]}) where it is made" if frozen
                     else f"reset it as a new tensor, {here} = {new[1]}" + (f", or {here} = {new[2]}" if new[2] else "")
                 ) + ("" if reset == "zero_()" else " (v: the value your fill_() writes)")  # fmt: skip
+            elif reset and old(fn):  # the last write is an earlier step's (or made before the loop)
+                kind = f"written in place ({reset}) before this step"
+                verdict = "recompute"
+                reason = "a write made once, outside the step, keeps that write's graph"
+                fix = (
+                    "make it and write into it inside the step (a new tensor each step); if each "
+                    f"step writes into it: {detach} at each step's start, before writing"
+                )
             elif reset:
                 kind = (
                     f"written in place ({reset}) into a tensor that carries an earlier step's graph"
@@ -1300,17 +1388,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         "; it holds more than one step's items" if group in this_step else ""
                     )
                     fix = "store detached copies (x.detach()) where they are added"
-                    if reaches_trained.get(fn):
+                    if reaches_trained.get(fn) and group not in {_group(p) for p in every(loss)}:
                         store = group[:-3] if group.endswith("[*]") else group
+                        beside = _beside(container, owner, store, objects)
                         fix += (
                             f"; but if this loss must train {leaf_names} through them (saved "
-                            f"log-probs of an episode), not detached: {_emptied(store)} after each "
-                            "update, or compute them anew with the current weights"
+                            f"log-probs of an episode), not detached: {_emptied(store)} and "
+                            + (", ".join(beside) if beside else "any list filled beside it")
+                            + " after each update, or compute them anew with the current weights"
                         )
             elif use_record and not old(fn) and _made_from_others(here, fn):
                 derived.append(shown)
                 derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 continue
+            elif fn is root and not old(fn) and not _rebuilt(fn):
+                continue  # the loss, from an old term no place given holds: not its own value
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                 reason = "state carried from step to step"
@@ -1319,9 +1411,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "independent batches, reset it as a new tensor; a statistic: update it under "
                     "torch.no_grad()"
                 )
-                if reaches_trained.get(fn) and not isinstance(
-                    walk.holders.get(id(tensor)), (torch.nn.Module, *_CONTAINERS)
-                ):  # a record object (a camera's pose), not a layer's or a sequence's state
+                holder = walk.holders.get(id(tensor))
+                if (
+                    reaches_trained.get(fn)
+                    and fn is not root
+                    and tensor.dim()
+                    and holder is not None
+                    and not isinstance(holder, (torch.nn.Module, *_CONTAINERS))
+                ):  # a record object's (a camera's pose), not a total, a layer's or a sequence's state
                     fix += (
                         "; if each visit should apply a trained change to a fixed start (a pose, a "
                         "weight), keep the start and compute the value from it each step"
@@ -1364,7 +1461,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"its graph reaches {needing}, which requires grad but which none of the objects given "
                         "trains: a constant for this step, unless something else trains it (then recompute it)"
                     )
-                    fix = f"{detach}, or compute it under torch.no_grad()"
+                    fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
                 elif unchanged and updated:
                     moved = ", ".join(names[id(v)] for v in updated[:2])
                     reason = (
@@ -1372,7 +1469,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"nothing has changed them since they were made, while {moved} were updated: a "
                         "constant (a target, a label, data), unless something else trains them"
                     )
-                    fix = f"{detach}, or compute it under torch.no_grad(); if they do train: compute it inside the step"
+                    fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
                 else:
                     verdict = "recompute or detach"
                     reason = (

@@ -53,11 +53,13 @@ def case(instrument, url, what, cause, fix):
     return register
 
 
-def train_until_reported(loss_of, opt, **named):
-    """The reader's loop with the three lines: the step's loss, the report (returned once it is
-    not empty: the step that would fail), then zero_grad, backward and the optimizer's step."""
-
-    def step(i):
+def until_reported(loss_of, opt, steps=4, mark=False, **named):
+    """The reader's loop with the three lines (``mark``: ``mark_step()`` first): the step's loss,
+    the report (returned once it is not empty: the step that would fail, else None), then
+    zero_grad, backward and the optimizer's step. tests/test_instruments.py uses it too."""
+    for i in range(steps):
+        if mark:
+            fog.mark_step()
         loss = loss_of(i)
         report = find_old_graph(loss, **named, opt=opt)
         if report:
@@ -65,8 +67,13 @@ def train_until_reported(loss_of, opt, **named):
         opt.zero_grad()
         loss.backward()
         opt.step()
+    return None
 
-    return first_failing_step(step)
+
+def train_until_reported(loss_of, opt, **named):
+    """``until_reported``'s report as text, as ``first_failing_step`` gives it."""
+    report = until_reported(loss_of, opt, **named)
+    return "(nothing reported)" if report is None else str(report)
 
 
 def fails(report):
@@ -111,17 +118,11 @@ def sinabs_reset_in_place():
     net = StatefulLayer()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
 
-    def step(i):
+    def loss_of(i):
         net.reset_states()
-        loss = net(torch.randn(4)).pow(2).sum()
-        report = find_old_graph(loss, net=net, opt=opt)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return net(torch.randn(4)).pow(2).sum()
 
-    return first_failing_step(step)
+    return train_until_reported(loss_of, opt, net=net)
 
 
 @case(
@@ -227,16 +228,12 @@ def pytorch_frame_text_embedder():
     model = nn.Linear(4, 1)
     opt = torch.optim.Adam(model.parameters())
 
-    def step(i):
-        loss = model(tensor_frame.feat_dict["text"]).pow(2).mean()
-        report = find_old_graph(loss, model=model, opt=opt, tensor_frame=tensor_frame)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return first_failing_step(step)
+    return train_until_reported(
+        lambda i: model(tensor_frame.feat_dict["text"]).pow(2).mean(),
+        opt,
+        model=model,
+        tensor_frame=tensor_frame,
+    )
 
 
 @case(
@@ -326,16 +323,9 @@ def spikingjelly_reset_net():
     s_model = SNN()
     opt = torch.optim.Adam(s_model.parameters())
 
-    def step(i):
-        loss = (s_model(torch.randn(2, 3)) - 1).pow(2).mean()
-        report = find_old_graph(loss, s_model=s_model, opt=opt)
-        if report:
-            return report
-        opt.zero_grad()
-        loss.backward()
-        opt.step()  # no functional.reset_net(s_model)
-
-    return first_failing_step(step)
+    return train_until_reported(  # no functional.reset_net(s_model) between the steps
+        lambda i: (s_model(torch.randn(2, 3)) - 1).pow(2).mean(), opt, s_model=s_model
+    )
 
 
 @case(

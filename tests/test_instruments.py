@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "docs"))
 sys.path.insert(0, str(ROOT / "measure"))
 import find_old_graph as fog  # noqa: E402
 from find_old_graph import UNPACKS_TO_LOOK, find_old_graph, mark_step  # noqa: E402
+from instrument_cases import until_reported  # noqa: E402
 from why_no_grad import why_no_grad  # noqa: E402
 
 
@@ -1739,16 +1740,12 @@ def test_fill_with_a_tensor_gets_a_fix_that_runs_and_trains_the_fill_value():
     torch.manual_seed(1)
     m = Cell()
     opt = torch.optim.SGD(m.parameters(), 0.1)
-    for i in range(3):
-        mark_step()
-        m.h.fill_(m.h0)
-        loss = m(xs[i])
-        report = find_old_graph(loss, m=m, opt=opt)
-        if report:
-            break
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+
+    def loss_at(i):
+        m.h.fill_(m.h0)  # the reader's reset, at each step's start
+        return m(xs[i])
+
+    report = until_reported(loss_at, opt, steps=3, mark=True, m=m)
     (carrier,) = [c for c in report.carriers if c.path == "m.h"]
     assert "fill_(a tensor)" in carrier.kind and "full_like" not in carrier.fix, carrier
     line = re.search(r"(m\.h = \S+)", carrier.fix)[1].removesuffix(",").replace("(v)", "(m.h0)")
@@ -1790,15 +1787,7 @@ def test_a_transforms_cache_is_emptied_with_a_line_that_runs_and_trains():
 
     m = Flow()
     opt = torch.optim.SGD(m.parameters(), 0.1)
-    for _ in range(3):
-        mark_step()
-        loss = m(x)
-        report = find_old_graph(loss, m=m, opt=opt)
-        if report:
-            break
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+    report = until_reported(lambda i: m(x), opt, steps=3, mark=True, m=m)
     fix = " ".join(c.fix for c in report.carriers)
     line = re.search(r"(m\.t\._cached_x_y = \(None, None\))", fix)
     assert line, fix
@@ -1903,6 +1892,328 @@ def test_a_parameter_replaced_after_the_optimizer_is_not_called_a_copy():
     assert "add_param_group" in found["m.weight"].fix
 
 
+# ---- review 10 and held-out trial 5: the findings on find_old_graph ----------------------------
+
+
+class _Log:  # a record object the loop writes a running total onto
+    total = None
+
+
+def test_a_total_also_kept_in_a_history_names_both_places_with_fixes_that_train():
+    """Review 10 F1, I3, I4: a running total also appended to a history (hist.append(total)), and
+    reached as log.total and as loss: the total is state, fixed through the place the loop reads
+    (log.total, the loss's name beside it; no 'fixed start' clause), the history is samples
+    (store detached copies). Both fixes followed, three steps train each on its own step's term."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xs, model = torch.randn(4, 4, 3), nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    log, hist = _Log(), []
+    log.total = torch.zeros(())
+    for i in range(2):
+        mark_step()
+        log.total = log.total + model(xs[i]).pow(2).mean()
+        hist.append(log.total)
+        loss = log.total
+        if i:  # backward() would raise: the total holds step 0's graph
+            report = find_old_graph(loss, model=model, opt=opt, log=log, hist=hist, loss=loss)
+        else:
+            loss.backward()
+    found = {c.path: c for c in report.carriers}
+    assert set(found) == {"log.total (also loss)", "hist[0]"}, str(report)
+    total, kept = found["log.total (also loss)"], found["hist[0]"]
+    assert total.verdict == "state" and "fixed start" not in total.fix, str(report)
+    assert kept.verdict == "detach" and "store detached copies" in kept.fix, str(report)
+    assert "empty hist" not in kept.fix, str(report)
+    line = re.search(r"log\.total = log\.total\.detach\(\)", total.fix)[0]
+    alone = find_old_graph(loss, model=model, opt=opt, hist=hist)  # the total's place not given
+    assert "hist[1] = " not in str(alone), str(alone)  # no fix written on a history's item
+    assert {(c.path, c.verdict) for c in alone.carriers} >= {("the loss given", "state")}
+    log.total, hist = torch.zeros(()), []
+    with checked(opt, lambda i: model(xs[i]).pow(2).mean(), model=model):
+        for i in range(3):
+            exec(line, {"log": log})  # the printed fix, at the step's start
+            log.total = log.total + model(xs[i]).pow(2).mean()
+            hist.append(log.total.detach())  # the history's fix: detached where added
+            opt.zero_grad()
+            log.total.backward()
+            opt.step()
+
+
+def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss():
+    """Review 10 F2: a loss made each step from a term computed once inside a function and not
+    passed in: the loss is not called state (loss = loss.detach() trains nothing); the report
+    says the place is not among the objects given and to pass **locals(). Passed, the term is
+    named and told to be computed inside the step, which then trains three steps. A loss that is
+    its own earlier value under a scaling (0.9 * avg + 0.1 * loss) is state, detached at the start."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    model, x0, xs = nn.Linear(3, 1), torch.randn(4, 3), torch.randn(4, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train():
+        reg = model(x0).pow(2).sum() + model(x0).abs().sum()  # once, before the loop; an add too
+        for i in range(2):
+            mark_step()
+            loss = model(xs[i]).pow(2).mean() + reg
+            if i:
+                return (
+                    find_old_graph(loss, loss=loss, model=model, opt=opt),
+                    find_old_graph(loss, **locals()),  # opt too: a closure variable
+                )
+            loss.backward()
+
+    given, local = train()
+    assert not given.carriers and ".detach()" not in str(given), str(given)
+    assert "held by none of the objects given" in str(given) and "**locals()" in str(given)
+    (found,) = local.carriers
+    assert found.path == "reg" and found.verdict == "recompute", str(local)
+    assert found.fix.startswith("compute it inside the step"), found
+
+    def reference(i):  # written out from the formulas, at the current weights
+        return (model(xs[i]) ** 2).mean() + (model(x0) ** 2).sum() + model(x0).abs().sum()
+
+    with checked(opt, reference, model=model):
+        for i in range(3):
+            reg = model(x0).pow(2).sum() + model(x0).abs().sum()  # the fix: inside the step
+            opt.zero_grad()
+            (model(xs[i]).pow(2).mean() + reg).backward()
+            opt.step()
+    avg = torch.zeros(())  # a loss that is its own earlier value, under a scaling: state
+    for i in range(3):
+        mark_step()
+        avg = 0.9 * avg + 0.1 * model(xs[i]).pow(2).mean()
+        if i == 2:
+            (found,) = find_old_graph(avg, model=model, opt=opt, avg=avg).carriers
+        elif i == 0:
+            avg.backward()
+    assert (found.path, found.verdict) == ("avg", "state"), found
+    line = re.search(r"avg = avg\.detach\(\)", found.fix)[0]
+    with checked(opt, lambda i: 0.1 * model(xs[i]).pow(2).mean(), model=model):
+        for i in range(3):
+            exec(line, globals(), scope := {"avg": avg})  # the printed fix, at the step's start
+            avg = 0.9 * scope["avg"] + 0.1 * model(xs[i]).pow(2).mean()
+            opt.zero_grad()
+            avg.backward()
+            opt.step()
+
+
+def test_a_loss_made_once_is_called_old_when_not_given_and_not_dated_before_the_loop():
+    """Review 10 I1, I2: a loss computed once before the loop, not among the objects given, is
+    named old (the loss given) and told to be computed inside the step; one cached lazily at step
+    0 is not said to be computed before the loop. The fix trains three steps."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 1), torch.randn(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x).pow(2).mean()  # once, before the loop
+    mark_step()
+    (found,) = find_old_graph(loss, model=model, opt=opt).carriers
+    assert found.path == "the loss given" and found.verdict == "recompute", found
+    assert found.fix.startswith("compute it inside the step"), found
+    cache = {}
+    for i in range(2):
+        mark_step()
+        if "loss" not in cache:  # cached lazily at step 0
+            cache["loss"] = model(x).pow(2).mean()
+        if i:
+            report = find_old_graph(cache["loss"], model=model, opt=opt, once=cache["loss"])
+    text = str(report)
+    assert "before the loop or in an earlier step" in text and "once, before the loop" not in text
+    with checked(opt, lambda i: model(x).pow(2).mean(), model=model):
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()  # the fix: computed inside the step
+            opt.step()
+
+
+class _Pool:  # a GAN's image history buffer of two: returns the older image, keeps the new one
+    def __init__(self):
+        self.images = []
+
+    def query(self, image):
+        self.images.append(image)
+        return self.images.pop(0) if len(self.images) > 2 else self.images[0]
+
+
+def test_a_pool_whose_newest_item_has_another_name_is_samples():
+    """Review 10 M1: a two-image pool whose newest item is also a global name (fake) is samples
+    (detach, first), not 'recompute'. Stored detached, the discriminator trains three steps, each
+    on the image the pool returns, recomputed by the reference from its own noise."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    G, D, z = nn.Linear(2, 2), nn.Linear(2, 1), torch.randn(6, 1, 2)
+    opt_g, opt_d = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (G, D))
+    pool = _Pool()
+    for i in range(4):
+        mark_step()
+        fake = G(z[i])
+        opt_g.zero_grad()
+        (-D(fake).mean()).backward(retain_graph=True)
+        opt_g.step()
+        loss_d = D(pool.query(fake)).mean()
+        report = find_old_graph(loss_d, pool=pool, fake=fake, G=G, D=D, opt_g=opt_g, opt_d=opt_d)
+        if report.carriers:
+            break
+        opt_d.zero_grad()
+        loss_d.backward()
+        opt_d.step()
+    first = report.carriers[0]
+    assert first.path.startswith("pool.images[") and first.verdict == "detach", str(report)
+    assert first.fix.startswith("store detached copies (x.detach()) where they are added"), first
+    G.requires_grad_(False)  # a fixed generator: the reference can recompute each stored image
+    pool = _Pool()
+    returned = lambda i: max(i - 2, 0) if i > 1 else 0  # noqa: E731  (the pool's own rule)
+    with checked(opt_d, lambda i: D(G(z[returned(i)])).mean(), D=D):
+        for i in range(4):
+            loss_d = D(pool.query(G(z[i]).detach())).mean()  # the fix: stored detached
+            opt_d.zero_grad()
+            loss_d.backward()
+            opt_d.step()
+
+
+class _Policy(nn.Module):  # REINFORCE's policy, with the two lists the example keeps on it
+    def __init__(self):
+        super().__init__()
+        self.fc, self.saved_log_probs, self.rewards = nn.Linear(4, 2), [], []
+
+    def forward(self, x):
+        return F.softmax(self.fc(x), dim=1)
+
+
+def test_saved_log_probs_emptied_with_the_rewards_kept_beside_them():
+    """Review 10 M2: REINFORCE's saved log-probs used by a second update: the report names the
+    rewards list kept beside them, to be emptied with them (emptied alone, this episode's
+    log-probs meet the last episode's returns). Both emptied after each update, three updates
+    train, each as the episode's loss written out again from its states, actions and rewards."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    states = torch.randn(5, 3, 1, 4)
+    policy = _Policy()
+    opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+
+    def act(probs, ep, t):  # the same draw for the loop and the reference
+        return torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(10 * ep + t))
+
+    def episode(ep):
+        for t in range(3):
+            probs = policy(states[ep, t])
+            a = act(probs, ep, t).item()
+            policy.saved_log_probs.append(torch.log(probs[0, a]))
+            policy.rewards.append(float(t + 1))
+
+    def policy_loss():
+        returns, ret = [], 0.0
+        for r in policy.rewards[::-1]:
+            ret = r + 0.9 * ret
+            returns.insert(0, ret)
+        return torch.stack([-lp * g for lp, g in zip(policy.saved_log_probs, returns)]).sum()
+
+    def reference(ep):  # this episode only, from its own states, draws and rewards
+        returns = [1 + 0.9 * 2 + 0.81 * 3, 2 + 0.9 * 3, 3.0]
+        total = 0
+        for t in range(3):
+            probs = policy(states[ep, t])
+            total = total - torch.log(probs[0, act(probs, ep, t).item()]) * returns[t]
+        return total
+
+    mark_step()
+    episode(0)
+    opt.zero_grad()
+    policy_loss().backward()
+    opt.step()
+    mark_step()
+    episode(1)
+    text = str(find_old_graph(policy_loss(), policy=policy, opt=opt))
+    assert "empty policy.saved_log_probs and policy.rewards after each update" in text, text
+    policy.saved_log_probs.clear(), policy.rewards.clear()
+    with checked(opt, lambda i: reference(i + 2), policy=policy):
+        for ep in range(2, 5):
+            episode(ep)
+            opt.zero_grad()
+            policy_loss().backward()
+            opt.step()
+            policy.saved_log_probs.clear(), policy.rewards.clear()  # the fix, after each update
+
+
+def test_a_buffer_written_once_before_the_loop_is_written_inside_the_step():
+    """Held-out-5 F1 (pytorch/pytorch#21469): c[[1, 2]] = b[[1, 1]] once before the loop, then
+    backward through c at each step: detaching c alone leaves no graph, so the report leads with
+    writing it inside the step; followed, b trains three steps."""
+    from outcome import checked
+
+    b = torch.randn(3, requires_grad=True)
+    c = torch.zeros(3)
+    c[[1, 2]] = b[[1, 1]]
+    mark_step()
+    (found,) = find_old_graph(c.sum(), b=b, c=c).carriers
+    assert found.path == "c" and found.verdict == "recompute", found
+    assert found.fix.startswith("make it and write into it inside the step"), found
+    opt = torch.optim.SGD([b], lr=0.1)
+    with checked(opt, lambda i: 2 * b[1], b=b):
+        for _ in range(3):
+            c = torch.zeros(3)  # the fix: made and written inside the step
+            c[[1, 2]] = b[[1, 1]]
+            opt.zero_grad()
+            c.sum().backward()
+            opt.step()
+
+
+def test_an_embedding_computed_outside_any_forward_gets_both_branches():
+    """Held-out-5 F3 (a position embedding computed once at model-build time, keras-core#663): it
+    cannot know intent; it leads with detach (no optimizer holds the weights, unchanged while
+    others train) and gives the other branch, computing it in a layer's forward. Both branches
+    train three steps; in the second the embedding's weights are held by the optimizer and move."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xs = torch.randn(4, 2, 4, 8)
+    emb, head = nn.Embedding(4, 8), nn.Linear(8, 1)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    position = emb(torch.arange(4))  # built once, outside any forward
+    for i in range(2):
+        mark_step()
+        loss = head(xs[i] + position).pow(2).mean()
+        if i:
+            (found,) = find_old_graph(loss, position=position, head=head, opt=opt).carriers
+        else:
+            loss.backward()
+            opt.step()
+    assert found.verdict == "detach", found
+    assert found.fix.startswith("position = position.detach()"), found
+    assert "if they should train: compute it inside the step, in a layer" in found.fix, found
+    position = position.detach()  # the first branch: a constant
+    with checked(opt, lambda i: head(xs[i] + emb.weight.detach()).pow(2).mean(), head=head):
+        for i in range(3):
+            opt.zero_grad()
+            head(xs[i] + position).pow(2).mean().backward()
+            opt.step()
+
+    class Positioned(nn.Module):  # the second branch: a layer whose forward computes it
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = emb, head
+
+        def forward(self, x):
+            return self.head(x + self.emb(torch.arange(4)))
+
+    model = Positioned()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    weights = [p.detach().clone() for p in model.parameters()]
+    reference = lambda i: xs[i] @ head.weight.T + emb.weight @ head.weight.T + head.bias  # noqa: E731
+    with checked(opt, lambda i: reference(i).pow(2).mean(), model=model):
+        for i in range(3):
+            opt.zero_grad()
+            model(xs[i]).pow(2).mean().backward()
+            opt.step()
+    assert all(not torch.equal(w, p) for w, p in zip(weights, model.parameters()))
+
+
 def test_a_loss_named_among_the_objects_is_not_called_old():
     """Held-out-5 F1: with **globals(), the loss is among the objects given. Made after
     mark_step() from a buffer that carries an earlier step's graph, it is neither "this loss
@@ -1943,7 +2254,7 @@ def test_saved_log_probs_used_again_are_told_to_be_emptied_not_only_detached():
     opt.step()
     mark_step()
     text = str(find_old_graph(-torch.stack(saved).sum(), saved=saved, opt=opt))
-    assert "empty saved after each update" in text, text
+    assert "empty saved and any list filled beside it after each update" in text, text
     for _ in range(3):  # the fix: empty it after each update; each loss is its own episode's
         saved.clear()
         episode()
