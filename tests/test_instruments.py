@@ -2758,3 +2758,95 @@ def test_a_replacement_is_told_by_what_ran_and_worded_by_the_source():
             model(x[i]).backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_trained_scalar_an_object_decays_is_recomputed_not_detached():
+    """Review 11 M2: a scheduler-like object keeps scale = sigmoid(temp) * 0.99 ** k, rebuilt
+    from its earlier value, temp in the optimizer: this step's part of its graph reaches no
+    trained leaf, so a detach would stop temp training; the verdict is recompute, from temp at
+    each step. Followed, three steps train temp and the model against the loss written out."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xs = torch.randn(4, 4, 3)
+    model, temp = nn.Linear(3, 1), nn.Parameter(torch.tensor(1.0))
+    opt = torch.optim.SGD([*model.parameters(), temp], lr=0.1)
+
+    class Sched:
+        scale = None
+
+        def step(self):
+            self.scale = torch.sigmoid(temp) if self.scale is None else self.scale * 0.99
+
+    sched = Sched()
+    for i in range(2):
+        mark_step()
+        sched.step()
+        loss = model(xs[i]).pow(2).mean() * sched.scale
+        if i:
+            report = find_old_graph(loss, model=model, temp=temp, opt=opt, sched=sched)
+        else:
+            loss.backward()
+            opt.step()
+    (found,) = report.carriers
+    assert found.path == "sched.scale" and found.verdict == "recompute", str(report)
+    assert "compute it from temp at each step" in found.fix and "detach" not in found.fix, found
+
+    class Fixed:  # the fix: the value computed from temp at each step, the decay applied to it
+        k = 0
+
+        def step(self):
+            self.scale, self.k = torch.sigmoid(temp) * 0.99**self.k, self.k + 1
+
+    def reference(i):  # written out: a linear layer, then 1 / (1 + e^-temp) times 0.99 ** i
+        out = xs[i] @ model.weight.T + model.bias
+        return out.pow(2).mean() / (1 + torch.exp(-temp)) * 0.99**i
+
+    sched = Fixed()
+    with checked(opt, reference, model=model, temp=temp) as done:
+        for i in range(3):
+            sched.step()
+            opt.zero_grad()
+            (model(xs[i]).pow(2).mean() * sched.scale).backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_a_loss_kept_as_a_history_item_is_not_told_to_store_detached_copies():
+    """Review 11 M3: history.append(history[-1] + loss); history[-1].backward(): the loss lives
+    in the history, so 'store detached copies where they are added' would detach the loss
+    itself; the report says to detach the earlier item where the next is made from it.
+    Followed (the printed expression), three steps train each on its own step's term."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xs, model = torch.randn(4, 4, 3), nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    history: list = []
+    for i in range(2):
+        mark_step()
+        history.append((history[-1] if history else 0) + model(xs[i]).pow(2).mean())
+        if i:
+            report = find_old_graph(history[-1], model=model, opt=opt, history=history)
+        else:
+            history[-1].backward()
+            opt.step()
+    text = str(report)
+    assert "store detached copies" not in text, text
+    found = {c.path: c for c in report.carriers}["history[0]"]
+    assert found.verdict == "state", text
+    expression = re.search(r"\((history\[-1\]\.detach\(\) \+ \.\.\.)\)", found.fix)[1]
+
+    def reference(i):  # this step's term alone, written out
+        return (xs[i] @ model.weight.T + model.bias).pow(2).mean()
+
+    history = []
+    with checked(opt, reference, model=model) as done:
+        for i in range(3):
+            term = model(xs[i]).pow(2).mean()
+            space = {"history": history, "term": term}
+            history.append(eval(expression.replace("...", "term"), space) if history else term)
+            opt.zero_grad()
+            history[-1].backward()
+            opt.step()
+    assert len(done) == 3
