@@ -16,7 +16,10 @@ and reports:
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
   made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)``, or of a container that
-  holds, under any name, this step's tensor too, are a bank or history (detach).
+  holds, under any name, this step's tensor too, are a bank or history (detach), unless the loss
+  itself lives there (``history.append(history[-1] + loss)``): then the item it is made from is
+  detached there. A value rebuilt from its earlier value that reaches trained weights only
+  through it (``scale = sigmoid(temp) * 0.99 ** k``) is recomputed from them, not detached.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
@@ -1265,6 +1268,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             for e in _old_reached(fn, kids, known_old, set())[0]
         )
 
+    def _trains_only_through_old(fn) -> bool:
+        """This step's part of ``fn``'s graph (down to the old nodes) reaches no leaf that trains:
+        what trains it is reached only through its earlier value (sigmoid(temp) * 0.99 ** k)."""
+        seen, todo = {fn}, [fn]
+        while todo:
+            for child in kids.get(todo.pop(), ()):
+                if child in seen or child in known_old or old(child):
+                    continue
+                seen.add(child)
+                variable = getattr(child, "variable", None)
+                if not kids.get(child) and isinstance(variable, torch.Tensor) and trains(variable):
+                    return False
+                todo.append(child)
+        return True
+
     for t in walk.tensors:  # a container holding this step's tensor under any name: a bank
         if t.grad_fn and not old(t.grad_fn):
             this_step.update(_group(p) for p in every(t))
@@ -1382,6 +1400,18 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"(copy.deepcopy) or reset it (a new {type(owner).__name__}, or its reset); "
                         "to keep the history, keep it detached"
                     )
+                elif (
+                    enters
+                    and group in {_group(p) for p in every(loss)}
+                    and not any(re.search(r"[.\[]", p) and _group(p) != group for p in every(loss))
+                ):  # the loss lives in it (no object holds it elsewhere): detached copies cut it
+                    store = group[:-3] if group.endswith("[*]") else group
+                    verdict = "state"
+                    reason = "the loss itself is kept in it, made from an earlier item"
+                    fix = (
+                        f"detach the earlier item where the next is made from it ({store}[-1]"
+                        ".detach() + ...), not the items stored: the loss is one"
+                    )
                 else:
                     verdict = "detach"
                     reason = "samples kept for later (a history, pool, bank, queue)" + (
@@ -1403,6 +1433,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 continue
             elif fn is root and not old(fn) and not _rebuilt(fn):
                 continue  # the loss, from an old term no place given holds: not its own value
+            elif (
+                not old(fn)
+                and fn is not root
+                and reaches_trained.get(fn)
+                and _trains_only_through_old(fn)
+            ):
+                kind, verdict = "rebuilt this step from its value of an earlier step", "recompute"
+                reason = (
+                    f"its graph reaches {leaf_names} ({trains_what}) only through its earlier "
+                    "value, so detaching it stops that training"
+                )
+                fix = (
+                    f"compute it from {leaf_names} at each step (keep the start, apply the "
+                    "step's factor, e.g. 0.99 ** k), not from its earlier value"
+                )
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                 reason = "state carried from step to step"

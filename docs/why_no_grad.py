@@ -39,10 +39,12 @@ Where it stops:
   tensor named with history puts the cut between it and the loss; an inference tensor was made
   under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
   forward hook to paste, one line, that tells "not called" from "called under no_grad" from "cut
-  after it" (it adds no hook itself). A parameter (or the submodule holding it) that a module's
-  ``forward`` assigns anew on every call is found in ``forward``'s source (parsed with ``ast``,
-  with the methods it calls on ``self``; an assignment under a first-call test, ``is None`` or
-  ``hasattr``, is made once); without source it is told as replaced. Leaves the graph reaches that you did
+  after it" (it adds no hook itself). A parameter replaced is seen at run time (the optimizer
+  named holds another one than the module, or the graph used another one than the module holds
+  now); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
+  words the fix: where it assigns that attribute (on every call, or on some: under an ``if`` or
+  a loop), "create it once in ``__init__``"; without source (or any source it cannot read), "make
+  the optimizer after the model is final". Leaves the graph reaches that you did
   not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
@@ -449,6 +451,15 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "rows do not train in this step (a mask, a dead unit, a row not used); right if they "
             "were not meant to be used"
         )
+    if not held["opt"]:  # forward assigns a parameter: only an optimizer can show it is stale
+        assigned = {
+            where: name for (name, t), f in zip(tensors, findings)
+            if f.rule == "has a gradient" and (where := _per_call(held["module"].get(id(t), ""), g))
+        }  # fmt: skip
+        for (where, attr), name in assigned.items():
+            notes.append(
+                f"{where}: name your optimizer (opt=opt) to check it holds the {attr} forward uses"
+            )
     stray = [  # parameters on the graph that no module named registers, while one's are on it
         v for v, _ in g.leaves.values() if isinstance(v, torch.nn.Parameter) and v.requires_grad
         and id(v) not in g.names and id(v) not in g.held["module"] and id(v) not in g.held["opt"]
@@ -724,9 +735,9 @@ def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int,
 def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple[str, str, str]:
     """A tensor with a gradient: flagged if optimizers were named and none of them holds it, or
     if forward makes it anew on every call."""
-    where = _per_call(g.held["module"].get(id(t), ""), g)
-    if where and t.is_leaf and id(t) not in g.held["opt"]:
-        return _recreated(where)
+    if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:  # seen at run time
+        if where := _per_call(g.held["module"].get(id(t), ""), g):
+            return _recreated(where[0], _BY_OPT)
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
         return (
             "not in the optimizer: a copy",
@@ -757,31 +768,55 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
 
 @functools.lru_cache(maxsize=256)
 def _assigned_per_call(cls: type) -> dict:
-    """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns the
-    result of a call to (``self.w = nn.Parameter(...)``, ``setattr(self, "w", ...)``,
-    ``register_parameter``/``add_module``): made anew on every call. Read from the source with
-    ``ast``, run never; {attribute: "Class.method"}, empty where the source cannot be read."""
-    found, todo, seen = {}, ["forward"], set()
+    """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns
+    (``self.w = nn.Parameter(...)``, ``setattr(self, "w", ...)``, ``register_parameter``/
+    ``add_module``), read from the source with ``ast``, run never: {attribute: ("Class.method()",
+    whether it runs on every call: under no ``if``, loop or ``try`` handler)}; empty where the
+    source cannot be read. It only words a fix: a replacement is decided at run time."""
+    try:  # the reader's source can be anything (a lambda, exec, partial, a C method, a stale
+        # file); reading it must never stop the report: whatever fails here, no source is read
+        return _read_assignments(cls)
+    except Exception:  # noqa: BLE001 - any failure means "no source": the runtime rules decide
+        return {}
+
+
+def _read_assignments(cls: type) -> dict:
+    found, todo, seen = {}, [("forward", True)], set()
     while todo:
-        name = todo.pop()
+        name, every = todo.pop()
         method = inspect.getattr_static(cls, name, None)
-        if name in seen or not inspect.isfunction(method) or method.__module__.startswith("torch."):
+        module = getattr(method, "__module__", None) or ""  # None for a class made by exec()
+        if name in seen or not inspect.isfunction(method) or module.startswith("torch."):
             continue
         seen.add(name)
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-        except (OSError, TypeError, SyntaxError):  # no source: a builtin, a lambda in a REPL
+        except (OSError, TypeError, SyntaxError):  # no source: a builtin, exec, a REPL
             continue
-        where, args = f"{cls.__name__}.{name}()", tree.body[0].args.args
-        me = args[0].arg if args else "self"  # the name the method gives its instance
-        for node in _always_run(tree.body[0]):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
-                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    func = node.value.func  # self.fc = self.fc.to(d) keeps its parameters
-                    kept = isinstance(func, ast.Attribute) and _attr_of(func.value, me)
-                    if _attr_of(target, me) and kept != target.attr:
-                        found.setdefault(target.attr, where)
-            elif isinstance(node, ast.Call):
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        defs = [n for n in ast.walk(tree) if isinstance(n, kinds)]
+        if method.__name__ == "<lambda>":  # getsource gives the whole line: its one lambda
+            defs = [n for n in defs if isinstance(n, ast.Lambda)]
+        if len(defs) != 1 and not isinstance(defs[0] if defs else None, ast.FunctionDef):
+            continue  # several lambdas on the line: which one cannot be told
+        root = defs[0]
+        where = f"{cls.__name__}.{name}()"
+        me = root.args.args[0].arg if root.args.args else "self"  # the name it gives its instance
+        for node, always in _runs(root, every):
+            targets = (
+                node.targets if isinstance(node, ast.Assign)
+                else [node.target] if isinstance(node, ast.AnnAssign)
+                else []
+            )  # fmt: skip
+            for target in targets:
+                pairs = [(target, node.value)]
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts))  # self.ready, self.w = ...
+                for left, right in pairs:
+                    attr = _attr_of(left, me)
+                    if attr and not _keeps(right, me, attr):
+                        _found(found, attr, where, always)
+            if isinstance(node, ast.Call):
                 func, args = node.func, node.args
                 setting = getattr(func, "id", "") == "setattr" and args[:1]
                 setting = setting and _attr_of(args[0], me, "") == ""
@@ -792,10 +827,24 @@ def _assigned_per_call(cls: type) -> dict:
                 )
                 first = args[1:2] if setting else args[:1] if registering else []
                 if first and isinstance(first[0], ast.Constant) and isinstance(first[0].value, str):
-                    found.setdefault(first[0].value, where)
+                    _found(found, first[0].value, where, always)
                 elif _attr_of(func, me):  # self.helper(...): read it too
-                    todo.append(func.attr)
+                    todo.append((func.attr, always))
     return found
+
+
+def _found(found: dict, attr: str, where: str, always: bool) -> None:
+    old = found.get(attr)
+    if old is None or always and not old[1]:
+        found[attr] = (where, always)
+
+
+def _keeps(value, me: str, attr: str) -> bool:
+    """``value`` is ``self.<attr>`` or a call on it (``self.fc.to(d)``): the same object back."""
+    func = value.func if isinstance(value, ast.Call) else None
+    return _attr_of(value, me) == attr or (
+        isinstance(func, ast.Attribute) and _attr_of(func.value, me) == attr
+    )
 
 
 def _attr_of(node, me: str, attr: str | None = None) -> str | None:
@@ -806,48 +855,51 @@ def _attr_of(node, me: str, attr: str | None = None) -> str | None:
     return node.attr if is_attr and node.value.id == me else None
 
 
-def _always_run(root):
-    """The nodes under a function that run on every call: not in a nested def, nor under an
-    ``if`` that tests for a first call (``hasattr``, ``getattr``, ``is None``: a lazy init)."""
-    todo = list(ast.iter_child_nodes(root))
+def _runs(root, every: bool = True):
+    """(node, whether it runs on every call) for the nodes of a function, not in a nested def:
+    a node under an ``if``, a loop, a ``try`` handler or a conditional expression runs on some
+    calls only (``if self.w is None:``, ``if not self.ready:`` and its ``else`` alike)."""
+    todo = [(n, every) for n in ast.iter_child_nodes(root)]
     while todo:
-        node = todo.pop()
-        if (
-            isinstance(node, (ast.FunctionDef, ast.Lambda))
-            or isinstance(node, ast.If)
-            and any(
-                isinstance(n, ast.Constant)
-                and n.value is None
-                or isinstance(n, ast.Name)
-                and n.id in ("hasattr", "getattr")
-                for n in ast.walk(node.test)
-            )
-        ):
+        node, always = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
-        yield node
-        todo += ast.iter_child_nodes(node)
+        yield node, always
+        branches = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.ExceptHandler,
+                    ast.BoolOp, ast.comprehension, getattr(ast, "match_case", ast.If))  # fmt: skip
+        inner = always and not isinstance(node, branches)
+        todo += [(n, inner) for n in ast.iter_child_nodes(node)]
 
 
-def _per_call(path: str, g: _Context) -> str | None:
-    """Where the parameter at ``path`` (``model.attn.rel_h``) is made anew on every forward call:
-    its module, or a module above it, assigns it (or the submodule holding it) in forward."""
+def _per_call(path: str, g: _Context) -> tuple[str, str] | None:
+    """(where, attribute) when the parameter at ``path`` (``model.attn.rel_h``) is assigned in
+    a forward call: its module, or a module above it, assigns it (or the submodule holding it);
+    ``where`` says on every call or on some (under an ``if``, a loop)."""
     modules = dict(g.modules)
     parts = path.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         owner = modules.get(".".join(parts[:depth]))
-        where = _assigned_per_call(type(owner)).get(parts[depth]) if owner is not None else None
-        if where:
-            return f"{where} assigns self.{parts[depth]} anew"
+        found = _assigned_per_call(type(owner)).get(parts[depth]) if owner is not None else None
+        if found:
+            when = "on every call" if found[1] else "on some or all calls"
+            return f"{found[0]} assigns self.{parts[depth]} {when}", parts[depth]
     return None
 
 
-def _recreated(where: str) -> tuple[str, str, str]:
+def _recreated(where: str, evidence: str) -> tuple[str, str, str]:
+    """A replacement seen at run time (``evidence``) that forward's source makes (``where``)."""
     return (
         "re-created in forward",
-        f"{where} on every call: the one used is new each step (new values, in no optimizer) and "
-        "the one the optimizer holds is never used",
+        f"{where}, and {evidence}",
         "create it once in __init__ and only use it in forward (no assignment there)",
     )
+
+
+_BY_OPT = "the optimizer named holds an older one, which forward no longer uses"
+_BY_GRAPH = (
+    "the loss's graph used an older one than the module holds now: an optimizer made before "
+    "updates one forward no longer uses"
+)
 
 
 def _off_graph_shapes(g: _Context) -> set:
@@ -908,7 +960,14 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             name = g.held["module"].get(id(p))
             if name and id(p) not in g.held["opt"] and p.shape == t.shape:
                 if where := _per_call(name, g):
-                    return _recreated(where)
+                    return _recreated(where[0], _BY_OPT)
+    name = g.held["module"].get(id(t))
+    older = [  # the graph used a parameter of its shape that no module named holds now
+        v for v, _ in g.leaves.values() if isinstance(v, torch.nn.Parameter)
+        and v.shape == t.shape and id(v) not in g.held["module"]
+    ]  # fmt: skip
+    if name and older and (where := _per_call(name, g)):
+        return _recreated(where[0], _BY_GRAPH)
     copy = _copy_on_graph(t, g)
     if copy:
         return (
