@@ -617,17 +617,33 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     if t.grad_fn is not None and not t.retains_grad:
         op = type(t.grad_fn).__name__
         source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
+        where = _kept_on(t, g)
+        if where and any(id(v) in g.held["module"] for v in _leaves_below(t.grad_fn)):
+            where = None  # made from the module's parameters: an activation kept (self.hidden)
+        kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         if op in _COPIES:
             return (
                 "not a leaf: a copy",
-                f"{_COPIES[op]} of {source}, which gets the gradient; a copy is not a leaf",
-                "make the tensor where it is used (torch.randn(..., device=d, dtype=x, requires_grad=True)), "
-                "or move or cast it first, then call .requires_grad_() on the result",
+                f"{_COPIES[op]} of {source}, which gets the gradient; a copy is not a leaf{kept}",
+                _as_parameter(
+                    where,
+                    " (.cuda(), .to() or math on a Parameter returns a plain "
+                    "tensor: make the value on its device first, or move the model: model.to(d))",
+                )
+                if where
+                else "make the tensor where it is used (torch.randn(..., "
+                "device=d, dtype=x, requires_grad=True)), or move or cast it first, then call "
+                ".requires_grad_() on the result",
             )
         return (
             "not a leaf",
-            f"made by {op} from {source}; .grad is kept only for leaves (reading it warns)",
-            "call .retain_grad() on it before backward(), or read the gradient of the leaf it was made from",
+            f"made by {op} from {source}; .grad is kept only for leaves (reading it warns){kept}",
+            _as_parameter(
+                where, " (math on a Parameter returns a plain tensor: compute the value first)"
+            )
+            if where
+            else "call .retain_grad() on it before backward(), or read the "
+            "gradient of the leaf it was made from",
         )
     if not t.requires_grad:
         twin = _twin(t, g)
@@ -642,9 +658,12 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         frozen = isinstance(t, torch.nn.Parameter)
         why = ("frozen: requires_grad is False (requires_grad_(False), or a frozen layer)" if frozen
                else "requires_grad is False: autograd records nothing for it and builds no AccumulateGrad")  # fmt: skip
+        kept = _kept_on(t, g) if not frozen else None
         return (
             "requires_grad off" if not frozen else "frozen",
-            why + (f"; {copy} is on the graph instead" if copy else ""),
+            why
+            + (f"; {copy} is on the graph instead" if copy else "")
+            + (f"; a plain tensor kept on {kept} (not a parameter or buffer)" if kept else ""),
             (
                 "if you froze it on purpose, None is right: leave it (and skip it where you read .grad "
                 "or register hooks); to train it, requires_grad_() before the forward pass that builds "
@@ -687,6 +706,13 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
     output made without gradients (no_grad, inference_mode, an encode() or predict() wrapper)
     does not: requires_grad_() on it makes a new leaf, cut off from the model that made it."""
     as_input = "an input you want a gradient for: x.requires_grad_() before the forward pass"
+    if where := _kept_on(t, g):  # a module's attribute: meant to be learned, or a constant
+        return (
+            f"to train it: {_as_parameter(where)} (requires_grad_() alone gives a .grad, but no "
+            f"optimizer holds it); a constant (a mask): None is right; if it is {as_input}"
+        )
+    if t.is_inference():
+        return f"it was made under inference_mode: {_INFERENCE_FIX}"
     as_output = (
         "a model's output made without gradients (under torch.no_grad() or inference_mode, or by a "
         "wrapper that uses them: encode(), predict(), generate()): compute it with gradients "
@@ -700,6 +726,31 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
     if t.is_inference() or (untrained and (g.loss is None or g.loss.grad_fn is None)):
         return f"if it is {as_output}; if it is {as_input}"
     return f"if it is {as_input}; if it is {as_output}"
+
+
+def _as_parameter(where: str, made: str = "") -> str:
+    """The fix for a module's attribute kept as a plain tensor (``where``: ``model.memory.keys``)."""
+    return (
+        f"self.{where.rpartition('.')[2]} = nn.Parameter(value) in __init__, before the optimizer "
+        f"is made{made}"
+    )
+
+
+_INFERENCE_FIX = (
+    "torch.enable_grad() does not leave inference mode; use torch.inference_mode(False) around "
+    "the computation (Lightning: Trainer(inference_mode=False)), and remake there what was made "
+    "under inference mode (layers too), or .clone() it there"
+)
+
+
+def _kept_on(t: torch.Tensor, g: _Context) -> str | None:
+    """``model.memory.keys``: the attribute of a module named that holds ``t`` as a plain tensor
+    (not in its parameters or buffers)."""
+    for name, module in g.modules:
+        for key, value in vars(module).items():
+            if value is t:
+                return f"{name}.{key}"
+    return None
 
 
 def _padding_row(t: torch.Tensor, grad: torch.Tensor, modules: list) -> int | None:
@@ -937,8 +988,10 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
             "torch.tensor(...), an argmax or another integer result), or no input required grad"
             + _where_cut(g),
-            "compute it with gradients enabled, with torch operations on the model's outputs; an "
-            "argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)",
+            f"compute it with gradients enabled: {_INFERENCE_FIX}"
+            if g.loss.is_inference()
+            else "compute it with gradients enabled, with torch operations on the model's outputs; "
+            "an argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)",
         )
     if g.loss.grad_fn is None:
         return (
@@ -1085,8 +1138,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)",
-        "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right, skip it "
-        "where you read .grad",
+        "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right if your "
+        "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
+        "forward does not reach it: find the path that skips it",
     )
 
 

@@ -2850,3 +2850,227 @@ def test_a_loss_kept_as_a_history_item_is_not_told_to_store_detached_copies():
             history[-1].backward()
             opt.step()
     assert len(done) == 3
+
+
+# ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
+# ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
+
+
+class _Memory(nn.Module):
+    """Trial 6 G3 (RememberingNormality#7) and G5 (pytorch#94828): keys and values kept as plain
+    tensors, and a Parameter moved with .to() in __init__ (a plain copy); fixed: nn.Parameter."""
+
+    def __init__(self, fixed=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 4)
+        keys, values, t = torch.randn(5, 4), torch.randn(5, 4), torch.rand(4)
+        if fixed:
+            self.keys, self.values, self.t = (
+                nn.Parameter(keys),
+                nn.Parameter(values),
+                nn.Parameter(t),
+            )
+        else:
+            self.keys, self.values = keys, values
+            self.t = nn.Parameter(t).to("cpu", copy=True)  # .cuda() on a GPU: the same copy
+
+    def forward(self, x):
+        h = self.lin(x) + self.t
+        return torch.softmax(h @ self.keys.T, -1) @ self.values
+
+
+def test_a_module_attribute_kept_as_a_plain_tensor_is_made_a_parameter():
+    """Trial 6 G3/G5: requires_grad_() (or a copy made with requires_grad) gives a .grad that no
+    optimizer holds; the fix leads with nn.Parameter in __init__; an input keeps requires_grad_(),
+    an activation kept on the module keeps retain_grad(). The fix trains three steps."""
+    from outcome import checked
+
+    model, x, y = _Memory(), torch.randn(3, 3, 4), torch.randn(3, 3, 4)
+    image = torch.rand(3, 4)
+    model.hidden = model.lin(x[0])  # an activation kept: not a parameter to be
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    loss = (model(x[0] + image) - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model, opt=opt, keys=model.keys, t=model.t, image=image)
+    for name, rule in (("keys", "requires_grad off"), ("t", "not a leaf: a copy")):
+        assert found[name].rule == rule, found[name]
+        assert (
+            f"self.{name} = nn.Parameter(value) in __init__, before the optimizer"
+            in found[name].fix
+        )
+    assert "plain tensor kept on model.keys" in found["keys"].why
+    assert (
+        found["image"].fix.startswith("if it is an input")
+        and "nn.Parameter" not in found["image"].fix
+    )
+    hidden = why_no_grad(loss, model=model, hidden=model.hidden)["hidden"]
+    assert hidden.rule == "not a leaf" and "retain_grad()" in hidden.fix, hidden
+
+    fixed = _Memory(fixed=True)
+    opt = torch.optim.Adam(fixed.parameters(), lr=0.1)  # made after the parameters, as the fix says
+    w, b, keys, values, t = fixed.lin.weight, fixed.lin.bias, fixed.keys, fixed.values, fixed.t
+
+    def reference(i):  # the forward written out
+        scores = (x[i] @ w.T + b + t) @ keys.T
+        attention = scores.exp() / scores.exp().sum(-1, keepdim=True)
+        return (attention @ values - y[i]).pow(2).mean()
+
+    with checked(opt, reference, model=fixed) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (fixed(x[i]) - y[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def _head_steps(feats, make_head):
+    """Three SGD steps of a new linear head on ``feats`` under ``checked`` against the head
+    written out; returns how many steps were checked."""
+    from outcome import checked
+
+    head = make_head()
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    data = feats.detach().clone()
+
+    def reference(i):
+        return (data @ head.weight.T + head.bias - i).pow(2).mean()
+
+    with checked(opt, reference, head=head) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (head(feats) - i).pow(2).mean().backward()
+            opt.step()
+    return len(done)
+
+
+def test_an_inference_tensor_is_told_to_leave_inference_mode():
+    """Trial 6 G2 in plain torch: enable_grad() inside inference_mode records nothing; the fix
+    says so, and inference_mode(False) with the head made there and the features cloned trains
+    three steps (the features used uncloned raise, as the fix warns)."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    with torch.inference_mode():
+        feats = model(torch.randn(4, 3))
+        with torch.enable_grad():  # what the reader wrote
+            head = nn.Linear(2, 1)
+            loss = head(feats).pow(2).mean()
+        found = why_no_grad(loss, head=head)["head.weight"]
+        assert found.rule == "not on the graph: the loss has no graph"
+        assert (
+            "does not leave inference mode" in found.fix
+            and "torch.inference_mode(False)" in found.fix
+        )
+        assert "Trainer(inference_mode=False)" in found.fix and ".clone()" in found.fix
+        with torch.inference_mode(False):
+            assert _head_steps(feats.clone(), lambda: nn.Linear(2, 1)) == 3
+            with pytest.raises(
+                RuntimeError, match="Inference tensors cannot be saved for backward"
+            ):
+                _head_steps(feats, lambda: nn.Linear(2, 1))
+    named = why_no_grad(None, feats=feats)["feats"]
+    assert named.fix.startswith("it was made under inference_mode: torch.enable_grad()"), named
+
+
+def test_lightning_validation_inference_mode_is_left_as_the_fix_says():
+    """Trial 6 G2 (Lightning#13948) in real Lightning: a callback that trains a head during
+    validation under enable_grad() gets no graph; both ways the fix names train three steps:
+    torch.inference_mode(False) with the features cloned, and Trainer(inference_mode=False)."""
+    L = pytest.importorskip("lightning")
+
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def validation_step(self, batch, i):
+            return None
+
+    seen = {}
+
+    class Probe(L.Callback):
+        def __init__(self, way):
+            self.way = way
+
+        def on_validation_batch_start(self, trainer, pl_module, batch, i, dataloader_idx=0):
+            feats = pl_module(batch[0])
+            if self.way == "enable_grad":  # the reader's
+                with torch.enable_grad():
+                    head = nn.Linear(2, 1)
+                    seen[self.way] = why_no_grad(head(feats).sum(), head=head)["head.weight"].fix
+            elif self.way == "inference_mode(False)":
+                with torch.inference_mode(False):
+                    seen[self.way] = _head_steps(feats.clone(), lambda: nn.Linear(2, 1))
+            else:
+                with torch.enable_grad():
+                    seen[self.way] = _head_steps(feats, lambda: nn.Linear(2, 1))
+
+    torch.manual_seed(0)
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randn(4, 3)), batch_size=4
+    )
+    ways = {
+        "enable_grad": True,
+        "inference_mode(False)": True,
+        "Trainer(inference_mode=False)": False,
+    }
+    for way, inference in ways.items():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(None):
+            warnings.simplefilter("ignore")
+            trainer = L.Trainer(
+                accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                enable_model_summary=False, callbacks=[Probe(way)], inference_mode=inference,
+            )  # fmt: skip
+            trainer.validate(Net(), data, verbose=False)
+    fix = seen.pop("enable_grad")
+    assert "torch.inference_mode(False)" in fix and "Trainer(inference_mode=False)" in fix, fix
+    assert seen == {"inference_mode(False)": 3, "Trainer(inference_mode=False)": 3}
+
+
+def test_an_unused_tensor_is_right_only_if_not_meant_to_be_used():
+    """Trial 6 G1 (PyG#7454): an explainer's edge mask, applied where the library's propagate
+    runs, is skipped by a layer with its own aggregation: 'None is right' only if the model is not
+    meant to use it. Following the path that applies it trains the mask three steps."""
+    from outcome import checked
+
+    class Layer(nn.Module):
+        def __init__(self, own):
+            super().__init__()
+            self.lin, self.own, self.mask = nn.Linear(3, 3), own, None  # the library sets mask
+
+        def propagate(self, adj, h):  # where the library applies its mask
+            return (adj * self.mask.sigmoid()) @ h if self.mask is not None else adj @ h
+
+        def forward(self, x, adj):
+            h = self.lin(x)
+            return adj @ h if self.own else self.propagate(adj, h)  # own: the custom aggregation
+
+    torch.manual_seed(0)
+    x, adj = torch.randn(4, 3), (torch.rand(4, 4) > 0.5).float()
+    mask = torch.randn(4, 4, requires_grad=True)
+    layer = Layer(own=True)
+    layer.mask = mask
+    loss = layer(x, adj).pow(2).sum()
+    loss.backward()
+    found = why_no_grad(loss, layer=layer, edge_mask=mask)["edge_mask"]
+    assert found.rule == "not on the graph", found
+    assert "None is right if your model is not meant to use it" in found.fix
+    assert "find the path that skips it" in found.fix and "None is right, skip it" not in found.fix
+
+    layer.own = False  # the fix: through the path that applies the mask (an explainer trains it)
+    layer.requires_grad_(False)
+    opt = torch.optim.Adam([mask], lr=0.1)
+    w, b = layer.lin.weight, layer.lin.bias
+
+    def reference(i):
+        return ((adj / (1 + torch.exp(-mask))) @ (x @ w.T + b)).pow(2).sum()
+
+    with checked(opt, reference, mask=mask) as done:
+        for i in range(3):
+            opt.zero_grad()
+            layer(x, adj).pow(2).sum().backward()
+            opt.step()
+    assert len(done) == 3
