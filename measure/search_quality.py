@@ -43,17 +43,17 @@ from urllib.parse import quote, unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
-# The targets are what the search achieves, rounded down, since held-out set 3 (52 real reports,
-# 61.5 % right first when scored once) joined the queries on 2026-12-06: measured here in Chromium
-# on the merged site, 82.7 % right first, 91.95 % in the first three, 48.3 % page and section, on
-# 497 queries (before set 3 joined: 0.83, 0.92 and 0.48 on 445). Raise them with the figures;
-# never drop queries.
-RIGHT_FIRST_TARGET = 0.82  # share of queries whose first result is a right page
+# The targets are what the search achieves, rounded down, since held-out set 4 (63 real reports,
+# 66.7 % right first when scored once) joined the queries on 2026-12-06 and index entries link to
+# the section holding them: measured here in Chromium, 80.9 % right first, 90.9 % in the first
+# three, 47.9 % page and section, on 560 queries (before set 4 joined: 0.82, 0.91 and 0.48 on 497).
+# Raise them with the figures; never drop queries.
+RIGHT_FIRST_TARGET = 0.80  # share of queries whose first result is a right page
 TOP = 3  # a right page among this many first results ...
-TOP_TARGET = 0.91  # ... for this share of the queries
+TOP_TARGET = 0.90  # ... for this share of the queries
 # Of the queries that name a section: the right page first and linked to that section (29.5 %
 # before section-level links).
-SECTION_FIRST_TARGET = 0.48
+SECTION_FIRST_TARGET = 0.47
 # Built pages that are not content (nothing to find on them).
 NOT_CONTENT = {"search", "genindex", "404", "py-modindex"}
 # Pages merged or renamed since query files were written (old docname -> the page holding it now).

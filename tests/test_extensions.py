@@ -102,22 +102,63 @@ def test_the_sitemap_lists_every_page_sorted(tmp_path):
 
 
 def test_pages_not_written_keep_their_index_entries(tmp_path, monkeypatch):
-    """Sphinx drops the index entries of the pages it did not write (sphinx-doc/sphinx#12599)."""
+    """Sphinx drops the index entries of the pages it did not write (sphinx-doc/sphinx#12599).
+    Each entry links to the section holding it, also on pages written without being read."""
     import freshness as ro
 
     def index(docnames, entries):
         data = {"docnames": docnames, "indexentries": entries, "titles": docnames}
         (tmp_path / "searchindex.js").write_text(f"Search.setIndex({json.dumps(data)})")
 
-    app = SimpleNamespace(outdir=str(tmp_path))
-    index(["a", "b", "c"], {"x": [[0, "", False], [1, "", False]], "y": [[2, "i", True]]})
+    sections = {"c": {"index-1": "s"}, "d": {"index-0": "", "index-2": "t", "index-3": "t"}}
+    app = SimpleNamespace(outdir=str(tmp_path), env=SimpleNamespace(site_index_sections=sections))
+    index(["a", "b", "c"], {"x": [[0, "", False], [1, "", False]], "y": [[2, "index-1", True]]})
     ro.remember_index_entries(app)
     monkeypatch.setattr(ro, "_read", {"b"})  # b was read (and lost its entry), a and c were not
-    index(["a", "b", "c", "d"], {"z": [[3, "", False]]})
+    written = {"z": [[3, "index-0", False]], "w": [[3, "index-2", False], [3, "index-3", False]]}
+    index(["a", "b", "c", "d"], written)
     ro.complete_index_entries(app, None)
     text = (tmp_path / "searchindex.js").read_text()
     got = json.loads(text[len("Search.setIndex(") : -1])["indexentries"]
-    assert got == {"x": [[0, "", False]], "y": [[2, "i", True]], "z": [[3, "", False]]}
+    assert got == {
+        "x": [[0, "", False]],
+        "y": [[2, "s", True]],
+        "z": [[3, "", False]],
+        "w": [[3, "t", False]],
+    }
+
+
+def test_each_index_entry_is_placed_in_the_section_holding_it():
+    """The section's first id (what Sphinx lists for its heading), "" for the page's top."""
+    from docutils import nodes
+    from freshness import note_index_sections
+    from sphinx import addnodes
+
+    def section(ids, title, *children):
+        return nodes.section("", nodes.title("", title), *children, ids=ids)
+
+    def entry(anchor):
+        return addnodes.index(entries=[("single", anchor, anchor, "", None)])
+
+    doctree = nodes.document(None, None)
+    doctree += section(
+        ["page"],
+        "Page",
+        entry("index-0"),
+        section(
+            ["label", "slug"],
+            "Part",
+            nodes.paragraph(),
+            entry("index-1"),
+            section(["inner"], "Inner", entry("index-2")),
+        ),
+        section([], "No id", entry("index-3")),
+    )
+    env = SimpleNamespace(docname="p", site_index_sections={})
+    note_index_sections(SimpleNamespace(env=env), doctree)
+    assert env.site_index_sections == {
+        "p": {"index-0": "", "index-1": "label", "index-2": "inner", "index-3": ""}
+    }
 
 
 def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ reach its target (``measure/search_quality.py`` has the targets: what the search
 the held-out sets of real reports joined the queries, rounded down). The same holds from a local
 server and from the site opened from disk, with no request to another origin, and after an unchanged
 rebuild and a one-page edit (Sphinx drops index entries from ``searchindex.js`` of pages it does not
-write, sphinx-doc/sphinx#12599; ``docs/_ext/reproducible_output.py`` carries them over). Those
+write, sphinx-doc/sphinx#12599; ``docs/_ext/freshness.py`` carries them over). Those
 builds are the second build that the reproducibility tests use (``second_build`` in conftest.py),
 whose cold build gives the index entries to keep; its pages equal the main site's
 (test_reproducible.py), so its ranking is the main site's, measured once. An unchanged rebuild whose
@@ -44,6 +44,7 @@ from search_quality import (
     report_lines,
     run_queries,
     search,
+    search_index,
     site_docnames,
     split_queries,
     summary,
@@ -70,6 +71,16 @@ def source_of(docname: str) -> str:
         name = docname.removeprefix("auto_examples/")
         return f"gallery/{name}.py (an `.. index::` line in the docstring, after the summary)"
     return f"{docname}.md (an {{index}} line right after the H1 title)"
+
+
+def placed_entries(site) -> dict[str, set[tuple[str, str]]]:
+    """docname -> its index entries in searchindex.js, each with the anchor it links to."""
+    index = search_index(site)
+    found: dict[str, set[tuple[str, str]]] = {name: set() for name in index["docnames"]}
+    for entry, places in index["indexentries"].items():
+        for file, anchor, _main in places:
+            found[index["docnames"][file]].add((entry, anchor))
+    return found
 
 
 def pages_without_entries(site) -> list[str]:
@@ -147,6 +158,20 @@ def test_every_page_has_index_entries(site):
     assert not missing, "pages with no index entries in searchindex.js:\n" + "\n".join(
         f"  {name}: add search terms to {source_of(name)}" for name in missing
     )
+
+
+def test_each_index_entry_links_to_the_section_holding_it(site):
+    """To its section's heading (its anchor in searchindex.js), or "" for the page's top: the
+    search counts a heading and the `{index}` line under it as one section (freshness.py)."""
+    index = search_index(site)
+    headings = {(file, anchor) for places in index["alltitles"].values() for file, anchor in places}
+    elsewhere = sorted(
+        f"{index['docnames'][file]}: {entry!r} -> #{anchor}"
+        for entry, places in index["indexentries"].items()
+        for file, anchor, _main in places
+        if anchor and (file, anchor) not in headings
+    )
+    assert not elsewhere, "index entries not linked to a heading:\n" + "\n".join(elsewhere)
 
 
 # --- The ranking, in the browser ----------------------------------------------------------------
@@ -230,14 +255,14 @@ def builds(second_build, browser):
     are the cold build's, byte for byte), the index entries in searchindex.js and the pages
     without any; the cold build's entries; and what the edited page's new word finds."""
     cold, _ = second_build.builds["cold build"]
-    results = {"cold entries": index_entries_by_page(cold)}
+    results = {"cold entries": placed_entries(cold)}
     for kind in REBUILDS:
         site, _ = second_build.builds[kind]
         outcomes = None
         if kind != "unchanged rebuild" or not same_search_files(site, cold):
             outcomes, problems = measure(site, browser=browser)
             assert not problems, problems
-        results[kind] = (outcomes, index_entries_by_page(site), pages_without_entries(site))
+        results[kind] = (outcomes, placed_entries(site), pages_without_entries(site))
     page = browser.new_page()
     with serve(site) as base:
         results["edited word"] = search(page, f"{base}/search.html", EDIT_WORD)
@@ -248,7 +273,8 @@ def builds(second_build, browser):
 @pytest.mark.parametrize("kind", REBUILDS)
 def test_every_rebuild_keeps_the_ranking(builds, served, kind):
     """Against the main site's ranking (``served``): the same lists after an unchanged rebuild,
-    the same ranks of the right pages after a one-page edit; no index entry lost."""
+    the same ranks of the right pages after a one-page edit; no index entry lost or linked to
+    another section (pages not read again keep theirs)."""
     outcomes, entries, missing = builds[kind]
     assert not missing, f"{kind}: pages with no index entries in searchindex.js: {missing}"
     cold_entries = builds["cold entries"]
@@ -257,7 +283,9 @@ def test_every_rebuild_keeps_the_ranking(builds, served, kind):
         for name in cold_entries
         if cold_entries[name] - entries.get(name, set())
     }
-    assert not lost, f"{kind}: index entries lost since the cold build (sphinx#12599): {lost}"
+    assert not lost, (
+        f"{kind}: index entries lost or moved since the cold build (sphinx#12599): {lost}"
+    )
     if outcomes is None:  # the cold build's search files, byte for byte: its ranking
         return
     assert_targets(outcomes, kind)

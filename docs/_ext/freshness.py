@@ -99,13 +99,38 @@ def note_navigation(app, doctree: nodes.document) -> None:
     app.env.site_navigation[app.env.docname] = (sections, toctrees, sorted(doctree.nameids.items()))
 
 
+def note_index_sections(app, doctree: nodes.document) -> None:
+    """Which section each index entry's anchor (``index-N``) stands in: the id Sphinx gives that
+    section's title in ``searchindex.js`` (its first id; "" for the page's top, whose title has
+    none). ``complete_index_entries`` links each entry there, so the search counts a heading and
+    the ``{index}`` line under it as one section and links both to the heading. Kept in the
+    environment, so it holds for pages that are written again without being read."""
+    title = next(doctree.findall(nodes.title), None)
+    found = {}
+    for node in doctree.findall(addnodes.index):
+        section = node.parent
+        while section is not None and not isinstance(section, nodes.section):
+            section = section.parent
+        top = section is None or section is getattr(title, "parent", None) or not section["ids"]
+        for _type, _value, anchor, _main, _key in node["entries"]:
+            found[anchor] = "" if top else section["ids"][0]
+    app.env.site_index_sections[app.env.docname] = found
+
+
 def before_reading(app, env, docnames: list[str]) -> None:
     env.site_navigation = getattr(env, "site_navigation", {})
+    env.site_index_sections = getattr(env, "site_index_sections", {})
     _read[:] = docnames
+
+
+def merge_info(app, env, docnames: list[str], other) -> None:  # from parallel readers
+    env.site_navigation.update((d, other.site_navigation.get(d)) for d in docnames)
+    env.site_index_sections.update((d, other.site_index_sections.get(d, {})) for d in docnames)
 
 
 def pages_to_write(app, env) -> list[str]:
     env.site_navigation = {d: env.site_navigation.get(d) for d in sorted(env.found_docs)}
+    env.site_index_sections = {d: env.site_index_sections.get(d, {}) for d in env.found_docs}
     digest = hashlib.sha256(repr(sorted(env.site_navigation.items())).encode())
     for path in [Path(app.confdir, "conf.py"), *sorted(DOCS.glob("_*/**/*"))]:
         if path.is_file() and "__pycache__" not in path.parts:
@@ -149,8 +174,11 @@ def complete_index_entries(app, exception: Exception | None) -> None:
             by_page[docname] = kept
     entries: dict[str, list] = {}
     for docname, kept in by_page.items():
+        section = getattr(app.env, "site_index_sections", {}).get(docname, {})
         for entry, anchor, main in kept:
-            entries.setdefault(entry, []).append([number[docname], anchor, main])
+            place = [number[docname], section.get(anchor, anchor), main]
+            if place not in entries.setdefault(entry, []):
+                entries[entry].append(place)
     index["indexentries"] = {entry: sorted(places) for entry, places in entries.items()}
     text = json.dumps(index, separators=(",", ":"), sort_keys=True)
     path.write_text(f"Search.setIndex({text})", encoding="utf-8")
@@ -164,13 +192,10 @@ def setup(app) -> dict:
     app.connect("env-get-outdated", delete_removed)
     app.connect("env-before-read-docs", before_reading)
     app.connect("doctree-read", note_navigation)
-    app.connect(
-        "env-merge-info",
-        lambda app, env, docs, other: env.site_navigation.update(
-            (d, other.site_navigation.get(d)) for d in docs
-        ),
-    )
+    app.connect("doctree-read", note_index_sections)
+    app.connect("env-merge-info", merge_info)
     app.connect("env-get-updated", pages_to_write)
     app.connect("build-finished", complete_index_entries)
-    # env_version: what note_navigation keeps changed, so every page is read again once.
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}
+    # env_version: what note_navigation and note_index_sections keep changed, so every page is
+    # read again once.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}

@@ -24,8 +24,8 @@
  *    every page uses ("backward", "graph") count little. Words of contractions (doesn't -> doesn,
  *    t; FILLER) count as nothing. A pasted identifier the site does not know (first_order,
  *    SpikingNeuron) counts by its parts.
- *  - Focus: a page's units are its title, each section heading, and each `{index}` line (the
- *    entries it holds). Its focus is the unit holding most of the query (idf-weighted); in index
+ *  - Focus: a page's units are its title, each section heading, and the `{index}` entries of each
+ *    section. Its focus is the unit holding most of the query (idf-weighted); in index
  *    entries and headings outside it a word counts by `elsewhere`, so a page whose long entry
  *    lists catch a query's words one by one ranks below a page with a section about them.
  *  - Phrases: an index entry, heading or title contained in the query (a pasted message contains
@@ -50,11 +50,11 @@
  *    renamed, older, nox, mutation); their other signals (retain_variables, a release) are
  *    phrases and entries that still score. Their long index lines otherwise catch a generic
  *    question's words one by one ("purpose" in "a warning is shown on purpose").
- *  - Each page appears once, linked to the section that matches the query best: its heading, or
- *    the `{index}` line placed right under it (an index entry links to where its line stands; the
- *    line under the page title links to the page's top). Equal scores are ordered by the
- *    share of the query found, then by the smaller page (fewer distinct words: more focused),
- *    then by page name, never by title alone.
+ *  - Each page appears once, linked to the section that matches the query best: its heading and
+ *    the `{index}` lines within it count together (the build links each index entry to the
+ *    section holding it; the line under the page title to the page's top). Equal scores are
+ *    ordered by the share of the query found, then by the smaller page (fewer distinct words:
+ *    more focused), then by page name, never by title alone.
  *
  * It needs only what searchindex.js holds (titles, headings, index entries, word lists), makes no
  * request, and works from a local server and from a site opened from disk (file://), where it
@@ -177,8 +177,8 @@ const SiteSearch = (() => {
         unit.forEach((s) => doc.headingStems.add(s));
       }
     }
-    // An index entry links to where its `{index}` line stands: the page's top (the line after the
-    // title, index-0) or the section whose heading it follows.
+    // An index entry's anchor is the id of the section holding its `{index}` line, as the build
+    // records it (docs/_ext/freshness.py), the heading's own anchor; "" for the page's top.
     for (const [entry, places] of Object.entries(index.indexentries || {})) {
       const seen = new Set();
       for (const [file, anchor] of places) {
@@ -186,7 +186,7 @@ const SiteSearch = (() => {
         if (!doc || seen.has(file)) continue; // an entry counts once per page (its first place)
         seen.add(file);
         const unit = new Set(stems(entry));
-        doc.entries.push([normal(entry), anchor === "index-0" ? "" : anchor || "", unit]);
+        doc.entries.push([normal(entry), anchor || "", unit]);
         unit.forEach((s) => doc.entryStems.add(s));
       }
     }
@@ -295,47 +295,52 @@ const SiteSearch = (() => {
         phrase(doc.titleNormal, queryNormal, queryWords, WEIGHT.titlePhrase) +
           together(doc.titleStems, known, idf, WEIGHT.titleWords),
       ];
-      // Sections: the query's words in one section's heading, or in the index entries placed
-      // under it (the entries under the title count for the page's top, "").
+      // Sections: the query's words in one section's heading and the index entries placed in it
+      // (the entries under the title count for the page's top, ""), together when choosing the
+      // link; as separate units (a heading, a section's entries) for the focus and situation.
       const sections = new Map(); // anchor -> [score, stems]
-      const add = (anchor, score, unit) => {
+      const units = new Map(); // a heading, or the index entries of one section -> stems
+      const add = (anchor, score, unit, kind) => {
         if (!sections.has(anchor)) sections.set(anchor, [0, new Set()]);
         const section = sections.get(anchor);
         section[0] += score;
         unit.forEach((s) => section[1].add(s));
+        if (!units.has(kind + anchor)) units.set(kind + anchor, new Set());
+        unit.forEach((s) => units.get(kind + anchor).add(s));
       };
       for (const [text, anchor, unit] of doc.entries) {
         const score =
           phrase(text, queryNormal, queryWords, WEIGHT.entryPhrase) +
           together(unit, known, idf, WEIGHT.entryWords);
         matches.push(score);
-        add(anchor, score, unit);
+        add(anchor, score, unit, "e");
       }
       for (const [text, id, unit] of doc.headings) {
         const score =
           phrase(text, queryNormal, queryWords, WEIGHT.headingPhrase) +
           together(unit, known, idf, WEIGHT.headingWords);
         matches.push(score);
-        add(id || "", score, unit);
+        add(id || "", score, unit, "h");
       }
       const phraseScore = matches.reduce((sum, m) => sum + m, 0);
       let anchor = "";
       let best = 0;
-      let situated = 0; // the situation's words in one section (heading and its index entries)
+      let situated = 0; // the situation's words in one unit (a heading, or a section's entries)
+      const idfIn = (unit, list) => list.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
+      for (const unit of units.values()) situated = Math.max(situated, idfIn(unit, situation));
       for (const [id, [score, unit]] of sections) {
-        const inUnit = (list) => list.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
-        const own = inUnit(situation);
-        situated = Math.max(situated, own);
         if (id === "") continue; // the page's top: linked when no section matches
-        const total = score + WEIGHT.sectionWords * inUnit(known) + WEIGHT.sectionSituation * own;
+        const own = idfIn(unit, situation);
+        const words = idfIn(unit, known);
+        const total = score + WEIGHT.sectionWords * words + WEIGHT.sectionSituation * own;
         if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
       }
       // Each query word scores by where it is on the page; in index entries and headings fully
-      // only within the section holding the most of the query (the page's focus on it), elsewhere
+      // only within the unit holding the most of the query (the page's focus on it), elsewhere
       // by the factor `elsewhere` (a page's long list of entries catches many words one by one).
       let focus = new Set();
       let focusCovered = -1;
-      for (const [, [, unit]] of sections) {
+      for (const unit of units.values()) {
         const covered = known.reduce((sum, s) => sum + (unit.has(s) ? idf(s) : 0), 0);
         if (covered > focusCovered) [focusCovered, focus] = [covered, unit];
       }
