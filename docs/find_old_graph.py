@@ -20,6 +20,10 @@ and reports:
   itself lives there (``history.append(history[-1] + loss)``): then the item it is made from is
   detached there. A value rebuilt from its earlier value that reaches trained weights only
   through it (``scale = sigmoid(temp) * 0.99 ** k``) is recomputed from them, not detached.
+  A value that is its earlier value with new rows added (``torch.cat([old, new])[-n:]``, a replay
+  buffer: only cat, stack, slices and views in between, the new rows made without the old) is
+  stored samples, not state: recomputed from stored inputs if its graph reaches weights that
+  train (constants: ``torch.cat([old.detach(), new])``), else stored detached as added.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
@@ -820,6 +824,33 @@ _RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's gra
 # or item), or ("name", path) for a name given at the top
 
 
+# ops that move elements without mixing them (cat, stack, slicing, indexing, views, padding)
+_MOVES = re.compile(
+    r"(Cat|Stack|Slice|Select|Index|IndexSelect|View|UnsafeView|Unsqueeze|Squeeze|Transpose|"
+    r"Permute|T|Clone|Alias|Expand|ConstantPadNd|ToCopy|Unbind|Split|SplitWithSizes)Backward\d+"
+)
+
+
+def _rows_added(fn: object, kids: dict, old_nodes: set, reaches_old: dict) -> bool:
+    """Whether ``fn``'s value is its earlier value with new rows added (a buffer: torch.cat([old,
+    new])[-capacity:]): every path from ``fn`` to the old part passes only ops that move elements,
+    and a cat or stack on them takes an input that does not reach the old part. A recurrent state
+    (tanh(W h + U x), 0.9 * ema + x, total + loss) mixes its earlier value through other ops."""
+    added, seen, todo = False, {fn}, [fn]
+    while todo:
+        node = todo.pop()
+        name = type(node).__name__
+        if not _MOVES.fullmatch(name):
+            return False
+        for child, _ in node.next_functions:
+            if child is None or not (child in old_nodes or reaches_old.get(child)):
+                added |= name.startswith(("CatBackward", "StackBackward"))
+            elif child not in old_nodes and child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return added
+
+
 def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, set]:
     """(the old nodes reached from ``fn`` on paths that pass through no node in ``held``, the
     nodes in ``held`` met): the old part ``fn``'s own graph enters, not through another place."""
@@ -1433,6 +1464,24 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 continue
             elif fn is root and not old(fn) and not _rebuilt(fn):
                 continue  # the loss, from an old term no place given holds: not its own value
+            elif not old(fn) and fn is not root and _rows_added(fn, kids, known_old, reaches_old):
+                kind = "its earlier value with new rows added (cat or stack)"
+                reason = "stored samples (a buffer), not a state"
+                again = "store their inputs and compute them from those with the current weights"
+                if reaches_trained.get(fn) and enters:
+                    verdict = "recompute"
+                    reason += (
+                        f"; their graph reaches {leaf_names} ({trains_what}), which still train"
+                    )
+                    fix = f"{again} at each step; constants: detach what is stored where rows are added (torch.cat([old.detach(), new]))"
+                else:  # constants, or not used by this loss (their graph only holds memory)
+                    verdict = "detach"
+                    reason += (
+                        ""
+                        if enters
+                        else "; this loss does not use them: their graph only holds memory"
+                    )
+                    fix = f"store detached copies (x.detach()) where they are added; values of weights that still train: {again}"
             elif (
                 not old(fn)
                 and fn is not root

@@ -2270,6 +2270,72 @@ def test_saved_log_probs_used_again_are_told_to_be_emptied_not_only_detached():
         assert not torch.equal(net.weight, weight)
 
 
+def test_a_buffer_that_concatenates_log_probs_is_samples_recomputed_not_state():
+    """Held-out-6 F2 (torchgfn's replay buffer): log-probs kept as torch.cat([old, new])[-3:]
+    are stored samples, not a state: the policy's weights, in the optimizer, still train, so the
+    verdict is recompute, from stored inputs (detached at each step's start, the buffer's
+    newest rows would train and its older ones would not). A window whose new row is made from
+    its old rows stays state. Followed, three steps train torso, head and log Z against the loss
+    written out from the rows the buffer holds by construction."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xs, acts = torch.randn(4, 2, 3), torch.randint(0, 2, (4, 2))
+    policy = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    log_z = nn.Parameter(torch.zeros(()))
+    opt = torch.optim.SGD([*policy.parameters(), log_z], lr=0.1)
+
+    def log_probs(x, a):
+        return policy(x).log_softmax(-1).gather(1, a[:, None])[:, 0]
+
+    class Buffer:  # torch.cat([old, new])[-capacity:], as torchgfn's ReplayBuffer.add
+        log_probs = torch.zeros(0)
+
+    buffer = Buffer()
+    for i in range(2):
+        mark_step()
+        buffer.log_probs = torch.cat([buffer.log_probs, log_probs(xs[i], acts[i])])[-3:]
+        loss = (log_z + buffer.log_probs).pow(2).mean()
+        if i:
+            report = find_old_graph(loss, policy=policy, log_z=log_z, opt=opt, buffer=buffer)
+        else:
+            loss.backward()
+            opt.step()
+    (found,) = report.carriers
+    assert found.path == "buffer.log_probs" and found.verdict == "recompute", str(report)
+    assert found.fix.startswith("store their inputs and compute them from those"), found
+    window = Buffer()  # a window whose new row is made from its old rows: a state
+    window.h, w = torch.randn(3, 3), nn.Parameter(torch.randn(3, 3))
+    for i in range(2):
+        mark_step()
+        window.h = torch.cat([window.h[1:], torch.tanh(window.h[-1:] @ w)])
+        if i:
+            found = find_old_graph(window.h.sum(), window=window, w=w, opt=opt).carriers[0]
+        else:
+            window.h.sum().backward()
+    assert found.path == "window.h" and found.verdict == "state", found
+
+    def reference(step):  # the last three rows of steps 0..step, written out
+        x, a = xs[: step + 1].reshape(-1, 3)[-3:], acts[: step + 1].reshape(-1)[-3:]
+        out = torch.tanh(x @ policy[0].weight.T + policy[0].bias) @ policy[2].weight.T
+        out = out + policy[2].bias
+        chosen = out.gather(1, a[:, None])[:, 0] - out.logsumexp(-1)
+        return (log_z + chosen).pow(2).mean()
+
+    stored = Buffer()
+    stored.x, stored.a = torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)
+    with checked(opt, reference, policy=policy, log_z=log_z) as done:
+        for i in range(4):  # the fix: store the inputs, recompute with the current policy
+            stored.x, stored.a = (
+                torch.cat([stored.x, xs[i]])[-3:],
+                torch.cat([stored.a, acts[i]])[-3:],
+            )
+            opt.zero_grad()
+            (log_z + log_probs(stored.x, stored.a)).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 4
+
+
 # ---- held-out trial 5, G5; the table of docs/find-the-cause.md, row by row; variations -------
 
 
