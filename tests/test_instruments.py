@@ -3144,6 +3144,20 @@ def test_an_activation_kept_in_forward_is_told_retain_grad_not_a_parameter():
     assert found.rule == "requires_grad off" and "nn.Parameter" not in found.fix, found
     assert "x.requires_grad_()" in found.fix and "self.feat.retain_grad() in forward" in found.fix
 
+    class Init(nn.Module):  # made in __init__ from a plain leaf: a value to make a parameter
+        def __init__(self):
+            super().__init__()
+            self.lin, self.scale = nn.Linear(3, 3), torch.ones(3, requires_grad=True).double()
+
+        def forward(self, x):
+            return self.lin(x).double() * self.scale
+
+    init = Init()
+    loss = init(x[0]).sum()
+    loss.backward()
+    found = why_no_grad(loss, model=init, scale=init.scale)["scale"]
+    assert found.fix.startswith("self.scale = nn.Parameter(value) in __init__"), found
+
     model = _Saliency(fixed=True).requires_grad_(False)  # the fix: retain_grad() in forward
     opt = torch.optim.SGD([image], lr=0.1)  # the image is what trains (an adversarial ascent)
     mean, body = model.mean, copy_of(model.body)
