@@ -42,9 +42,12 @@ Where it stops:
   after it" (it adds no hook itself). A parameter replaced is seen at run time (the optimizer
   named holds another one than the module, or the graph used another one than the module holds
   now); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
-  words the fix: where it assigns that attribute (on every call, or on some: under an ``if`` or
-  a loop), "create it once in ``__init__``"; without source (or any source it cannot read), "make
-  the optimizer after the model is final". Leaves the graph reaches that you did
+  words the fix: where it assigns that attribute or an item of it (``self.layers[0] = ...``; on
+  every call, or on some: under an ``if`` or a loop), "create it once in ``__init__``"; without
+  source (or any source it cannot read), the same, or, replaced only once, "make the optimizer
+  after the model is final". A plain tensor kept on a module is an activation (``retain_grad()``)
+  where forward assigns it or it was made from an input, else a value to make an
+  ``nn.Parameter``; a buffer is state or a constant. Leaves the graph reaches that you did
   not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
@@ -618,8 +621,16 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         op = type(t.grad_fn).__name__
         source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
         where = _kept_on(t, g)
-        if where and any(id(v) in g.held["module"] for v in _leaves_below(t.grad_fn)):
-            where = None  # made from the module's parameters: an activation kept (self.hidden)
+        if where and (
+            _made_in_forward(where, g)
+            or any(
+                id(v) in g.held["module"]
+                or not isinstance(v, torch.nn.Parameter)
+                and not _made_in_forward(where, g, "__init__")
+                for v in _leaves_below(t.grad_fn)
+            )
+        ):  # made in forward, from the module's parameters or from an input (not in __init__)
+            where = None
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         if op in _COPIES:
             return (
@@ -663,7 +674,13 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             "requires_grad off" if not frozen else "frozen",
             why
             + (f"; {copy} is on the graph instead" if copy else "")
-            + (f"; a plain tensor kept on {kept} (not a parameter or buffer)" if kept else ""),
+            + (
+                f"; kept on {kept}, assigned in forward"
+                if kept and _made_in_forward(kept, g)
+                else f"; a plain tensor kept on {kept} (not a parameter or buffer)"
+                if kept
+                else ""
+            ),
             (
                 "if you froze it on purpose, None is right: leave it (and skip it where you read .grad "
                 "or register hooks); to train it, requires_grad_() before the forward pass that builds "
@@ -706,7 +723,23 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
     output made without gradients (no_grad, inference_mode, an encode() or predict() wrapper)
     does not: requires_grad_() on it makes a new leaf, cut off from the model that made it."""
     as_input = "an input you want a gradient for: x.requires_grad_() before the forward pass"
-    if where := _kept_on(t, g):  # a module's attribute: meant to be learned, or a constant
+    buffer = next(
+        (f"{n}.{k}".lstrip(".") for n, m in g.modules for k, b in m.named_buffers(recurse=False)
+         if b is t), None,
+    )  # fmt: skip
+    if buffer:
+        return (
+            f"a buffer ({buffer}) is state or a constant (a mask): None is right; to train it, make "
+            "it an nn.Parameter instead of a buffer"
+        )
+    where = _kept_on(t, g)
+    if where and _made_in_forward(where, g):  # an activation forward keeps (self.feat = ...)
+        return (
+            f"an activation forward keeps ({where}): nothing before it requires grad (frozen "
+            f"layers, an input without it): x.requires_grad_() on the input before the forward "
+            f"pass, and self.{where.rpartition('.')[2]}.retain_grad() in forward"
+        )
+    if where:  # a module's attribute: meant to be learned, or a constant
         return (
             f"to train it: {_as_parameter(where)} (requires_grad_() alone gives a .grad, but no "
             f"optimizer holds it); a constant (a mask): None is right; if it is {as_input}"
@@ -738,9 +771,19 @@ def _as_parameter(where: str, made: str = "") -> str:
 
 _INFERENCE_FIX = (
     "torch.enable_grad() does not leave inference mode; use torch.inference_mode(False) around "
-    "the computation (Lightning: Trainer(inference_mode=False)), and remake there what was made "
-    "under inference mode (layers too), or .clone() it there"
+    "the computation (Lightning: Trainer(inference_mode=False) with torch.enable_grad() in the "
+    "step), and remake there what was made under inference mode (layers too), or .clone() it "
+    "there (an input: x.clone().requires_grad_())"
 )
+
+
+def _made_in_forward(where: str, g: _Context, start: str = "forward") -> bool:
+    """Whether the module's forward (``start``: or ``__init__``; read with ``ast``) assigns the
+    attribute ``where`` names (``model.feat``): in forward, an activation it keeps, not a value
+    to make a parameter."""
+    owner, _, attr = where.rpartition(".")
+    module = dict(g.modules).get(owner)
+    return module is not None and attr in _assigned_per_call(type(module), start)
 
 
 def _kept_on(t: torch.Tensor, g: _Context) -> str | None:
@@ -800,6 +843,22 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             "(its outputs under torch.no_grad(), or requires_grad_(False) on it); do not give "
             "the copy to the optimizer",
         )
+    olds = _replaced(t, g)
+    if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and olds:  # forward unread
+        return (
+            "not in the optimizer",
+            "it has a gradient, but the optimizer named holds another parameter of its shape "
+            "that no module named holds now: the one forward uses is not the one the optimizer "
+            "holds (replaced after the optimizer was made"
+            + (", on more than one call)" if olds > 1 else ")"),
+            "create it once in __init__ and only use it in forward (no assignment there)"
+            + (
+                "" if olds > 1
+                else "; if it was replaced only once (load_state_dict(assign=True), a late "
+                "weight_norm), make the optimizer after the model is final, or "
+                "opt.add_param_group({'params': [p]})"
+            ),
+        )  # fmt: skip
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:
         return (
             "not in the optimizer",
@@ -818,21 +877,21 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
 
 
 @functools.lru_cache(maxsize=256)
-def _assigned_per_call(cls: type) -> dict:
-    """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns
+def _assigned_per_call(cls: type, start: str = "forward") -> dict:
+    """Attributes that ``cls.forward`` (``start``: or ``__init__``; or a method of ``cls`` it calls on ``self``) assigns
     (``self.w = nn.Parameter(...)``, ``setattr(self, "w", ...)``, ``register_parameter``/
     ``add_module``), read from the source with ``ast``, run never: {attribute: ("Class.method()",
     whether it runs on every call: under no ``if``, loop or ``try`` handler)}; empty where the
     source cannot be read. It only words a fix: a replacement is decided at run time."""
     try:  # the reader's source can be anything (a lambda, exec, partial, a C method, a stale
         # file); reading it must never stop the report: whatever fails here, no source is read
-        return _read_assignments(cls)
+        return _read_assignments(cls, start)
     except Exception:  # noqa: BLE001 - any failure means "no source": the runtime rules decide
         return {}
 
 
-def _read_assignments(cls: type) -> dict:
-    found, todo, seen = {}, [("forward", True)], set()
+def _read_assignments(cls: type, start: str) -> dict:
+    found, todo, seen = {}, [(start, True)], set()
     while todo:
         name, every = todo.pop()
         method = inspect.getattr_static(cls, name, None)
@@ -867,6 +926,15 @@ def _read_assignments(cls: type) -> dict:
                     attr = _attr_of(left, me)
                     if attr and not _keeps(right, me, attr):
                         _found(found, attr, where, always)
+                    item = left.value if isinstance(left, ast.Subscript) else None
+                    attr = _attr_of(item, me)  # self.layers[0] = ..., self.d["k"] = ...
+                    func = right.func if isinstance(right, ast.Call) else None
+                    same = ast.dump(left, False) in (  # self.layers[0] = self.layers[0].to(d)
+                        ast.dump(getattr(func, "value", right), False),
+                        ast.dump(right, False),
+                    )
+                    if attr and not same:
+                        _found(found, attr, where, always)
             if isinstance(node, ast.Call):
                 func, args = node.func, node.args
                 setting = getattr(func, "id", "") == "setattr" and args[:1]
@@ -882,6 +950,18 @@ def _read_assignments(cls: type) -> dict:
                 elif _attr_of(func, me):  # self.helper(...): read it too
                     todo.append((func.attr, always))
     return found
+
+
+@functools.lru_cache(maxsize=256)
+def _read(cls: type) -> bool:
+    """Whether ``cls.forward``'s source can be read (torch's own modules replace nothing)."""
+    try:
+        method = inspect.getattr_static(cls, "forward", None)
+        if (getattr(method, "__module__", None) or "").startswith("torch."):
+            return True
+        return inspect.isfunction(method) and bool(inspect.getsource(method))
+    except Exception:  # noqa: BLE001 - any failure means "no source", as in _assigned_per_call
+        return False
 
 
 def _found(found: dict, attr: str, where: str, always: bool) -> None:
@@ -953,6 +1033,24 @@ _BY_GRAPH = (
 )
 
 
+def _replaced(t: torch.Tensor, g: _Context) -> int:
+    """How many parameters of ``t``'s shape the optimizers named hold that no module named holds
+    now (``t`` being a module's, in no optimizer): ``t`` replaced them, once per parameter (two:
+    on two calls); 0 where every forward above ``t`` was read (it assigns nothing there: a
+    replacement outside forward)."""
+    path = g.held["module"].get(id(t), "")
+    if not path or id(t) in g.held["opt"]:
+        return 0
+    modules, parts = dict(g.modules), path.split(".")
+    owners = [modules.get(".".join(parts[:depth])) for depth in range(len(parts) - 1, 0, -1)]
+    if all(_read(type(owner)) for owner in owners if owner is not None):
+        return 0
+    return sum(
+        id(p) in g.held["opt"] and id(p) not in g.held["module"] and p.shape == t.shape
+        for _, p in g.tensors
+    )
+
+
 def _off_graph_shapes(g: _Context) -> set:
     """Shapes of the named modules' parameters an optimizer named holds but the graph does not
     reach (computed once per report)."""
@@ -1014,14 +1112,16 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if name and id(p) not in g.held["opt"] and p.shape == t.shape:
                 if where := _per_call(name, g):
                     return _recreated(where[0], _BY_OPT)
+    copy = _copy_on_graph(t, g)  # a copy (deepcopy, an EMA) first: it is no replacement
     name = g.held["module"].get(id(t))
-    older = [  # the graph used a parameter of its shape that no module named holds now
+    older = [  # the graph used a parameter of its shape that no module named holds now, and
+        # that the optimizer named holds (or the optimizer does not hold this one either)
         v for v, _ in g.leaves.values() if isinstance(v, torch.nn.Parameter)
         and v.shape == t.shape and id(v) not in g.held["module"]
+        and (id(v) in g.held["opt"] or id(t) not in g.held["opt"])
     ]  # fmt: skip
-    if name and older and (where := _per_call(name, g)):
+    if name and older and not copy and (where := _per_call(name, g)):
         return _recreated(where[0], _BY_GRAPH)
-    copy = _copy_on_graph(t, g)
     if copy:
         return (
             "not on the graph: a copy is",
@@ -1055,7 +1155,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
             "nn.Parameter (load_state_dict(assign=True), weight_norm, tying) replaced it after the "
             "optimizer was made",
-            "make the optimizer after the model is final, or assign into the parameter (with "
+            "replaced on more than one call: create it once in __init__ and only use it in "
+            "forward (no assignment there)"
+            if any(  # the optimizer holds several replaced ones, forward unread: it makes them
+                p.shape == t.shape and _replaced(p, g) > 1 for _, p in g.tensors
+            )
+            else "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
         )
     foreign = [

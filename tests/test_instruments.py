@@ -3041,7 +3041,8 @@ def test_an_inference_tensor_is_told_to_leave_inference_mode():
 def test_lightning_validation_inference_mode_is_left_as_the_fix_says():
     """Trial 6 G2 (Lightning#13948) in real Lightning: a callback that trains a head during
     validation under enable_grad() gets no graph; both ways the fix names train three steps:
-    torch.inference_mode(False) with the features cloned, and Trainer(inference_mode=False)."""
+    torch.inference_mode(False) with the features cloned, and Trainer(inference_mode=False) with
+    torch.enable_grad() (review 12 M1: the Trainer flag alone falls back to torch.no_grad())."""
     L = pytest.importorskip("lightning")
 
     class Net(L.LightningModule):
@@ -3070,7 +3071,9 @@ def test_lightning_validation_inference_mode_is_left_as_the_fix_says():
             elif self.way == "inference_mode(False)":
                 with torch.inference_mode(False):
                     seen[self.way] = _head_steps(feats.clone(), lambda: nn.Linear(2, 1))
-            else:
+            elif self.way == "Trainer alone":  # Lightning falls back to torch.no_grad()
+                seen[self.way] = nn.Linear(2, 1)(pl_module(batch[0])).requires_grad
+            else:  # the route printed: Trainer(inference_mode=False) with torch.enable_grad()
                 with torch.enable_grad():
                     seen[self.way] = _head_steps(feats, lambda: nn.Linear(2, 1))
 
@@ -3082,6 +3085,7 @@ def test_lightning_validation_inference_mode_is_left_as_the_fix_says():
         "enable_grad": True,
         "inference_mode(False)": True,
         "Trainer(inference_mode=False)": False,
+        "Trainer alone": False,
     }
     for way, inference in ways.items():
         with warnings.catch_warnings(), contextlib.redirect_stdout(None):
@@ -3092,8 +3096,13 @@ def test_lightning_validation_inference_mode_is_left_as_the_fix_says():
             )  # fmt: skip
             trainer.validate(Net(), data, verbose=False)
     fix = seen.pop("enable_grad")
-    assert "torch.inference_mode(False)" in fix and "Trainer(inference_mode=False)" in fix, fix
-    assert seen == {"inference_mode(False)": 3, "Trainer(inference_mode=False)": 3}
+    assert "torch.inference_mode(False)" in fix, fix
+    assert "Trainer(inference_mode=False) with torch.enable_grad() in the step" in fix, fix
+    assert seen == {
+        "inference_mode(False)": 3,
+        "Trainer(inference_mode=False)": 3,
+        "Trainer alone": False,  # review 12 M1: without enable_grad() nothing is recorded
+    }
 
 
 def test_an_unused_tensor_is_right_only_if_not_meant_to_be_used():
@@ -3138,5 +3147,339 @@ def test_an_unused_tensor_is_right_only_if_not_meant_to_be_used():
         for i in range(3):
             opt.zero_grad()
             layer(x, adj).pow(2).sum().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+# ---- review 12: why_no_grad on activations kept, copies of lazy models, unseen re-creation ----
+
+
+class _Saliency(nn.Module):
+    """Review 12 F1 (c01): a frozen classifier keeps its normalised input to read its gradient;
+    ``fixed``: the printed fix, retain_grad() on it in forward."""
+
+    def __init__(self, fixed=False):
+        super().__init__()
+        self.fixed = fixed
+        self.register_buffer("mean", torch.tensor([0.5, 0.4, 0.3]))
+        self.body = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+    def forward(self, x):
+        self.normed = x - self.mean
+        if self.fixed:
+            self.normed.retain_grad()
+        return self.body(self.normed)
+
+
+class _Cam(nn.Module):
+    """Review 12 F1 (c14b): an activation of a frozen backbone kept for Grad-CAM."""
+
+    def __init__(self, fixed=False):
+        super().__init__()
+        self.fixed = fixed
+        self.backbone, self.head = nn.Linear(3, 4), nn.Linear(4, 1)
+        self.backbone.requires_grad_(False)
+
+    def forward(self, x):
+        self.feat = torch.relu(self.backbone(x))
+        if self.fixed:
+            self.feat.retain_grad()
+        return self.head(self.feat)
+
+
+def test_an_activation_kept_in_forward_is_told_retain_grad_not_a_parameter():
+    """Review 12 F1: an attribute forward assigns is an activation, not a parameter to be:
+    nn.Parameter in __init__ would make the next forward raise TypeError. It is told
+    retain_grad() (and x.requires_grad_() where nothing before it requires grad); both fixes,
+    applied, give the activation's gradient of an independent reference for three steps of
+    training (the image itself, and a head on the frozen backbone)."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    model = _Saliency().requires_grad_(False)
+    image = torch.rand(2, 3, requires_grad=True)
+    score = model(image)[:, 1].sum()
+    score.backward()
+    found = why_no_grad(score, model=model, image=image, normed=model.normed)["normed"]
+    assert found.rule == "not a leaf" and "retain_grad()" in found.fix, found
+    assert "nn.Parameter" not in found.fix and "plain tensor" not in found.why, found
+    cam, x, y = _Cam(), torch.randn(3, 2, 3), torch.randn(3, 2, 1)
+    loss = (cam(x[0]) - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=cam, feat=cam.feat)["feat"]
+    assert found.rule == "requires_grad off" and "nn.Parameter" not in found.fix, found
+    assert "x.requires_grad_()" in found.fix and "self.feat.retain_grad() in forward" in found.fix
+
+    class Init(nn.Module):  # made in __init__ from a plain leaf: a value to make a parameter
+        def __init__(self):
+            super().__init__()
+            self.lin, self.scale = nn.Linear(3, 3), torch.ones(3, requires_grad=True).double()
+
+        def forward(self, x):
+            return self.lin(x).double() * self.scale
+
+    init = Init()
+    loss = init(x[0]).sum()
+    loss.backward()
+    found = why_no_grad(loss, model=init, scale=init.scale)["scale"]
+    assert found.fix.startswith("self.scale = nn.Parameter(value) in __init__"), found
+
+    model = _Saliency(fixed=True).requires_grad_(False)  # the fix: retain_grad() in forward
+    opt = torch.optim.SGD([image], lr=0.1)  # the image is what trains (an adversarial ascent)
+    mean, body = model.mean, copy_of(model.body)
+
+    def reference(i):
+        return -body(image - mean)[:, 1].sum()
+
+    with checked(opt, reference, image=image) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (-model(image)[:, 1].sum()).backward()
+            normed = (image - mean).detach().requires_grad_()
+            (want,) = torch.autograd.grad(-body(normed)[:, 1].sum(), normed)
+            assert torch.allclose(model.normed.grad, want)
+            opt.step()
+    assert len(done) == 3
+
+    cam = _Cam(fixed=True)  # the fix: x.requires_grad_() and retain_grad() in forward
+    opt = torch.optim.SGD(cam.head.parameters(), lr=0.1)
+    w, b, hw, hb = cam.backbone.weight, cam.backbone.bias, cam.head.weight, cam.head.bias
+
+    def reference(i):  # the forward written out
+        return ((torch.relu(x[i] @ w.T + b) @ hw.T + hb) - y[i]).pow(2).mean()
+
+    with checked(opt, reference, model=cam) as done:
+        for i in range(3):
+            opt.zero_grad()
+            inp = x[i].clone().requires_grad_()
+            (cam(inp) - y[i]).pow(2).mean().backward()
+            feat = torch.relu(x[i] @ w.T + b).detach().requires_grad_()
+            (want,) = torch.autograd.grad(((feat @ hw.T + hb) - y[i]).pow(2).mean(), feat)
+            assert torch.allclose(cam.feat.grad, want)
+            opt.step()
+    assert len(done) == 3
+
+
+def copy_of(module: nn.Module) -> nn.Module:
+    """A deep copy: a reference that shares no code path with the model it checks."""
+    import copy
+
+    return copy.deepcopy(module)
+
+
+def test_a_deepcopy_of_a_lazily_built_model_is_a_copy_not_a_re_creation():
+    """Review 12 F2 (c03): a model built lazily (if self.w is None) with the optimizer made after
+    the first forward, and the loss computed by mistake with a deepcopy (an EMA): the copy is
+    on the graph, not a re-creation (the graph's parameter is in no optimizer, while the
+    optimizer holds the module's). A real re-creation on every call stays one. The fix, the
+    model itself in the loss, trains three steps."""
+    from outcome import checked
+
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = None
+
+        def forward(self, x):
+            if self.w is None:
+                self.w = nn.Parameter(torch.randn(x.shape[-1], 2))
+            return x @ self.w
+
+    class Every(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 2))
+
+        def forward(self, x):
+            self.w = nn.Parameter(torch.randn(3, 2))
+            return x @ self.w
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    model = Lazy()
+    model(x[0])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ema = copy_of(model)
+    loss = ema(x[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model, opt=opt)["model.w"]
+    assert found.rule == "not on the graph: a copy is", found
+    assert "older one" not in found.why and "use the tensor itself" in found.fix
+
+    every = Every()
+    opt_every = torch.optim.SGD(every.parameters(), lr=0.1)
+    loss = every(x[0]).pow(2).mean()
+    every(x[1])  # the module holds a newer one than the loss's graph used
+    loss.backward()
+    for report in why_no_grad(loss, model=every, opt=opt_every), why_no_grad(loss, model=every):
+        assert report["model.w"].rule == "re-created in forward", report
+
+    with checked(opt, lambda i: (x[i] @ model.w).pow(2).mean(), model=model) as done:
+        for i in range(3):  # the fix: the model itself in the loss, the copy out of it
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+_EXEC_SOURCE = """
+class Exec(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x):
+        self.lin = nn.Linear(3, 2)
+        return self.lin(x)
+"""
+
+
+def test_a_re_creation_the_source_reader_cannot_see_is_not_told_add_param_group():
+    """Review 12 M3 (c12, c13): forward re-creating a layer by an item assignment
+    (self.layers[0] = ..., self.d['k'] = ...) is read like an attribute's; where no source can be
+    read (a class from exec), the fix leads with creating it once in __init__, and once the
+    optimizer holds two replaced ones (the add_param_group fix applied) names nothing else.
+    That fix, followed, trains three steps."""
+    from outcome import checked
+
+    class Sub(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 2)])
+
+        def forward(self, x):
+            self.layers[0] = nn.Linear(3, 2)
+            return self.layers[0](x)
+
+    class Dict(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = nn.ModuleDict({"k": nn.Linear(3, 2)})
+
+        def forward(self, x):
+            self.d["k"] = nn.Linear(3, 2)
+            return self.d["k"](x)
+
+    namespace = {"nn": nn}
+    exec(_EXEC_SOURCE, namespace)  # noqa: S102 - a class whose source cannot be read
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    for cls, name in (Sub, "model.layers.0.weight"), (Dict, "model.d.k.weight"):
+        model = cls()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = model(x[0]).pow(2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=model, opt=opt)[name]
+        assert found.rule == "re-created in forward", found
+        assert (
+            f"{cls.__name__}.forward() assigns" in found.why and "add_param_group" not in found.fix
+        )
+
+    model = namespace["Exec"]()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(2):
+        opt.zero_grad()
+        loss = model(x[step]).pow(2).mean()
+        loss.backward()
+        report = why_no_grad(loss, model=model, opt=opt)
+        found = report["model.lin.weight"]
+        assert found.rule == "not in the optimizer", found
+        assert found.fix.startswith("create it once in __init__"), found
+        assert ("add_param_group" in found.fix) == (step == 0), found  # once: it may be a load
+        opt.add_param_group({"params": list(model.lin.parameters())})  # the old advice, applied
+    assert "more than one call" in found.why, found
+    old = report["opt.param_groups[0]['params'][0]"]
+    assert old.fix.startswith("replaced on more than one call: create it once in __init__"), old
+    lin = nn.Linear(3, 2)  # replaced once, outside a forward that is read: add_param_group stays
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    lin.weight = nn.Parameter(torch.randn(2, 3))
+    lin(x[0]).sum().backward()
+    found = why_no_grad(None, model=lin, opt=opt)["model.weight"]
+    assert "add_param_group" in found.fix and "__init__" not in found.fix, found
+
+    class Fixed(nn.Module):  # the fix: created once in __init__, only used in forward
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 2)])
+
+        def forward(self, x):
+            return self.layers[0](x)
+
+    model = Fixed()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, b = model.layers[0].weight, model.layers[0].bias
+    with checked(opt, lambda i: (x[i] @ w.T + b).pow(2).mean(), model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_an_inference_input_wanted_for_its_gradient_keeps_requires_grad():
+    """Review 12 I1 (c06): an input made under inference mode, wanted for saliency: the clone
+    the fix names needs requires_grad_() too. Applied, the input's gradient is the reference's
+    for three steps of an ascent on it."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    head = nn.Linear(3, 1).requires_grad_(False)
+    with torch.inference_mode():
+        batch = torch.randn(4, 3) * 1.0
+    loss = head(batch.clone()).pow(2).mean()
+    found = why_no_grad(loss, head=head, batch=batch)["batch"]
+    assert "x.clone().requires_grad_()" in found.fix, found
+
+    xi = batch.clone().requires_grad_()  # the fix
+    opt = torch.optim.SGD([xi], lr=0.1)
+    w, b = head.weight, head.bias
+    with checked(opt, lambda i: -(xi @ w.T + b).pow(2).mean(), x=xi) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (-head(xi).pow(2).mean()).backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_a_buffer_and_a_plain_attribute_mask_are_both_right_to_have_none():
+    """Review 12 I2 (c04, c16): a registered buffer is state or a constant: None is right, as for
+    the same mask kept as a plain attribute; to train it, an nn.Parameter instead of a buffer,
+    which trains three steps."""
+    from outcome import checked
+
+    class Masked(nn.Module):
+        def __init__(self, trained=False):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            mask = torch.tensor([1.0, 0.0, 1.0])
+            if trained:  # the fix for a mask meant to train
+                self.mask = nn.Parameter(mask)
+            else:
+                self.register_buffer("mask", mask)
+            self.mask2 = torch.tensor([1.0, 1.0, 0.5])
+
+        def forward(self, x):
+            return self.lin(x) * self.mask * self.mask2
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    model = Masked()
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model, mask=model.mask, mask2=model.mask2)
+    assert "None is right" in found["mask"].fix and "None is right" in found["mask2"].fix, found
+    assert "nn.Parameter instead of a buffer" in found["mask"].fix, found
+
+    model = Masked(trained=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, b, m, m2 = model.lin.weight, model.lin.bias, model.mask, model.mask2
+
+    def reference(i):
+        return ((x[i] @ w.T + b) * m * m2).pow(2).mean()
+
+    with checked(opt, reference, model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
             opt.step()
     assert len(done) == 3
