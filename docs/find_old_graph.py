@@ -22,8 +22,10 @@ and reports:
   through it (``scale = sigmoid(temp) * 0.99 ** k``) is recomputed from them, not detached.
   A value that is its earlier value with new rows added (``torch.cat([old, new])[-n:]``, a replay
   buffer: only cat, stack, slices and views in between, the new rows made without the old) is
-  stored samples, not state. Samples whose graph reaches weights that still train (a list or
-  such a buffer, whatever the line order) get **samples**: the fix by what they are for (constants
+  stored samples, not state, and so are rows written in place into a ring buffer
+  (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows. Samples whose
+  graph reaches weights that still train (a list or such a buffer, whatever the line order) get
+  **samples**: the fix by what they are for (constants
   stored detached, terms the loss trains through computed anew from stored inputs); else detach.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
@@ -834,7 +836,7 @@ _RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's gra
 # ops that move elements without mixing them (cat, stack, slicing, indexing, views, padding)
 _MOVES = re.compile(
     r"(Cat|Stack|Slice|Select|Index|IndexSelect|View|UnsafeView|Unsqueeze|Squeeze|Transpose|"
-    r"Permute|T|Clone|Alias|Expand|ConstantPadNd|ToCopy|Unbind|Split|SplitWithSizes)Backward\d+"
+    r"Permute|T|Clone|Alias|Expand|ConstantPadNd|ToCopy|Unbind|Split|SplitWithSizes|Roll)Backward\d+"
 )
 
 
@@ -946,6 +948,37 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
                 seen.add(child)
                 stack.append(child)
     return None
+
+
+def _rows_written(fn: object, kids: dict, old, reaches_old: dict) -> bool:
+    """Whether the write at or below ``fn`` into a tensor reaching the old part
+    (``buf[i % n] = v``, ``torch.roll(buf, -1, 0).clone()`` then a write) writes values made
+    without the old part (a ring buffer's rows) into rows only moved (cat, roll, clone, views),
+    not mixed (``h[t] = tanh(W h[t - 1])``, a decayed buffer)."""
+    seen, stack = {fn}, [fn]
+    while stack:
+        node = stack.pop()
+        children = [c for c, _ in node.next_functions]
+        if type(node).__name__ in _WRITES and children and children[0] is not None:
+            base = children[0]
+            if old(base) or reaches_old.get(base):
+                moved, todo = True, [] if old(base) else [base]
+                while todo and moved:
+                    step = todo.pop()
+                    moved = bool(_MOVES.fullmatch(type(step).__name__))
+                    todo += [
+                        c
+                        for c, _ in step.next_functions
+                        if c is not None and not old(c) and reaches_old.get(c)
+                    ]
+                return moved and not any(
+                    c is not None and (old(c) or reaches_old.get(c)) for c in children[1:]
+                )
+        for child in kids[node]:
+            if child not in seen and not old(child):
+                seen.add(child)
+                stack.append(child)
+    return False
 
 
 def _emptied(store: str) -> str:
@@ -1410,6 +1443,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 verdict = "state"
                 reason = "a write into a tensor keeps its history below the new values"
                 fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
+                if reaches_trained.get(fn) and _rows_written(fn, kids, old, reaches_old):
+                    verdict = "samples"  # a ring buffer: rows written, made without the old ones
+                    reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
+                    fix = _BY_PURPOSE.replace(
+                        "torch.cat([old.detach(), new])", f"{detach} before writing"
+                    )
             elif root is not None and not enters and tensor.dim() == 0:
                 held_then = record.get(place(here))
                 kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt

@@ -2416,6 +2416,69 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
     assert len(done) == 4
 
 
+def test_a_ring_buffer_written_in_place_is_samples_like_the_cat_buffer():
+    """Review 13 M4: rows written in place into a ring buffer (buf[i % n] = v), or after
+    torch.roll(...).clone(), are stored samples as the cat-grown buffer is; a row written from the
+    old rows (h[t] = tanh(h[t - 1] @ w)) stays state. The printed cache branch (detached before
+    writing) trains three steps against the newest row written out over the reference's own
+    detached rows."""
+    from outcome import checked
+
+    xs = torch.randn(5, 3)
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    class Box:
+        pass
+
+    writes = {
+        "ring": lambda b, i: b.buf.__setitem__(i % 3, m(xs[i])[0]),
+        "roll": lambda b, i: (
+            setattr(b, "buf", torch.roll(b.buf, -1, 0).clone()),
+            b.buf.__setitem__(-1, m(xs[i])[0]),
+        ),
+        "recurrent": lambda b, i: b.buf.__setitem__(
+            i + 1, torch.tanh(b.buf[i].clone() * m.weight.sum())
+        ),
+    }
+    found = {}
+    for name, write in writes.items():
+        box = Box()
+        box.buf = torch.zeros(3) if name != "recurrent" else torch.ones(5)
+        for i in range(2):
+            mark_step()
+            write(box, i)
+            loss = box.buf.pow(2).sum()
+            if i:
+                found[name] = find_old_graph(loss, m=m, opt=opt, box=box).carriers[0]
+            else:
+                loss.backward()
+    assert found["ring"].verdict == found["roll"].verdict == "samples", found
+    assert found["recurrent"].verdict == "state", found["recurrent"]
+    assert (
+        "(a cache whose new rows train this step: box.buf = box.buf.detach() before writing)"
+        in (found["ring"].fix)
+    ), found["ring"]
+    mine = torch.zeros(3)
+
+    def reference(i):  # the newest row with the current weights, the others as written then
+        with torch.no_grad():
+            mine[i % 3] = m(xs[i])[0]
+        rows = [m(xs[i])[0] if k == i % 3 else mine[k].clone() for k in range(3)]
+        return torch.stack(rows).pow(2).sum()
+
+    box = Box()
+    box.buf = torch.zeros(3)
+    with checked(opt, reference, m=m) as done:
+        for i in range(4):
+            box.buf = box.buf.detach()  # the fix printed, before writing
+            box.buf[i % 3] = m(xs[i])[0]
+            opt.zero_grad()
+            box.buf.pow(2).sum().backward()
+            opt.step()
+    assert len(done) == 4
+
+
 def test_a_history_item_kept_after_the_fix_only_holds_memory():
     """Review 12 M2: with the history fix applied (history[-1].detach() + term), the items the
     loss no longer reaches are kept, not rebuilt: the report says their freed graph only holds
