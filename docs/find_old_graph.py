@@ -22,8 +22,11 @@ and reports:
   through it (``scale = sigmoid(temp) * 0.99 ** k``) is recomputed from them, not detached.
   A value that is its earlier value with new rows added (``torch.cat([old, new])[-n:]``, a replay
   buffer: only cat, stack, slices and views in between, the new rows made without the old) is
-  stored samples, not state: recomputed from stored inputs if its graph reaches weights that
-  train (constants: ``torch.cat([old.detach(), new])``), else stored detached as added.
+  stored samples, not state, and so are rows written in place into a ring buffer
+  (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows. Samples whose
+  graph reaches weights that still train (a list or such a buffer, whatever the line order) get
+  **samples**: the fix by what they are for (constants
+  stored detached, terms the loss trains through computed anew from stored inputs); else detach.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
@@ -235,7 +238,7 @@ class Carrier:
     path: str  # e.g. "sampler.history[2]"; several list items are shown as one range
     kind: str  # "old tensor", "rebuilt from an old value", "reset in place", "samples"
     node: str  # the tensor's grad_fn
-    verdict: str  # "recompute", "detach", "state" or "reset"
+    verdict: str  # "recompute", "detach", "samples", "state" or "reset"
     reason: str
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
@@ -270,6 +273,12 @@ _OTHER = (  # another loss sharing the part run: the fix depends on whether a st
 )
 _TRAIN_IT = (
     "if they should train: compute it inside the step, in a layer of the model the optimizer trains"
+)
+_BY_PURPOSE = (  # stored samples whose graph reaches weights that still train: the reader's purpose
+    "by what they are for: constants (old log-probs in a ratio, a memory or queue): store "
+    "detached copies (x.detach()) where they are added (a cache whose new rows train this step: "
+    "torch.cat([old.detach(), new])); terms the loss must train through (an episode's "
+    "log-probs): store their inputs and compute them anew each step"
 )
 _SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
 
@@ -827,7 +836,7 @@ _RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's gra
 # ops that move elements without mixing them (cat, stack, slicing, indexing, views, padding)
 _MOVES = re.compile(
     r"(Cat|Stack|Slice|Select|Index|IndexSelect|View|UnsafeView|Unsqueeze|Squeeze|Transpose|"
-    r"Permute|T|Clone|Alias|Expand|ConstantPadNd|ToCopy|Unbind|Split|SplitWithSizes)Backward\d+"
+    r"Permute|T|Clone|Alias|Expand|ConstantPadNd|ToCopy|Unbind|Split|SplitWithSizes|Roll)Backward\d+"
 )
 
 
@@ -939,6 +948,37 @@ def _reset_below(fn: object, kids: dict, old) -> str | None:
                 seen.add(child)
                 stack.append(child)
     return None
+
+
+def _rows_written(fn: object, kids: dict, old, reaches_old: dict) -> bool:
+    """Whether the write at or below ``fn`` into a tensor reaching the old part
+    (``buf[i % n] = v``, ``torch.roll(buf, -1, 0).clone()`` then a write) writes values made
+    without the old part (a ring buffer's rows) into rows only moved (cat, roll, clone, views),
+    not mixed (``h[t] = tanh(W h[t - 1])``, a decayed buffer)."""
+    seen, stack = {fn}, [fn]
+    while stack:
+        node = stack.pop()
+        children = [c for c, _ in node.next_functions]
+        if type(node).__name__ in _WRITES and children and children[0] is not None:
+            base = children[0]
+            if old(base) or reaches_old.get(base):
+                moved, todo = True, [] if old(base) else [base]
+                while todo and moved:
+                    step = todo.pop()
+                    moved = bool(_MOVES.fullmatch(type(step).__name__))
+                    todo += [
+                        c
+                        for c, _ in step.next_functions
+                        if c is not None and not old(c) and reaches_old.get(c)
+                    ]
+                return moved and not any(
+                    c is not None and (old(c) or reaches_old.get(c)) for c in children[1:]
+                )
+        for child in kids[node]:
+            if child not in seen and not old(child):
+                seen.add(child)
+                stack.append(child)
+    return False
 
 
 def _emptied(store: str) -> str:
@@ -1403,12 +1443,20 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 verdict = "state"
                 reason = "a write into a tensor keeps its history below the new values"
                 fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
+                if reaches_trained.get(fn) and _rows_written(fn, kids, old, reaches_old):
+                    verdict = "samples"  # a ring buffer: rows written, made without the old ones
+                    reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
+                    fix = _BY_PURPOSE.replace(
+                        "torch.cat([old.detach(), new])", f"{detach} before writing"
+                    )
             elif root is not None and not enters and tensor.dim() == 0:
-                grows = not old(fn) or (
-                    place(here) in record
-                    and record[place(here)] in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
+                held_then = record.get(place(here))
+                kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
+                grows = not kept and (
+                    not old(fn)
+                    or held_then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
                 )
-                if place(here) in record and not grows:
+                if held_then is not None and not grows and not kept:
                     overwritten.append(shown)
                     continue
                 kind, verdict = "a number kept across steps that this loss does not use", "detach"
@@ -1416,10 +1464,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "a running total or a log adds to itself: it keeps every earlier step's graph "
                     "alive (memory grows)"
                     if grows
+                    else "kept, not rebuilt: no error; its graph, freed by backward(), only holds memory"
+                    if kept and old(fn)
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
-                fix = "add loss.item() (a float) to it, or loss.detach()"
+                fix = (
+                    "add loss.item() (a float) to it, or loss.detach()"
+                    if grows or not kept
+                    else "to free it, store loss.item() or loss.detach()"
+                )
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
                 kind = what + (", beside this step's" if group in this_step else "")
@@ -1452,11 +1506,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     if reaches_trained.get(fn) and group not in {_group(p) for p in every(loss)}:
                         store = group[:-3] if group.endswith("[*]") else group
                         beside = _beside(container, owner, store, objects)
-                        fix += (
-                            f"; but if this loss must train {leaf_names} through them (saved "
-                            f"log-probs of an episode), not detached: {_emptied(store)} and "
+                        verdict = "samples"
+                        reason += (
+                            f"; their graph reaches {leaf_names} ({trains_what}), which still train"
+                        )
+                        fix = (
+                            f"{_BY_PURPOSE}, or {_emptied(store)} and "
                             + (", ".join(beside) if beside else "any list filled beside it")
-                            + " after each update, or compute them anew with the current weights"
+                            + " after each update"
                         )
             elif use_record and not old(fn) and _made_from_others(here, fn):
                 derived.append(shown)
@@ -1467,21 +1524,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             elif not old(fn) and fn is not root and _rows_added(fn, kids, known_old, reaches_old):
                 kind = "its earlier value with new rows added (cat or stack)"
                 reason = "stored samples (a buffer), not a state"
-                again = "store their inputs and compute them from those with the current weights"
-                if reaches_trained.get(fn) and enters:
-                    verdict = "recompute"
+                verdict, fix = "detach", "store detached copies (x.detach()) where they are added"
+                if reaches_trained.get(fn):  # whether or not this loss reads them now
+                    verdict, fix = "samples", _BY_PURPOSE
                     reason += (
                         f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                     )
-                    fix = f"{again} at each step; constants: detach what is stored where rows are added (torch.cat([old.detach(), new]))"
-                else:  # constants, or not used by this loss (their graph only holds memory)
-                    verdict = "detach"
-                    reason += (
-                        ""
-                        if enters
-                        else "; this loss does not use them: their graph only holds memory"
-                    )
-                    fix = f"store detached copies (x.detach()) where they are added; values of weights that still train: {again}"
             elif (
                 not old(fn)
                 and fn is not root
@@ -1588,7 +1636,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             break  # else: made "from the carried values above" with none above: state, as unrecorded
     for i, carrier in enumerate(carriers):  # other objects' copy of an attribute found to be state
         like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and k[0] is not None]
-        if carrier.verdict == "detach" and "kept in" in carrier.kind and like:
+        if carrier.verdict in ("detach", "samples") and "kept in" in carrier.kind and like:
             carriers[i] = dataclasses.replace(
                 carrier, verdict="state",
                 reason=f"the same attribute of other objects of the kind whose {like[0]} is rebuilt "
@@ -1599,7 +1647,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         made = [
             derived_slots[k] for k in carrier_slots[i] if k in derived_slots and k[0] is not None
         ]
-        if carrier.verdict == "detach" and "kept in" in carrier.kind and made and state_slots:
+        if (
+            carrier.verdict in ("detach", "samples")
+            and "kept in" in carrier.kind
+            and made
+            and state_slots
+        ):
             carriers[i] = dataclasses.replace(
                 carrier, verdict="state",
                 reason=f"the same attribute of other objects of the kind whose {made[0]} is made "

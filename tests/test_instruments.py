@@ -1216,8 +1216,8 @@ def test_run_twice_note_only_for_nodes_this_loss_reaches():
 
 
 def test_a_bounded_bank_gets_detach_and_closure_fixes_are_python():
-    """Review round 7, I4: a deque(maxlen=...) of past embeddings is a bank (detach), even with
-    one item; a closure-held dict's fix line is written in the closure's own code, and compiles."""
+    """Review round 7, I4: a deque(maxlen=...) of past embeddings is a bank (samples, their
+    graph reaching the trained encoder: constants stored detached), even with one item; a closure-held dict's fix line is written in the closure's own code, and compiles."""
     import collections
 
     enc = nn.Linear(3, 4)
@@ -1225,7 +1225,12 @@ def test_a_bounded_bank_gets_detach_and_closure_fixes_are_python():
     bank = collections.deque([enc(torch.randn(2, 3))], maxlen=4)
     bank[0].sum().backward()
     found = find_old_graph((enc(torch.randn(2, 3)) @ bank[0].T).mean(), enc=enc, opt=opt, bank=bank)
-    assert found.carriers[0].verdict == "detach" and "samples" in found.carriers[0].reason
+    first = found.carriers[0]
+    assert first.verdict == "samples" and "samples" in first.reason, first
+    assert (
+        "constants (old log-probs in a ratio, a memory or queue): store detached copies"
+        in first.fix
+    )
 
     def make():
         cache = {"s": enc.bias.exp()}
@@ -2043,7 +2048,7 @@ class _Pool:  # a GAN's image history buffer of two: returns the older image, ke
 
 def test_a_pool_whose_newest_item_has_another_name_is_samples():
     """Review 10 M1: a two-image pool whose newest item is also a global name (fake) is samples
-    (detach, first), not 'recompute'. Stored detached, the discriminator trains three steps, each
+    (samples: constants stored detached, first), not 'recompute'. Stored detached, the discriminator trains three steps, each
     on the image the pool returns, recomputed by the reference from its own noise."""
     from outcome import checked
 
@@ -2065,8 +2070,9 @@ def test_a_pool_whose_newest_item_has_another_name_is_samples():
         loss_d.backward()
         opt_d.step()
     first = report.carriers[0]
-    assert first.path.startswith("pool.images[") and first.verdict == "detach", str(report)
-    assert first.fix.startswith("store detached copies (x.detach()) where they are added"), first
+    assert first.path.startswith("pool.images[") and first.verdict == "samples", str(report)
+    assert "constants (" in first.fix and "store detached copies (x.detach()) where" in first.fix
+    assert first.fix.index("store detached") < first.fix.index("compute them anew"), first
     G.requires_grad_(False)  # a fixed generator: the reference can recompute each stored image
     pool = _Pool()
     returned = lambda i: max(i - 2, 0) if i > 1 else 0  # noqa: E731  (the pool's own rule)
@@ -2270,11 +2276,12 @@ def test_saved_log_probs_used_again_are_told_to_be_emptied_not_only_detached():
         assert not torch.equal(net.weight, weight)
 
 
-def test_a_buffer_that_concatenates_log_probs_is_samples_recomputed_not_state():
+def test_a_buffer_that_concatenates_log_probs_is_samples_not_state():
     """Held-out-6 F2 (torchgfn's replay buffer): log-probs kept as torch.cat([old, new])[-3:]
-    are stored samples, not a state: the policy's weights, in the optimizer, still train, so the
-    verdict is recompute, from stored inputs (detached at each step's start, the buffer's
-    newest rows would train and its older ones would not). A window whose new row is made from
+    are stored samples, not a state (detached at each step's start, the buffer's newest rows
+    would train and its older ones would not): the policy's weights, in the optimizer, still
+    train, so the fix names both purposes, and terms the loss trains through (torchgfn's) are
+    recomputed from stored inputs. A window whose new row is made from
     its old rows stays state. Followed, three steps train torso, head and log Z against the loss
     written out from the rows the buffer holds by construction."""
     from outcome import checked
@@ -2302,8 +2309,10 @@ def test_a_buffer_that_concatenates_log_probs_is_samples_recomputed_not_state():
             loss.backward()
             opt.step()
     (found,) = report.carriers
-    assert found.path == "buffer.log_probs" and found.verdict == "recompute", str(report)
-    assert found.fix.startswith("store their inputs and compute them from those"), found
+    assert found.path == "buffer.log_probs" and found.verdict == "samples", str(report)
+    assert (
+        "must train through (an episode's log-probs): store their inputs and compute" in found.fix
+    )
     window = Buffer()  # a window whose new row is made from its old rows: a state
     window.h, w = torch.randn(3, 3), nn.Parameter(torch.randn(3, 3))
     for i in range(2):
@@ -2334,6 +2343,181 @@ def test_a_buffer_that_concatenates_log_probs_is_samples_recomputed_not_state():
             (log_z + log_probs(stored.x, stored.a)).pow(2).mean().backward()
             opt.step()
     assert len(done) == 4
+
+
+def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_purpose():
+    """Review 13 F1, M1: a buffer of log-probs kept as torch.cat([old, new])[-4:] gets the same
+    verdict and fix whether the loss reads it before or after this step's rows are added (the
+    loss read the old rows either way), and the fix names the branches by purpose. PPO's old
+    log-probs in a ratio are constants: stored detached where added (the printed first branch),
+    four steps train the policy against the ratio loss written out, its old log-probs taken by
+    the reference itself at collection time."""
+    from outcome import checked
+
+    xs, acts = torch.randn(6, 2, 3), torch.randint(0, 2, (6, 2))
+    lp_of = lambda m, x, a: m(x).log_softmax(-1).gather(1, a[:, None])[:, 0]  # noqa: E731
+
+    class Rollout:
+        pass
+
+    found = {}
+    for order in ("add, then loss", "loss, then add"):
+        torch.manual_seed(0)
+        m = nn.Linear(3, 2)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        buf = Rollout()
+        buf.lp = torch.zeros(0)
+        for i in range(2):
+            mark_step()
+            lp = lp_of(m, xs[i], acts[i])
+            if order == "add, then loss":
+                buf.lp = torch.cat([buf.lp, lp])[-4:]
+                loss = buf.lp.pow(2).mean()
+            else:
+                loss = torch.cat([buf.lp, lp]).pow(2).mean()
+                buf.lp = torch.cat([buf.lp, lp])[-4:]
+            if i:
+                (found[order],) = find_old_graph(loss, m=m, opt=opt, buf=buf).carriers
+            else:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    first, second = found.values()
+    assert (first.verdict, first.fix) == (second.verdict, second.fix) and first.verdict == "samples"
+    assert "only holds memory" not in second.reason + second.fix, second
+    fix = first.fix
+    assert fix.index("constants (old log-probs in a ratio") < fix.index("store detached copies")
+    assert "(a cache whose new rows train this step: torch.cat([old.detach(), new]))" in fix
+    assert "must train through (an episode's log-probs): store their inputs" in fix
+
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    mine = []  # the reference's own old log-probs, taken at collection time
+
+    def reference(i):  # PPO's ratio loss, unclipped, over the last four stored rows
+        with torch.no_grad():
+            mine.append(lp_of(m, xs[i], acts[i]))
+        x, a = xs[: i + 1].reshape(-1, 3)[-4:], acts[: i + 1].reshape(-1)[-4:]
+        new = m(x).log_softmax(-1).gather(1, a[:, None])[:, 0]
+        advantage = torch.linspace(-1, 1, len(a))
+        return -(torch.exp(new - torch.cat(mine)[-4:]) * advantage).mean()
+
+    x_kept, a_kept, old = torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.zeros(0)
+    with checked(opt, reference, m=m) as done:
+        for i in range(4):
+            x_kept, a_kept = torch.cat([x_kept, xs[i]])[-4:], torch.cat([a_kept, acts[i]])[-4:]
+            old = torch.cat([old, lp_of(m, xs[i], acts[i]).detach()])[-4:]  # the fix
+            advantage = torch.linspace(-1, 1, len(a_kept))
+            loss = -(torch.exp(lp_of(m, x_kept, a_kept) - old) * advantage).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert len(done) == 4
+
+
+def test_a_ring_buffer_written_in_place_is_samples_like_the_cat_buffer():
+    """Review 13 M4: rows written in place into a ring buffer (buf[i % n] = v), or after
+    torch.roll(...).clone(), are stored samples as the cat-grown buffer is; a row written from the
+    old rows (h[t] = tanh(h[t - 1] @ w)) stays state. The printed cache branch (detached before
+    writing) trains three steps against the newest row written out over the reference's own
+    detached rows."""
+    from outcome import checked
+
+    xs = torch.randn(5, 3)
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    class Box:
+        pass
+
+    writes = {
+        "ring": lambda b, i: b.buf.__setitem__(i % 3, m(xs[i])[0]),
+        "roll": lambda b, i: (
+            setattr(b, "buf", torch.roll(b.buf, -1, 0).clone()),
+            b.buf.__setitem__(-1, m(xs[i])[0]),
+        ),
+        "recurrent": lambda b, i: b.buf.__setitem__(
+            i + 1, torch.tanh(b.buf[i].clone() * m.weight.sum())
+        ),
+    }
+    found = {}
+    for name, write in writes.items():
+        box = Box()
+        box.buf = torch.zeros(3) if name != "recurrent" else torch.ones(5)
+        for i in range(2):
+            mark_step()
+            write(box, i)
+            loss = box.buf.pow(2).sum()
+            if i:
+                found[name] = find_old_graph(loss, m=m, opt=opt, box=box).carriers[0]
+            else:
+                loss.backward()
+    assert found["ring"].verdict == found["roll"].verdict == "samples", found
+    assert found["recurrent"].verdict == "state", found["recurrent"]
+    assert (
+        "(a cache whose new rows train this step: box.buf = box.buf.detach() before writing)"
+        in (found["ring"].fix)
+    ), found["ring"]
+    mine = torch.zeros(3)
+
+    def reference(i):  # the newest row with the current weights, the others as written then
+        with torch.no_grad():
+            mine[i % 3] = m(xs[i])[0]
+        rows = [m(xs[i])[0] if k == i % 3 else mine[k].clone() for k in range(3)]
+        return torch.stack(rows).pow(2).sum()
+
+    box = Box()
+    box.buf = torch.zeros(3)
+    with checked(opt, reference, m=m) as done:
+        for i in range(4):
+            box.buf = box.buf.detach()  # the fix printed, before writing
+            box.buf[i % 3] = m(xs[i])[0]
+            opt.zero_grad()
+            box.buf.pow(2).sum().backward()
+            opt.step()
+    assert len(done) == 4
+
+
+def test_a_history_item_kept_after_the_fix_only_holds_memory():
+    """Review 12 M2: with the history fix applied (history[-1].detach() + term), the items the
+    loss no longer reaches are kept, not rebuilt: the report says their freed graph only holds
+    memory, not that they add to themselves; a running total rebuilt from itself still does. The
+    printed fix (store loss.detach()) trains three steps against the term written out (the
+    detached earlier value adds a constant, no gradient)."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xs, m = torch.randn(4, 4, 3), nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    history = [torch.tensor(0.0)]
+    for i in range(3):
+        mark_step()
+        history.append(0.5 * history[-1].detach() + m(xs[i]).pow(2).mean())
+        report = find_old_graph(history[-1], m=m, opt=opt, history=history)
+        opt.zero_grad()
+        history[-1].backward()
+        opt.step()
+    (kept,) = report.carriers
+    assert kept.path == "history[1..2]" and "adds to itself" not in kept.reason, str(report)
+    assert "only holds memory" in kept.reason and "loss.detach()" in kept.fix, kept
+    total = torch.zeros(())
+    for i in range(3):
+        mark_step()
+        loss = m(xs[i]).pow(2).mean()
+        report = find_old_graph(loss, m=m, opt=opt, total=total)
+        loss.backward()
+        total = total + loss
+    assert "adds to itself" in report.carriers[0].reason, str(report)
+    history = [torch.tensor(0.0)]
+    with checked(opt, lambda i: m(xs[i]).pow(2).mean(), m=m) as done:
+        for i in range(3):
+            loss = 0.5 * history[-1] + m(xs[i]).pow(2).mean()
+            history.append(loss.detach())  # the fix printed
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert len(done) == 3
 
 
 # ---- held-out trial 5, G5; the table of docs/find-the-cause.md, row by row; variations -------
