@@ -622,15 +622,13 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
         where = _kept_on(t, g)
         if where and (
-            _made_in_forward(where, g)
+            _made_in_forward(where, g, every=True)
             or any(
-                id(v) in g.held["module"]
-                or not isinstance(v, torch.nn.Parameter)
-                and not _made_in_forward(where, g, "__init__")
+                id(v) in g.held["module"] or id(v) in g.held["opt"] or id(v) in g.names
                 for v in _leaves_below(t.grad_fn)
             )
-        ):  # made in forward, from the module's parameters or from an input (not in __init__)
-            where = None
+        ):  # forward makes it on every call, or from a trained leaf or an input: an activation
+            where = None  # (else from a leaf no one holds, randn(.., requires_grad=True): a weight)
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         if op in _COPIES:
             return (
@@ -777,13 +775,14 @@ _INFERENCE_FIX = (
 )
 
 
-def _made_in_forward(where: str, g: _Context, start: str = "forward") -> bool:
-    """Whether the module's forward (``start``: or ``__init__``; read with ``ast``) assigns the
-    attribute ``where`` names (``model.feat``): in forward, an activation it keeps, not a value
-    to make a parameter."""
+def _made_in_forward(where: str, g: _Context, every: bool = False) -> bool:
+    """Whether the module's forward (read with ``ast``; ``every``: on every call, not a lazy
+    ``if self.w is None:``) assigns the attribute ``where`` names (``model.feat``): an
+    activation it keeps, not a value to make a parameter. Unreadable source: False."""
     owner, _, attr = where.rpartition(".")
     module = dict(g.modules).get(owner)
-    return module is not None and attr in _assigned_per_call(type(module), start)
+    found = _assigned_per_call(type(module)).get(attr) if module is not None else None
+    return found is not None and (found[1] or not every)
 
 
 def _kept_on(t: torch.Tensor, g: _Context) -> str | None:
@@ -877,21 +876,21 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
 
 
 @functools.lru_cache(maxsize=256)
-def _assigned_per_call(cls: type, start: str = "forward") -> dict:
-    """Attributes that ``cls.forward`` (``start``: or ``__init__``; or a method of ``cls`` it calls on ``self``) assigns
+def _assigned_per_call(cls: type) -> dict:
+    """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns
     (``self.w = nn.Parameter(...)``, ``setattr(self, "w", ...)``, ``register_parameter``/
     ``add_module``), read from the source with ``ast``, run never: {attribute: ("Class.method()",
     whether it runs on every call: under no ``if``, loop or ``try`` handler)}; empty where the
     source cannot be read. It only words a fix: a replacement is decided at run time."""
     try:  # the reader's source can be anything (a lambda, exec, partial, a C method, a stale
         # file); reading it must never stop the report: whatever fails here, no source is read
-        return _read_assignments(cls, start)
+        return _read_assignments(cls)
     except Exception:  # noqa: BLE001 - any failure means "no source": the runtime rules decide
         return {}
 
 
-def _read_assignments(cls: type, start: str) -> dict:
-    found, todo, seen = {}, [(start, True)], set()
+def _read_assignments(cls: type) -> dict:
+    found, todo, seen = {}, [("forward", True)], set()
     while todo:
         name, every = todo.pop()
         method = inspect.getattr_static(cls, name, None)

@@ -3483,3 +3483,67 @@ def test_a_buffer_and_a_plain_attribute_mask_are_both_right_to_have_none():
             model(x[i]).pow(2).mean().backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_non_leaf_weight_assigned_where_the_source_is_not_read_is_told_nn_parameter():
+    """Review 14 F2 (n04, n05, n06): randn(..., requires_grad=True) * 0.1 kept on a module, made
+    in a base class's __init__, lazily in forward (if self.w is None) or by setattr in a loop, is
+    a weight meant to train (its leaf: no module registers it, no optimizer holds it, not named):
+    told nn.Parameter in __init__, not retain_grad() (w would never move). The fix trains three
+    steps."""
+    from outcome import checked
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.randn(3, 2, requires_grad=True) * 0.1
+
+    class Inherited(Base):
+        def forward(self, x):
+            return x @ self.w
+
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = None
+
+        def forward(self, x):
+            if self.w is None:
+                self.w = torch.randn(x.shape[1], 2, requires_grad=True) * 0.1
+            return x @ self.w
+
+    class Looped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in ("w", "v"):
+                setattr(self, name, torch.randn(3, 3, requires_grad=True) * 0.1)
+
+        def forward(self, x):
+            return x @ self.w @ self.v
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    for model in (Inherited(), Lazy(), Looped()):
+        model(x[0])
+        loss = model(x[0]).pow(2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=model, w=model.w)["w"]
+        assert found.fix.startswith("self.w = nn.Parameter(value) in __init__"), found
+
+    class Fixed(Base):  # the fix: the value first, then nn.Parameter in __init__
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 2) * 0.1)
+
+        def forward(self, x):
+            return x @ self.w
+
+    model = Fixed()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = model.w
+    with checked(opt, lambda i: (x[i] @ w).pow(2).mean(), model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
