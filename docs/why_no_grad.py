@@ -731,6 +731,23 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
             "it an nn.Parameter instead of a buffer"
         )
     where = _kept_on(t, g)
+    attr = (where or "").rpartition(".")[2]
+    constant = "" if t.is_floating_point() or t.is_complex() else "integer"
+    if where and _made_in_forward(where, g) and not constant:
+        owner = dict(g.modules).get(where.rpartition(".")[0])
+        constant = _made_without_grad(type(owner)).get(attr, "")
+    if constant == "no_grad":
+        return (
+            f"{where} is made under torch.no_grad() (or .detach()) in forward: None is right for a "
+            f"constant; for its gradient, remove the no_grad, then self.{attr}.retain_grad() in "
+            "forward (x.requires_grad_() first if no layer before it trains)"
+        )
+    if constant:  # nothing before it can carry a gradient
+        return (
+            f"a constant{f' ({where})' if where else ''}: nothing before it can carry a gradient "
+            "(an integer or boolean tensor, a comparison, argmax, rounding; a mask or an index): "
+            "None is right"
+        )
     if where and _made_in_forward(where, g):  # an activation forward keeps (self.feat = ...)
         return (
             f"an activation forward keeps ({where}): nothing before it requires grad (frozen "
@@ -949,6 +966,49 @@ def _read_assignments(cls: type) -> dict:
                 elif _attr_of(func, me):  # self.helper(...): read it too
                     todo.append((func.attr, always))
     return found
+
+
+_NO_GRADIENT = {  # calls whose result carries no gradient: a constant (a mask, an index)
+    "argmax", "argmin", "argsort", "eq", "ne", "gt", "ge", "lt", "le", "isclose", "isnan",
+    "isinf", "logical_and", "logical_or", "logical_not", "logical_xor", "bool", "long", "int",
+    "round", "floor", "ceil", "sign", "bernoulli", "multinomial", "randint", "nonzero",
+}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _made_without_grad(cls: type) -> dict:
+    """Attributes that ``cls.forward`` (read with ``ast``, as ``_assigned_per_call``) only ever
+    assigns without gradients: {attribute: "no_grad"} under ``torch.no_grad()``/
+    ``inference_mode()`` or with ``.detach()``, {attribute: "constant"} from a comparison or a
+    call in ``_NO_GRADIENT`` (``(x > 0).float()``, ``x.argmax(1)``); empty where unreadable."""
+    try:
+        method = inspect.getattr_static(cls, "forward", None)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    except Exception:  # noqa: BLE001 - any failure means "no source", as in _assigned_per_call
+        return {}
+    quiet = set()  # assignments under a with no_grad()/inference_mode()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and any(
+            re.search(r"no_grad|inference_mode", ast.dump(item.context_expr)) for item in node.items
+        ):
+            quiet.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Assign))
+    kinds = collections.defaultdict(set)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        names = [n.attr for n in node.targets
+                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)]  # fmt: skip
+        calls = {getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(node.value)
+                 if isinstance(c, ast.Call)}  # fmt: skip
+        kind = (
+            "no_grad" if id(node) in quiet or "detach" in calls
+            else "constant" if calls & _NO_GRADIENT
+            or any(isinstance(c, ast.Compare) for c in ast.walk(node.value))
+            else ""
+        )  # fmt: skip
+        for name in names:
+            kinds[name].add(kind)
+    return {name: k.pop() for name, k in kinds.items() if len(k) == 1 and "" not in k}
 
 
 @functools.lru_cache(maxsize=256)

@@ -3547,3 +3547,58 @@ def test_a_non_leaf_weight_assigned_where_the_source_is_not_read_is_told_nn_para
             model(x[i]).pow(2).mean().backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_kept_value_that_cannot_require_grad_is_not_told_retain_grad():
+    """Review 14 F1 (n01, n02): a value forward keeps but makes where nothing can carry a
+    gradient (under torch.no_grad(); a mask from a comparison; an integer index) is not told
+    retain_grad(), which raises on it: a constant is right to have None; one made under no_grad
+    is told to remove the no_grad, which, applied, gives the feature the gradient of an
+    independent reference while the head trains three steps. The mask, left as it is, trains."""
+    from outcome import checked
+
+    class Kept(nn.Module):
+        def __init__(self, quiet=True):
+            super().__init__()
+            self.backbone, self.head, self.quiet = nn.Linear(4, 3), nn.Linear(3, 2), quiet
+            self.backbone.requires_grad_(False)
+
+        def forward(self, x):
+            with torch.no_grad() if self.quiet else contextlib.nullcontext():
+                self.feat = self.backbone(x)
+            if not self.quiet:
+                self.feat.retain_grad()
+            self.mask = (x.abs() > 0.5).float()
+            self.index = x.argmax(1)
+            return self.head(torch.relu(self.feat)) * self.mask[:, :2]
+
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 5, 4), torch.randn(3, 5, 2)
+    model = Kept()
+    loss = (model(x[0]) - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model, feat=model.feat, mask=model.mask, index=model.index)
+    assert "remove the no_grad" in found["feat"].fix, found
+    for name in ("mask", "index"):
+        assert found[name].fix.startswith("a constant") and "None is right" in found[name].fix
+        assert "retain_grad" not in found[name].fix, found
+
+    model = Kept(quiet=False)  # the fix: no no_grad, x.requires_grad_(), retain_grad() in forward
+    opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    w, b, hw, hb = model.backbone.weight, model.backbone.bias, model.head.weight, model.head.bias
+
+    def reference(i):  # the forward written out
+        out = torch.relu(x[i] @ w.T + b) @ hw.T + hb
+        return (out * (x[i].abs() > 0.5).float()[:, :2] - y[i]).pow(2).mean()
+
+    with checked(opt, reference, model=model.head) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (model(x[i].clone().requires_grad_()) - y[i]).pow(2).mean().backward()
+            feat = (x[i] @ w.T + b).detach().requires_grad_()
+            out = torch.relu(feat) @ hw.T + hb
+            loss = (out * (x[i].abs() > 0.5).float()[:, :2] - y[i]).pow(2).mean()
+            (want,) = torch.autograd.grad(loss, feat)
+            assert torch.allclose(model.feat.grad, want)
+            opt.step()
+    assert len(done) == 3
