@@ -1209,6 +1209,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     _copy_fix(copy),
                 )
     if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
+        olds = max((_replaced(p, g) for _, p in g.tensors if p.shape == t.shape), default=0)
         return (
             "not on the graph: replaced",
             "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
@@ -1216,12 +1217,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "optimizer was made",
             "replaced on more than one call: create it once in __init__ and only use it in "
             "forward (no assignment there)"
-            if any(  # the optimizer holds several replaced ones, forward unread: it makes them
-                p.shape == t.shape and _replaced(p, g) > 1 for _, p in g.tensors
-            )
-            else "make the optimizer after the model is final, or assign into the parameter (with "
+            if olds > 1  # the optimizer holds several replaced ones, forward unread: it makes them
+            else ("create it once in __init__ and only use it in forward (no assignment there); "
+                  "if it was replaced only once (load_state_dict(assign=True), a late weight_norm), "
+                  if olds else "")  # as the module's parameter's entry: forward unread
+            + "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
-        )
+        )  # fmt: skip
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
     ]

@@ -3602,3 +3602,50 @@ def test_a_kept_value_that_cannot_require_grad_is_not_told_retain_grad():
             assert torch.allclose(model.feat.grad, want)
             opt.step()
     assert len(done) == 3
+
+
+def test_an_unreadable_re_creation_leads_both_entries_with_create_it_once():
+    """Review 14 M1 (n14): a forward that cannot be read (exec) and re-creates w on every call:
+    the module's w and the optimizer's replaced parameter both lead with "create it once in
+    __init__" (the optimizer's entry no longer offers only a rebuilt optimizer or copy_, which
+    cannot help a forward that replaces w again). The fix, applied, trains three steps."""
+    from outcome import checked
+
+    spaces = {"nn": nn, "torch": torch}
+    exec(  # noqa: S102 - a forward whose source inspect cannot read
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(3, 2))\n"
+        "    def forward(self, x):\n"
+        "        self.w = nn.Parameter(torch.randn(3, 2))\n"
+        "        return x @ self.w\n",
+        spaces,
+    )
+    torch.manual_seed(0)
+    model, x = spaces["Net"](), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=model, opt=opt)
+    fixes = {f.rule: f.fix for f in report.findings}
+    assert fixes["not in the optimizer"].startswith("create it once in __init__"), report
+    assert fixes["not on the graph: replaced"].startswith("create it once in __init__"), report
+
+    class Fixed(nn.Module):  # the fix: created once in __init__, only used in forward
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 2))
+
+        def forward(self, x):
+            return x @ self.w
+
+    model = Fixed()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = model.w
+    with checked(opt, lambda i: (x[i] @ w).pow(2).mean(), model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
