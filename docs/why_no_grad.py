@@ -721,10 +721,13 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
     output made without gradients (no_grad, inference_mode, an encode() or predict() wrapper)
     does not: requires_grad_() on it makes a new leaf, cut off from the model that made it."""
     as_input = "an input you want a gradient for: x.requires_grad_() before the forward pass"
-    buffer = next(
-        (f"{n}.{k}".lstrip(".") for n, m in g.modules for k, b in m.named_buffers(recurse=False)
-         if b is t), None,
+    buffer, own = next(
+        ((f"{n}.{k}".lstrip("."), type(m).__module__.startswith("torch."))
+         for n, m in g.modules for k, b in m.named_buffers(recurse=False) if b is t),
+        (None, False),
     )  # fmt: skip
+    if buffer and (own or not t.is_floating_point()):  # BatchNorm's statistics, a step count
+        return f"a buffer ({buffer}) is state (a statistic, a count), not trained: None is right"
     if buffer:
         return (
             f"a buffer ({buffer}) is state or a constant (a mask): None is right; to train it, make "

@@ -3649,3 +3649,35 @@ def test_an_unreadable_re_creation_leads_both_entries_with_create_it_once():
             model(x[i]).pow(2).mean().backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_torch_module_s_buffer_is_not_told_to_become_a_parameter():
+    """Review 14 I1 (n11, n15): BatchNorm's running_mean and num_batches_tracked are statistics
+    (one an integer): None is right, and nothing more (as an nn.Parameter, running_mean raises
+    in batch_norm; an integer cannot require grad). Left as they are, the model trains three
+    steps against the batch norm written out."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)), torch.randn(3, 8, 3)
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    bn = model[1]
+    found = why_no_grad(loss, model=model, mean=bn.running_mean, count=bn.num_batches_tracked)
+    for name in ("mean", "count"):
+        assert "None is right" in found[name].fix and "nn.Parameter" not in found[name].fix
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, b, g, beta = model[0].weight, model[0].bias, bn.weight, bn.bias
+
+    def reference(i):  # batch statistics, biased variance, as BatchNorm1d in training mode
+        h = x[i] @ w.T + b
+        mu, var = h.mean(0), h.var(0, unbiased=False)
+        return ((h - mu) / torch.sqrt(var + bn.eps) * g + beta).pow(2).mean()
+
+    with checked(opt, reference, model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
