@@ -46,9 +46,13 @@ Where it stops:
   every call, or on some: under an ``if`` or a loop), "create it once in ``__init__``"; without
   source (or any source it cannot read), the same, or, replaced only once, "make the optimizer
   after the model is final". A plain tensor kept on a module is an activation (``retain_grad()``)
-  where forward assigns it or it was made from an input, else a value to make an
-  ``nn.Parameter``; a buffer is state or a constant. Leaves the graph reaches that you did
-  not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
+  where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
+  from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
+  one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``.
+  One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
+  constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
+  reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
+  shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
   ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
