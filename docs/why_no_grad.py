@@ -46,9 +46,13 @@ Where it stops:
   every call, or on some: under an ``if`` or a loop), "create it once in ``__init__``"; without
   source (or any source it cannot read), the same, or, replaced only once, "make the optimizer
   after the model is final". A plain tensor kept on a module is an activation (``retain_grad()``)
-  where forward assigns it or it was made from an input, else a value to make an
-  ``nn.Parameter``; a buffer is state or a constant. Leaves the graph reaches that you did
-  not name are called parameters (``nn.Parameter``) or leaves, by their shape: nothing more.
+  where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
+  from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
+  one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``.
+  One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
+  constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
+  reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
+  shape: nothing more.
 * Copies: a tensor sharing memory, or a cast (another dtype, equal values), among the leaves the
   graph reaches and, while the graph is alive (before ``backward()`` or with
   ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
@@ -622,15 +626,13 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
         where = _kept_on(t, g)
         if where and (
-            _made_in_forward(where, g)
+            _made_in_forward(where, g, every=True)
             or any(
-                id(v) in g.held["module"]
-                or not isinstance(v, torch.nn.Parameter)
-                and not _made_in_forward(where, g, "__init__")
+                id(v) in g.held["module"] or id(v) in g.held["opt"] or id(v) in g.names
                 for v in _leaves_below(t.grad_fn)
             )
-        ):  # made in forward, from the module's parameters or from an input (not in __init__)
-            where = None
+        ):  # forward makes it on every call, or from a trained leaf or an input: an activation
+            where = None  # (else from a leaf no one holds, randn(.., requires_grad=True): a weight)
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         if op in _COPIES:
             return (
@@ -723,16 +725,36 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
     output made without gradients (no_grad, inference_mode, an encode() or predict() wrapper)
     does not: requires_grad_() on it makes a new leaf, cut off from the model that made it."""
     as_input = "an input you want a gradient for: x.requires_grad_() before the forward pass"
-    buffer = next(
-        (f"{n}.{k}".lstrip(".") for n, m in g.modules for k, b in m.named_buffers(recurse=False)
-         if b is t), None,
+    buffer, own = next(
+        ((f"{n}.{k}".lstrip("."), type(m).__module__.startswith("torch."))
+         for n, m in g.modules for k, b in m.named_buffers(recurse=False) if b is t),
+        (None, False),
     )  # fmt: skip
+    if buffer and (own or not t.is_floating_point()):  # BatchNorm's statistics, a step count
+        return f"a buffer ({buffer}) is state (a statistic, a count), not trained: None is right"
     if buffer:
         return (
             f"a buffer ({buffer}) is state or a constant (a mask): None is right; to train it, make "
             "it an nn.Parameter instead of a buffer"
         )
     where = _kept_on(t, g)
+    attr = (where or "").rpartition(".")[2]
+    constant = "" if t.is_floating_point() or t.is_complex() else "integer"
+    if where and _made_in_forward(where, g) and not constant:
+        owner = dict(g.modules).get(where.rpartition(".")[0])
+        constant = _made_without_grad(type(owner)).get(attr, "")
+    if constant == "no_grad":
+        return (
+            f"{where} is made under torch.no_grad() (or .detach()) in forward: None is right for a "
+            f"constant; for its gradient, remove the no_grad, then self.{attr}.retain_grad() in "
+            "forward (x.requires_grad_() first if no layer before it trains)"
+        )
+    if constant:  # nothing before it can carry a gradient
+        return (
+            f"a constant{f' ({where})' if where else ''}: nothing before it can carry a gradient "
+            "(an integer or boolean tensor, a comparison, argmax, rounding; a mask or an index): "
+            "None is right"
+        )
     if where and _made_in_forward(where, g):  # an activation forward keeps (self.feat = ...)
         return (
             f"an activation forward keeps ({where}): nothing before it requires grad (frozen "
@@ -777,13 +799,14 @@ _INFERENCE_FIX = (
 )
 
 
-def _made_in_forward(where: str, g: _Context, start: str = "forward") -> bool:
-    """Whether the module's forward (``start``: or ``__init__``; read with ``ast``) assigns the
-    attribute ``where`` names (``model.feat``): in forward, an activation it keeps, not a value
-    to make a parameter."""
+def _made_in_forward(where: str, g: _Context, every: bool = False) -> bool:
+    """Whether the module's forward (read with ``ast``; ``every``: on every call, not a lazy
+    ``if self.w is None:``) assigns the attribute ``where`` names (``model.feat``): an
+    activation it keeps, not a value to make a parameter. Unreadable source: False."""
     owner, _, attr = where.rpartition(".")
     module = dict(g.modules).get(owner)
-    return module is not None and attr in _assigned_per_call(type(module), start)
+    found = _assigned_per_call(type(module)).get(attr) if module is not None else None
+    return found is not None and (found[1] or not every)
 
 
 def _kept_on(t: torch.Tensor, g: _Context) -> str | None:
@@ -877,21 +900,21 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
 
 
 @functools.lru_cache(maxsize=256)
-def _assigned_per_call(cls: type, start: str = "forward") -> dict:
-    """Attributes that ``cls.forward`` (``start``: or ``__init__``; or a method of ``cls`` it calls on ``self``) assigns
+def _assigned_per_call(cls: type) -> dict:
+    """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns
     (``self.w = nn.Parameter(...)``, ``setattr(self, "w", ...)``, ``register_parameter``/
     ``add_module``), read from the source with ``ast``, run never: {attribute: ("Class.method()",
     whether it runs on every call: under no ``if``, loop or ``try`` handler)}; empty where the
     source cannot be read. It only words a fix: a replacement is decided at run time."""
     try:  # the reader's source can be anything (a lambda, exec, partial, a C method, a stale
         # file); reading it must never stop the report: whatever fails here, no source is read
-        return _read_assignments(cls, start)
+        return _read_assignments(cls)
     except Exception:  # noqa: BLE001 - any failure means "no source": the runtime rules decide
         return {}
 
 
-def _read_assignments(cls: type, start: str) -> dict:
-    found, todo, seen = {}, [(start, True)], set()
+def _read_assignments(cls: type) -> dict:
+    found, todo, seen = {}, [("forward", True)], set()
     while todo:
         name, every = todo.pop()
         method = inspect.getattr_static(cls, name, None)
@@ -950,6 +973,49 @@ def _read_assignments(cls: type, start: str) -> dict:
                 elif _attr_of(func, me):  # self.helper(...): read it too
                     todo.append((func.attr, always))
     return found
+
+
+_NO_GRADIENT = {  # calls whose result carries no gradient: a constant (a mask, an index)
+    "argmax", "argmin", "argsort", "eq", "ne", "gt", "ge", "lt", "le", "isclose", "isnan",
+    "isinf", "logical_and", "logical_or", "logical_not", "logical_xor", "bool", "long", "int",
+    "round", "floor", "ceil", "sign", "bernoulli", "multinomial", "randint", "nonzero",
+}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _made_without_grad(cls: type) -> dict:
+    """Attributes that ``cls.forward`` (read with ``ast``, as ``_assigned_per_call``) only ever
+    assigns without gradients: {attribute: "no_grad"} under ``torch.no_grad()``/
+    ``inference_mode()`` or with ``.detach()``, {attribute: "constant"} from a comparison or a
+    call in ``_NO_GRADIENT`` (``(x > 0).float()``, ``x.argmax(1)``); empty where unreadable."""
+    try:
+        method = inspect.getattr_static(cls, "forward", None)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    except Exception:  # noqa: BLE001 - any failure means "no source", as in _assigned_per_call
+        return {}
+    quiet = set()  # assignments under a with no_grad()/inference_mode()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and any(
+            re.search(r"no_grad|inference_mode", ast.dump(item.context_expr)) for item in node.items
+        ):
+            quiet.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Assign))
+    kinds = collections.defaultdict(set)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        names = [n.attr for n in node.targets
+                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)]  # fmt: skip
+        calls = {getattr(c.func, "attr", getattr(c.func, "id", "")) for c in ast.walk(node.value)
+                 if isinstance(c, ast.Call)}  # fmt: skip
+        kind = (
+            "no_grad" if id(node) in quiet or "detach" in calls
+            else "constant" if calls & _NO_GRADIENT
+            or any(isinstance(c, ast.Compare) for c in ast.walk(node.value))
+            else ""
+        )  # fmt: skip
+        for name in names:
+            kinds[name].add(kind)
+    return {name: k.pop() for name, k in kinds.items() if len(k) == 1 and "" not in k}
 
 
 @functools.lru_cache(maxsize=256)
@@ -1150,6 +1216,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     _copy_fix(copy),
                 )
     if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
+        olds = max((_replaced(p, g) for _, p in g.tensors if p.shape == t.shape), default=0)
         return (
             "not on the graph: replaced",
             "the optimizer holds it, but it is no longer a parameter of the modules named: a new "
@@ -1157,12 +1224,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "optimizer was made",
             "replaced on more than one call: create it once in __init__ and only use it in "
             "forward (no assignment there)"
-            if any(  # the optimizer holds several replaced ones, forward unread: it makes them
-                p.shape == t.shape and _replaced(p, g) > 1 for _, p in g.tensors
-            )
-            else "make the optimizer after the model is final, or assign into the parameter (with "
+            if olds > 1  # the optimizer holds several replaced ones, forward unread: it makes them
+            else ("create it once in __init__ and only use it in forward (no assignment there); "
+                  "if it was replaced only once (load_state_dict(assign=True), a late weight_norm), "
+                  if olds else "")  # as the module's parameter's entry: forward unread
+            + "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
-        )
+        )  # fmt: skip
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
     ]

@@ -3667,3 +3667,201 @@ def test_a_buffer_and_a_plain_attribute_mask_are_both_right_to_have_none():
             model(x[i]).pow(2).mean().backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_non_leaf_weight_assigned_where_the_source_is_not_read_is_told_nn_parameter():
+    """Review 14 F2 (n04, n05, n06): randn(..., requires_grad=True) * 0.1 kept on a module, made
+    in a base class's __init__, lazily in forward (if self.w is None) or by setattr in a loop, is
+    a weight meant to train (its leaf: no module registers it, no optimizer holds it, not named):
+    told nn.Parameter in __init__, not retain_grad() (w would never move). The fix trains three
+    steps."""
+    from outcome import checked
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.randn(3, 2, requires_grad=True) * 0.1
+
+    class Inherited(Base):
+        def forward(self, x):
+            return x @ self.w
+
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = None
+
+        def forward(self, x):
+            if self.w is None:
+                self.w = torch.randn(x.shape[1], 2, requires_grad=True) * 0.1
+            return x @ self.w
+
+    class Looped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in ("w", "v"):
+                setattr(self, name, torch.randn(3, 3, requires_grad=True) * 0.1)
+
+        def forward(self, x):
+            return x @ self.w @ self.v
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    for model in (Inherited(), Lazy(), Looped()):
+        model(x[0])
+        loss = model(x[0]).pow(2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=model, w=model.w)["w"]
+        assert found.fix.startswith("self.w = nn.Parameter(value) in __init__"), found
+
+    class Fixed(Base):  # the fix: the value first, then nn.Parameter in __init__
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 2) * 0.1)
+
+        def forward(self, x):
+            return x @ self.w
+
+    model = Fixed()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = model.w
+    with checked(opt, lambda i: (x[i] @ w).pow(2).mean(), model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_a_kept_value_that_cannot_require_grad_is_not_told_retain_grad():
+    """Review 14 F1 (n01, n02): a value forward keeps but makes where nothing can carry a
+    gradient (under torch.no_grad(); a mask from a comparison; an integer index) is not told
+    retain_grad(), which raises on it: a constant is right to have None; one made under no_grad
+    is told to remove the no_grad, which, applied, gives the feature the gradient of an
+    independent reference while the head trains three steps. The mask, left as it is, trains."""
+    from outcome import checked
+
+    class Kept(nn.Module):
+        def __init__(self, quiet=True):
+            super().__init__()
+            self.backbone, self.head, self.quiet = nn.Linear(4, 3), nn.Linear(3, 2), quiet
+            self.backbone.requires_grad_(False)
+
+        def forward(self, x):
+            with torch.no_grad() if self.quiet else contextlib.nullcontext():
+                self.feat = self.backbone(x)
+            if not self.quiet:
+                self.feat.retain_grad()
+            self.mask = (x.abs() > 0.5).float()
+            self.index = x.argmax(1)
+            return self.head(torch.relu(self.feat)) * self.mask[:, :2]
+
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 5, 4), torch.randn(3, 5, 2)
+    model = Kept()
+    loss = (model(x[0]) - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model, feat=model.feat, mask=model.mask, index=model.index)
+    assert "remove the no_grad" in found["feat"].fix, found
+    for name in ("mask", "index"):
+        assert found[name].fix.startswith("a constant") and "None is right" in found[name].fix
+        assert "retain_grad" not in found[name].fix, found
+
+    model = Kept(quiet=False)  # the fix: no no_grad, x.requires_grad_(), retain_grad() in forward
+    opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
+    w, b, hw, hb = model.backbone.weight, model.backbone.bias, model.head.weight, model.head.bias
+
+    def reference(i):  # the forward written out
+        out = torch.relu(x[i] @ w.T + b) @ hw.T + hb
+        return (out * (x[i].abs() > 0.5).float()[:, :2] - y[i]).pow(2).mean()
+
+    with checked(opt, reference, model=model.head) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (model(x[i].clone().requires_grad_()) - y[i]).pow(2).mean().backward()
+            feat = (x[i] @ w.T + b).detach().requires_grad_()
+            out = torch.relu(feat) @ hw.T + hb
+            loss = (out * (x[i].abs() > 0.5).float()[:, :2] - y[i]).pow(2).mean()
+            (want,) = torch.autograd.grad(loss, feat)
+            assert torch.allclose(model.feat.grad, want)
+            opt.step()
+    assert len(done) == 3
+
+
+def test_an_unreadable_re_creation_leads_both_entries_with_create_it_once():
+    """Review 14 M1 (n14): a forward that cannot be read (exec) and re-creates w on every call:
+    the module's w and the optimizer's replaced parameter both lead with "create it once in
+    __init__" (the optimizer's entry no longer offers only a rebuilt optimizer or copy_, which
+    cannot help a forward that replaces w again). The fix, applied, trains three steps."""
+    from outcome import checked
+
+    spaces = {"nn": nn, "torch": torch}
+    exec(  # noqa: S102 - a forward whose source inspect cannot read
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(3, 2))\n"
+        "    def forward(self, x):\n"
+        "        self.w = nn.Parameter(torch.randn(3, 2))\n"
+        "        return x @ self.w\n",
+        spaces,
+    )
+    torch.manual_seed(0)
+    model, x = spaces["Net"](), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=model, opt=opt)
+    fixes = {f.rule: f.fix for f in report.findings}
+    assert fixes["not in the optimizer"].startswith("create it once in __init__"), report
+    assert fixes["not on the graph: replaced"].startswith("create it once in __init__"), report
+
+    class Fixed(nn.Module):  # the fix: created once in __init__, only used in forward
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 2))
+
+        def forward(self, x):
+            return x @ self.w
+
+    model = Fixed()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = model.w
+    with checked(opt, lambda i: (x[i] @ w).pow(2).mean(), model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_a_torch_module_s_buffer_is_not_told_to_become_a_parameter():
+    """Review 14 I1 (n11, n15): BatchNorm's running_mean and num_batches_tracked are statistics
+    (one an integer): None is right, and nothing more (as an nn.Parameter, running_mean raises
+    in batch_norm; an integer cannot require grad). Left as they are, the model trains three
+    steps against the batch norm written out."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)), torch.randn(3, 8, 3)
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    bn = model[1]
+    found = why_no_grad(loss, model=model, mean=bn.running_mean, count=bn.num_batches_tracked)
+    for name in ("mean", "count"):
+        assert "None is right" in found[name].fix and "nn.Parameter" not in found[name].fix
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, b, g, beta = model[0].weight, model[0].bias, bn.weight, bn.bias
+
+    def reference(i):  # batch statistics, biased variance, as BatchNorm1d in training mode
+        h = x[i] @ w.T + b
+        mu, var = h.mean(0), h.var(0, unbiased=False)
+        return ((h - mu) / torch.sqrt(var + bn.eps) * g + beta).pow(2).mean()
+
+    with checked(opt, reference, model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            model(x[i]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
