@@ -277,8 +277,9 @@ _TRAIN_IT = (
 _BY_PURPOSE = (  # stored samples whose graph reaches weights that still train: the reader's purpose
     "by what they are for: constants (old log-probs in a ratio, a memory or queue): store "
     "detached copies (x.detach()) where they are added (a cache whose new rows train this step: "
-    "torch.cat([old.detach(), new])); terms the loss must train through (an episode's "
-    "log-probs): store their inputs and compute them anew each step"
+    "torch.cat([old.detach(), new])); terms the loss must train through: store their inputs "
+    "and compute them anew with the current weights (an on-policy loss such as REINFORCE uses "
+    "each episode for one update instead)"
 )
 _SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
 
@@ -1387,8 +1388,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             shown, count = _collapse(paths)
             here, tensor = paths[0], tensor_at[paths[0]]
             reset = _reset_below(fn, kids, old)
-            leaves = _leaves_below(fn, kids, trains)
-            leaf_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves)
+            leaves = _leaves_below(fn, kids, trains, limit=3)  # two named, then "..."
+            leaf_names = ", ".join(
+                names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2]
+            ) + (", ..." if len(leaves) > 2 else "")
             if fn is root and shown_root:
                 here_shown = shown_root[0]
                 others = [p for p in shown_root[1:] if _group(p) not in old_groups][:2]

@@ -2310,9 +2310,7 @@ def test_a_buffer_that_concatenates_log_probs_is_samples_not_state():
             opt.step()
     (found,) = report.carriers
     assert found.path == "buffer.log_probs" and found.verdict == "samples", str(report)
-    assert (
-        "must train through (an episode's log-probs): store their inputs and compute" in found.fix
-    )
+    assert "must train through: store their inputs and compute them anew" in found.fix
     window = Buffer()  # a window whose new row is made from its old rows: a state
     window.h, w = torch.randn(3, 3), nn.Parameter(torch.randn(3, 3))
     for i in range(2):
@@ -2388,7 +2386,8 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
     fix = first.fix
     assert fix.index("constants (old log-probs in a ratio") < fix.index("store detached copies")
     assert "(a cache whose new rows train this step: torch.cat([old.detach(), new]))" in fix
-    assert "must train through (an episode's log-probs): store their inputs" in fix
+    assert "must train through: store their inputs" in fix
+    assert "REINFORCE uses each episode for one update instead" in fix
 
     torch.manual_seed(0)
     m = nn.Linear(3, 2)
@@ -2414,6 +2413,30 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
             loss.backward()
             opt.step()
     assert len(done) == 4
+
+
+def test_the_weights_samples_reach_are_marked_unfinished_past_two():
+    """Review 15, I2: a pool of an RNN cell's outputs reaches four trained leaves; two are named,
+    then "...", not two as if they were all. Review 15, M1: the branch for terms the loss trains
+    through says that an on-policy loss (REINFORCE) uses each episode once, not "recompute"."""
+    torch.manual_seed(0)
+    cell = nn.RNNCell(3, 3)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    pool = []
+    for i in range(2):
+        mark_step()
+        out = cell(torch.randn(2, 3))
+        loss = out.pow(2).mean() + sum(p.pow(2).mean() for p in pool)
+        pool.append(out)
+        if i:
+            (found,) = find_old_graph(loss, pool=pool, cell=cell, opt=opt).carriers
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert found.verdict == "samples", found
+    assert "reaches cell.weight_ih, cell.bias_ih, ... (optimizers' parameters)" in found.reason
+    assert "REINFORCE uses each episode for one update instead" in found.fix
 
 
 def test_a_ring_buffer_written_in_place_is_samples_like_the_cat_buffer():
