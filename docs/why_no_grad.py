@@ -48,7 +48,9 @@ Where it stops:
   after the model is final". A plain tensor kept on a module is an activation (``retain_grad()``)
   where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
-  one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``.
+  one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
+  such a value kept on no module (one leaf of its size below it, which nothing named holds) is
+  a weight too: make the leaf itself (``(randn(...) * 0.1).requires_grad_()``).
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -634,6 +636,12 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         ):  # forward makes it on every call, or from a trained leaf or an input: an activation
             where = None  # (else from a leaf no one holds, randn(.., requires_grad=True): a weight)
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
+        below = _leaves_below(t.grad_fn)
+        free = (  # kept on no module, made from one plain leaf of its size that nothing holds
+            not where and len(below) == 1 and not isinstance(below[0], torch.nn.Parameter)
+            and below[0].numel() == t.numel() and not any(id(below[0]) in h for h in g.held.values())
+            and id(below[0]) not in g.names
+        )  # fmt: skip
         if op in _COPIES:
             return (
                 "not a leaf: a copy",
@@ -647,6 +655,17 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 else "make the tensor where it is used (torch.randn(..., "
                 "device=d, dtype=x, requires_grad=True)), or move or cast it first, then call "
                 ".requires_grad_() on the result",
+            )
+        if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
+            name = g.names.get(id(t), "w")
+            return (
+                "not a leaf",
+                f"made by {op} from {source}, which nothing named holds and which gets the "
+                "gradient; .grad is kept only for leaves (reading it warns), and an optimizer "
+                "refuses a non-leaf",
+                f"make the leaf itself: {name} = (torch.randn(...) * 0.1).requires_grad_() (your "
+                f"expression first, then .requires_grad_() on the result; no requires_grad=True "
+                f"inside), and give {name} to the optimizer",
             )
         return (
             "not a leaf",
