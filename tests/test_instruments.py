@@ -3906,3 +3906,36 @@ def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
             (x[i] @ v).pow(2).sum().backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_cut_inside_a_compiled_region_is_said_to_be_one():
+    """Review 16 F1 (r11, r14): under torch.compile(backend="aot_eager") a .detach() in forward
+    leaves a.weight without .grad behind torch.compile's own CompiledFunctionBackward node: not a
+    custom Function the reader wrote, and before backward not merely "call backward() first".
+    The report says it is a compiled region and gives the method; the same model run eagerly
+    gets "not on the graph" there."""
+
+    class Cut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x).detach() + self.a.bias))
+
+    torch.manual_seed(0)
+    model, x = Cut(), torch.randn(5, 3)
+    compiled = torch.compile(model, backend="aot_eager")
+    loss = compiled(x).pow(2).mean()
+    before = why_no_grad(loss, model=compiled)["model._orig_mod.a.weight"]
+    loss.backward()
+    after = why_no_grad(loss, model=compiled)["model._orig_mod.a.weight"]
+    for found in (before, after):
+        assert "compiled region" in found.rule and "Function" not in found.rule, found
+        assert "without torch.compile" in found.fix and "_orig_mod" in found.fix, found
+    assert after.rule == "no gradient reached it: a compiled region", after
+
+    model.zero_grad()
+    loss = model(x).pow(2).mean()  # the method: the same model without compile
+    loss.backward()
+    assert why_no_grad(loss, model=model)["model.a.weight"].rule == "not on the graph"
