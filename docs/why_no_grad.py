@@ -48,7 +48,9 @@ Where it stops:
   after the model is final". A plain tensor kept on a module is an activation (``retain_grad()``)
   where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
-  one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``.
+  one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
+  such a value kept on no module (one leaf of its size below it, which nothing named holds) is
+  a weight too: make the leaf itself (``(randn(...) * 0.1).requires_grad_()``).
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -74,6 +76,8 @@ Where it stops:
   it also lists the hooks on the tensor and its module that could zero the gradient (not hooks
   on activations or nodes: torch does not list those). A mask made by a
   comparison leaves no node; it cannot recompute the derivative.
+* A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
+  tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
   checkpointed block is never re-run. On older releases whether a backward ran cannot be told:
   it then gives the rules that remain, together, and says so.
@@ -634,6 +638,12 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         ):  # forward makes it on every call, or from a trained leaf or an input: an activation
             where = None  # (else from a leaf no one holds, randn(.., requires_grad=True): a weight)
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
+        below = _leaves_below(t.grad_fn)
+        free = (  # kept on no module, made from one plain leaf of its size that nothing holds
+            not where and len(below) == 1 and not isinstance(below[0], torch.nn.Parameter)
+            and below[0].numel() == t.numel() and not any(id(below[0]) in h for h in g.held.values())
+            and id(below[0]) not in g.names
+        )  # fmt: skip
         if op in _COPIES:
             return (
                 "not a leaf: a copy",
@@ -647,6 +657,17 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 else "make the tensor where it is used (torch.randn(..., "
                 "device=d, dtype=x, requires_grad=True)), or move or cast it first, then call "
                 ".requires_grad_() on the result",
+            )
+        if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
+            name = g.names.get(id(t), "w")
+            return (
+                "not a leaf",
+                f"made by {op} from {source}, which nothing named holds and which gets the "
+                "gradient; .grad is kept only for leaves (reading it warns), and an optimizer "
+                "refuses a non-leaf",
+                f"make the leaf itself: {name} = (torch.randn(...) * 0.1).requires_grad_() (your "
+                f"expression first, then .requires_grad_() on the result; no requires_grad=True "
+                f"inside), and give {name} to the optimizer",
             )
         return (
             "not a leaf",
@@ -1398,6 +1419,21 @@ def _checkpointing(owner: str, modules: list) -> str | None:
     return None
 
 
+_REGION = (
+    "a compiled region (torch.compile: its CompiledFunctionBackward node), whose inside this "
+    "instrument cannot see"
+)
+_COMPILED_FIX = (
+    "run the same code without torch.compile (or call the module it wraps, model._orig_mod) and "
+    "call why_no_grad there: it names the cut the compiled region hides"
+)
+
+
+def _compiled(g: _Context) -> set:
+    """The nodes of torch.compile's regions (AOTAutograd's CompiledFunctionBackward)."""
+    return {f for f in g.nodes if type(f).__name__.startswith("CompiledFunction")}
+
+
 def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     """On the graph (or no loss given) and ``.grad`` is None: a question of when it is read."""
     if g.inside:
@@ -1414,7 +1450,24 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "run backward() first",
         )
     node = g.leaves.get(id(t), (None, None))[1]
-    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)}
+    compiled = _compiled(g)
+    if node is not None and compiled and _cut_by(compiled, g.loss.grad_fn, node, g.kids):
+        if g.with_grad:
+            return (
+                "no gradient reached it: a compiled region",
+                f"every path from the loss to it passes through {_REGION}, and other leaves got "
+                "gradients: the compiled code gave it none (a .detach(), no_grad or integer result "
+                "inside it, or it is not used there)",
+                _COMPILED_FIX,
+            )
+        if not g.ran:
+            return (
+                "read before backward: through a compiled region",
+                f"it is on the loss's graph only through {_REGION}: whether backward() will give "
+                "it a gradient cannot be read",
+                f"call loss.backward(), then read .grad; if it stays None: {_COMPILED_FIX}",
+            )
+    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
     if (
         g.with_grad
         and node is not None
@@ -1539,7 +1592,11 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             + (f"; {cause}, so the gradient backward() writes will be zero too" if what else ""),
             fix,
         )
-    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)}
+    compiled = _compiled(g)
+    if node is not None and compiled and _cut_by(compiled, g.loss.grad_fn, node, g.kids):
+        return ("zero: from a compiled region", f"every path from the loss to it passes through "
+                f"{_REGION}, which wrote this zero", _COMPILED_FIX)  # fmt: skip
+    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
         return (
             "zero: from a custom Function",

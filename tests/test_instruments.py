@@ -3888,3 +3888,77 @@ def test_a_torch_module_s_buffer_is_not_told_to_become_a_parameter():
             model(x[i]).pow(2).mean().backward()
             opt.step()
     assert len(done) == 3
+
+
+def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
+    """Review 16 M1 (r01, r16): ``v = torch.randn(2, requires_grad=True) * 0.1``, kept on no
+    module, is a weight made by math on a leaf nothing holds: not retain_grad() (SGD([v]) raises
+    "can't optimize a non-leaf Tensor"), but the leaf made from the value, given to the
+    optimizer. An activation (made from a parameter, or from an input of another size) keeps
+    retain_grad(). The fix trains three steps against the loss written out, and v moves."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 2)
+    v = torch.randn(2, requires_grad=True) * 0.1
+    loss = (x[0] @ v).pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, v=v)["v"].fix
+    made = "make the leaf itself: v = (torch.randn(...) * 0.1).requires_grad_()"
+    assert fix.startswith(made), fix
+    assert "retain_grad" not in fix and "give v to the optimizer" in fix, fix
+
+    model, inp = nn.Linear(2, 2), torch.randn(4, 2, requires_grad=True)
+    h, s = model(x[0]), inp.sum(1)  # activations: of a parameter, of an input
+    loss = h.pow(2).sum() + s.pow(2).sum()
+    loss.backward()
+    report = why_no_grad(loss, model=model, h=h, s=s)
+    for name in ("h", "s"):
+        assert report[name].fix.startswith("call .retain_grad() on it"), report
+
+    torch.manual_seed(0)
+    v = (torch.randn(2) * 0.1).requires_grad_()  # the fix as printed
+    opt = torch.optim.SGD([v], lr=0.1)
+
+    def reference(i):  # the same loss, written as a sum of squared dot products
+        return sum((row * v).sum() ** 2 for row in x[i])
+
+    with checked(opt, reference, v=v) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (x[i] @ v).pow(2).sum().backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_a_cut_inside_a_compiled_region_is_said_to_be_one():
+    """Review 16 F1 (r11, r14): under torch.compile(backend="aot_eager") a .detach() in forward
+    leaves a.weight without .grad behind torch.compile's own CompiledFunctionBackward node: not a
+    custom Function the reader wrote, and before backward not merely "call backward() first".
+    The report says it is a compiled region and gives the method; the same model run eagerly
+    gets "not on the graph" there."""
+
+    class Cut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x).detach() + self.a.bias))
+
+    torch.manual_seed(0)
+    model, x = Cut(), torch.randn(5, 3)
+    compiled = torch.compile(model, backend="aot_eager")
+    loss = compiled(x).pow(2).mean()
+    before = why_no_grad(loss, model=compiled)["model._orig_mod.a.weight"]
+    loss.backward()
+    after = why_no_grad(loss, model=compiled)["model._orig_mod.a.weight"]
+    for found in (before, after):
+        assert "compiled region" in found.rule and "Function" not in found.rule, found
+        assert "without torch.compile" in found.fix and "_orig_mod" in found.fix, found
+    assert after.rule == "no gradient reached it: a compiled region", after
+
+    model.zero_grad()
+    loss = model(x).pow(2).mean()  # the method: the same model without compile
+    loss.backward()
+    assert why_no_grad(loss, model=model)["model.a.weight"].rule == "not on the graph"
