@@ -50,7 +50,7 @@ Where it stops:
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
   one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
   such a value kept on no module (one leaf of its size below it, which nothing named holds) is
-  a weight too: make the leaf itself (``(randn(...) * 0.1).requires_grad_()``).
+  a weight or an activation of an input not named: both fixes, by what it is.
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -660,14 +660,16 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             )
         if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
             name = g.names.get(id(t), "w")
-            return (
+            return (  # a lost weight and an activation of an input not named look alike here
                 "not a leaf",
                 f"made by {op} from {source}, which nothing named holds and which gets the "
                 "gradient; .grad is kept only for leaves (reading it warns), and an optimizer "
                 "refuses a non-leaf",
-                f"make the leaf itself: {name} = (torch.randn(...) * 0.1).requires_grad_() (your "
-                f"expression first, then .requires_grad_() on the result; no requires_grad=True "
-                f"inside), and give {name} to the optimizer",
+                f"by what it is: a weight (randn(..., requires_grad=True) * 0.1): make the leaf "
+                f"itself, {name} = (your expression).requires_grad_() with no requires_grad=True "
+                f"inside, and give {name} to the optimizer; an activation of an input you did not "
+                f"name (a normalised image): call .retain_grad() on it before backward(), or read "
+                f"the input's .grad",
             )
         return (
             "not a leaf",
@@ -1425,7 +1427,7 @@ _REGION = (
 )
 _COMPILED_FIX = (
     "run the same code without torch.compile (or call the module it wraps, model._orig_mod) and "
-    "call why_no_grad there: it names the cut the compiled region hides"
+    "call why_no_grad there, where it can see inside"
 )
 
 
@@ -1457,8 +1459,10 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "no gradient reached it: a compiled region",
                 f"every path from the loss to it passes through {_REGION}, and other leaves got "
                 "gradients: the compiled code gave it none (a .detach(), no_grad or integer result "
-                "inside it, or it is not used there)",
-                _COMPILED_FIX,
+                "inside it, or it is not used there), or this pass did not write it "
+                "(backward(inputs=[...]) without it, or .grad set to None after backward())",
+                f"include it in inputs= and read .grad before zero_grad(); if it stays None: "
+                f"{_COMPILED_FIX}",
             )
         if not g.ran:
             return (

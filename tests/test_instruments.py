@@ -3904,9 +3904,17 @@ def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
     loss = (x[0] @ v).pow(2).sum()
     loss.backward()
     fix = why_no_grad(loss, v=v)["v"].fix
-    made = "make the leaf itself: v = (torch.randn(...) * 0.1).requires_grad_()"
-    assert fix.startswith(made), fix
-    assert "retain_grad" not in fix and "give v to the optimizer" in fix, fix
+    made = "a weight (randn(..., requires_grad=True) * 0.1): make the leaf itself, v = (your"
+    assert fix.startswith("by what it is: " + made), fix
+    assert "give v to the optimizer" in fix, fix
+    # review 17, F1: an activation of an input not named looks the same: its branch is given too
+    img = torch.rand(1, 4, requires_grad=True)
+    x_norm = (img - 0.5) / 0.25
+    loss = x_norm.pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, x=x_norm)["x"].fix
+    assert "an activation of an input you did not name" in fix, fix
+    assert "call .retain_grad() on it before backward(), or read the input's .grad" in fix, fix
 
     model, inp = nn.Linear(2, 2), torch.randn(4, 2, requires_grad=True)
     h, s = model(x[0]), inp.sum(1)  # activations: of a parameter, of an input
@@ -3957,6 +3965,14 @@ def test_a_cut_inside_a_compiled_region_is_said_to_be_one():
         assert "compiled region" in found.rule and "Function" not in found.rule, found
         assert "without torch.compile" in found.fix and "_orig_mod" in found.fix, found
     assert after.rule == "no gradient reached it: a compiled region", after
+    # review 17, F2: from outside a region, backward(inputs=...) without a leaf looks the same
+    plain = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
+    healthy = torch.compile(plain, backend="aot_eager")
+    loss = healthy(x).pow(2).mean()
+    loss.backward(inputs=list(plain[1].parameters()))
+    left_out = why_no_grad(loss, model=healthy)["model._orig_mod.0.weight"]
+    assert "backward(inputs=[...]) without it" in left_out.why, left_out
+    assert left_out.fix.startswith("include it in inputs="), left_out
 
     model.zero_grad()
     loss = model(x).pow(2).mean()  # the method: the same model without compile
