@@ -2582,7 +2582,6 @@ def test_a_parameter_made_in_every_forward_is_told_to_be_made_once_in_init():
     is told from one replaced once (a first-call init, an assignment after the optimizer): the
     fix is to create it in __init__, not add_param_group or copy_. Followed, three steps train
     both parameters as a reference written out by hand does."""
-    from outcome import checked
 
     torch.manual_seed(0)
     x = torch.randn(3, 2, 4, 5)
@@ -2615,12 +2614,7 @@ def test_a_parameter_made_in_every_forward_is_told_to_be_made_once_in_init():
         out = torch.einsum("oc,bcl->bol", model.conv.weight[:, :, 0], x[i])
         return (out[..., None] + model.rel_h).pow(2).mean()
 
-    with checked(opt, reference, model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: model(x[i]), opt, reference, model=model)
 
 
 GRAD_NONE_ROWS = {  # docs/find-the-cause.md#cause-grad-none-rules: each row -> the rule said there
@@ -2693,6 +2687,19 @@ class _MovedInForward(nn.Module):
     def forward(self, x):  # the same module back: its parameters are kept
         self.fc = self.fc.to(x.device)
         return self.fc(x).sum()
+
+
+def _three_checked_steps(loss_of, opt, reference, **trained):
+    """Train a printed fix three steps under ``outcome.checked``: each step's gradients equal
+    ``reference(i)``'s and every parameter of ``trained`` moves (the loop many tests share)."""
+    from outcome import checked
+
+    with checked(opt, reference, **trained) as done:
+        for i in range(3):
+            opt.zero_grad()
+            loss_of(i).backward()
+            opt.step()
+    assert len(done) == 3
 
 
 def _variation(kind):
@@ -2813,7 +2820,6 @@ def test_variations_a_reader_writes_get_their_rule(kind):
 def test_the_fixes_for_a_plain_list_and_a_late_weight_norm_train():
     """The two new fixes followed: nn.ModuleList, and the optimizer made after weight_norm;
     three steps under checked against the forward written out, every parameter moving."""
-    from outcome import checked
 
     torch.manual_seed(0)
     x = torch.randn(3, 4, 3)
@@ -2828,12 +2834,9 @@ def test_the_fixes_for_a_plain_list_and_a_late_weight_norm_train():
         w = g * v / v.norm(dim=1, keepdim=True)
         return (h @ head.weight.T + head.bias).pow(2).mean() + (x[i] @ w.T + lin.bias).sum()
 
-    with checked(opt, reference, model=model, lin=lin) as done:
-        for i in range(3):
-            opt.zero_grad()
-            (model(x[i]) + lin(x[i]).sum()).backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: model(x[i]) + lin(x[i]).sum(), opt, reference, model=model, lin=lin
+    )
 
 
 # ---- review 11: forward's source only words a fix; odd sources never stop the report ------
@@ -2946,7 +2949,6 @@ def test_a_replacement_is_told_by_what_ran_and_worded_by_the_source():
     'on some or all calls'. A lazy init (a flag, numel()) with the optimizer made after it is
     fine; a re-creation in an else or under `x is not None` is told to be made once in
     __init__, and that fix, followed, trains three steps."""
-    from outcome import checked
 
     class Flag(nn.Module):
         def __init__(self):
@@ -3025,12 +3027,9 @@ def test_a_replacement_is_told_by_what_ran_and_worded_by_the_source():
 
     model = Fixed()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with checked(opt, lambda i: ((x[i] * model.w) ** 2).sum(), model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: model(x[i]), opt, lambda i: ((x[i] * model.w) ** 2).sum(), model=model
+    )
 
 
 def test_a_trained_scalar_an_object_decays_is_recomputed_not_detached():
@@ -3157,7 +3156,6 @@ def test_a_module_attribute_kept_as_a_plain_tensor_is_made_a_parameter():
     """Trial 6 G3/G5: requires_grad_() (or a copy made with requires_grad) gives a .grad that no
     optimizer holds; the fix leads with nn.Parameter in __init__; an input keeps requires_grad_(),
     an activation kept on the module keeps retain_grad(). The fix trains three steps."""
-    from outcome import checked
 
     model, x, y = _Memory(), torch.randn(3, 3, 4), torch.randn(3, 3, 4)
     image = torch.rand(3, 4)
@@ -3189,12 +3187,7 @@ def test_a_module_attribute_kept_as_a_plain_tensor_is_made_a_parameter():
         attention = scores.exp() / scores.exp().sum(-1, keepdim=True)
         return (attention @ values - y[i]).pow(2).mean()
 
-    with checked(opt, reference, model=fixed) as done:
-        for i in range(3):
-            opt.zero_grad()
-            (fixed(x[i]) - y[i]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, reference, model=fixed)
 
 
 def _head_steps(feats, make_head):
@@ -3316,7 +3309,6 @@ def test_an_unused_tensor_is_right_only_if_not_meant_to_be_used():
     """Trial 6 G1 (PyG#7454): an explainer's edge mask, applied where the library's propagate
     runs, is skipped by a layer with its own aggregation: 'None is right' only if the model is not
     meant to use it. Following the path that applies it trains the mask three steps."""
-    from outcome import checked
 
     class Layer(nn.Module):
         def __init__(self, own):
@@ -3350,12 +3342,7 @@ def test_an_unused_tensor_is_right_only_if_not_meant_to_be_used():
     def reference(i):
         return ((adj / (1 + torch.exp(-mask))) @ (x @ w.T + b)).pow(2).sum()
 
-    with checked(opt, reference, mask=mask) as done:
-        for i in range(3):
-            opt.zero_grad()
-            layer(x, adj).pow(2).sum().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: layer(x, adj).pow(2).sum(), opt, reference, mask=mask)
 
 
 # ---- review 12: why_no_grad on activations kept, copies of lazy models, unseen re-creation ----
@@ -3547,7 +3534,6 @@ def test_a_re_creation_the_source_reader_cannot_see_is_not_told_add_param_group(
     read (a class from exec), the fix leads with creating it once in __init__, and once the
     optimizer holds two replaced ones (the add_param_group fix applied) names nothing else.
     That fix, followed, trains three steps."""
-    from outcome import checked
 
     class Sub(nn.Module):
         def __init__(self):
@@ -3615,19 +3601,18 @@ def test_a_re_creation_the_source_reader_cannot_see_is_not_told_add_param_group(
     model = Fixed()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     w, b = model.layers[0].weight, model.layers[0].bias
-    with checked(opt, lambda i: (x[i] @ w.T + b).pow(2).mean(), model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: model(x[i]).pow(2).mean(),
+        opt,
+        lambda i: (x[i] @ w.T + b).pow(2).mean(),
+        model=model,
+    )
 
 
 def test_an_inference_input_wanted_for_its_gradient_keeps_requires_grad():
     """Review 12 I1 (c06): an input made under inference mode, wanted for saliency: the clone
     the fix names needs requires_grad_() too. Applied, the input's gradient is the reference's
     for three steps of an ascent on it."""
-    from outcome import checked
 
     torch.manual_seed(0)
     head = nn.Linear(3, 1).requires_grad_(False)
@@ -3640,19 +3625,15 @@ def test_an_inference_input_wanted_for_its_gradient_keeps_requires_grad():
     xi = batch.clone().requires_grad_()  # the fix
     opt = torch.optim.SGD([xi], lr=0.1)
     w, b = head.weight, head.bias
-    with checked(opt, lambda i: -(xi @ w.T + b).pow(2).mean(), x=xi) as done:
-        for i in range(3):
-            opt.zero_grad()
-            (-head(xi).pow(2).mean()).backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: -head(xi).pow(2).mean(), opt, lambda i: -(xi @ w.T + b).pow(2).mean(), x=xi
+    )
 
 
 def test_a_buffer_and_a_plain_attribute_mask_are_both_right_to_have_none():
     """Review 12 I2 (c04, c16): a registered buffer is state or a constant: None is right, as for
     the same mask kept as a plain attribute; to train it, an nn.Parameter instead of a buffer,
     which trains three steps."""
-    from outcome import checked
 
     class Masked(nn.Module):
         def __init__(self, trained=False):
@@ -3684,12 +3665,7 @@ def test_a_buffer_and_a_plain_attribute_mask_are_both_right_to_have_none():
     def reference(i):
         return ((x[i] @ w.T + b) * m * m2).pow(2).mean()
 
-    with checked(opt, reference, model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: model(x[i]).pow(2).mean(), opt, reference, model=model)
 
 
 def test_a_non_leaf_weight_assigned_where_the_source_is_not_read_is_told_nn_parameter():
@@ -3698,7 +3674,6 @@ def test_a_non_leaf_weight_assigned_where_the_source_is_not_read_is_told_nn_para
     a weight meant to train (its leaf: no module registers it, no optimizer holds it, not named):
     told nn.Parameter in __init__, not retain_grad() (w would never move). The fix trains three
     steps."""
-    from outcome import checked
 
     class Base(nn.Module):
         def __init__(self):
@@ -3748,12 +3723,9 @@ def test_a_non_leaf_weight_assigned_where_the_source_is_not_read_is_told_nn_para
     model = Fixed()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     w = model.w
-    with checked(opt, lambda i: (x[i] @ w).pow(2).mean(), model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: model(x[i]).pow(2).mean(), opt, lambda i: (x[i] @ w).pow(2).mean(), model=model
+    )
 
 
 def test_a_kept_value_that_cannot_require_grad_is_not_told_retain_grad():
@@ -3816,7 +3788,6 @@ def test_an_unreadable_re_creation_leads_both_entries_with_create_it_once():
     the module's w and the optimizer's replaced parameter both lead with "create it once in
     __init__" (the optimizer's entry no longer offers only a rebuilt optimizer or copy_, which
     cannot help a forward that replaces w again). The fix, applied, trains three steps."""
-    from outcome import checked
 
     spaces = {"nn": nn, "torch": torch}
     exec(  # noqa: S102 - a forward whose source inspect cannot read
@@ -3850,12 +3821,9 @@ def test_an_unreadable_re_creation_leads_both_entries_with_create_it_once():
     model = Fixed()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     w = model.w
-    with checked(opt, lambda i: (x[i] @ w).pow(2).mean(), model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: model(x[i]).pow(2).mean(), opt, lambda i: (x[i] @ w).pow(2).mean(), model=model
+    )
 
 
 def test_a_torch_module_s_buffer_is_not_told_to_become_a_parameter():
@@ -3863,7 +3831,6 @@ def test_a_torch_module_s_buffer_is_not_told_to_become_a_parameter():
     (one an integer): None is right, and nothing more (as an nn.Parameter, running_mean raises
     in batch_norm; an integer cannot require grad). Left as they are, the model trains three
     steps against the batch norm written out."""
-    from outcome import checked
 
     torch.manual_seed(0)
     model, x = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)), torch.randn(3, 8, 3)
@@ -3882,12 +3849,7 @@ def test_a_torch_module_s_buffer_is_not_told_to_become_a_parameter():
         mu, var = h.mean(0), h.var(0, unbiased=False)
         return ((h - mu) / torch.sqrt(var + bn.eps) * g + beta).pow(2).mean()
 
-    with checked(opt, reference, model=model) as done:
-        for i in range(3):
-            opt.zero_grad()
-            model(x[i]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: model(x[i]).pow(2).mean(), opt, reference, model=model)
 
 
 def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
@@ -3896,7 +3858,6 @@ def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
     "can't optimize a non-leaf Tensor"), but the leaf made from the value, given to the
     optimizer. An activation (made from a parameter, or from an input of another size) keeps
     retain_grad(). The fix trains three steps against the loss written out, and v moves."""
-    from outcome import checked
 
     torch.manual_seed(0)
     x = torch.randn(3, 4, 2)
@@ -3931,12 +3892,7 @@ def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
     def reference(i):  # the same loss, written as a sum of squared dot products
         return sum((row * v).sum() ** 2 for row in x[i])
 
-    with checked(opt, reference, v=v) as done:
-        for i in range(3):
-            opt.zero_grad()
-            (x[i] @ v).pow(2).sum().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: (x[i] @ v).pow(2).sum(), opt, reference, v=v)
 
 
 def test_a_cut_inside_a_compiled_region_is_said_to_be_one():
