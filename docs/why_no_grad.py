@@ -49,8 +49,11 @@ Where it stops:
   where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
   one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
-  such a value kept on no module (one leaf of its size below it, which nothing named holds) is
-  a weight or an activation of an input not named: both fixes, by what it is.
+  such a value kept on no module (made from plain leaves no larger than it, which nothing named
+  holds) is a weight, leaves meant to train (``a * b``, a shared ``a.expand(n)``) or an
+  activation of an input not named: the fixes by what it is (the reader's expression is a
+  placeholder, with the ops the graph shows). A copy (``.to()``) of a leaf that is held is None
+  by right: read the leaf's ``.grad``.
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -75,7 +78,10 @@ Where it stops:
   written with the op found (``x - x % 1`` as a floor) or a surrogate fix. After ``backward()``
   it also lists the hooks on the tensor and its module that could zero the gradient (not hooks
   on activations or nodes: torch does not list those). A mask made by a
-  comparison leaves no node; it cannot recompute the derivative.
+  comparison leaves no node; it cannot recompute the derivative. While the graph is alive, zeros
+  left from before (``zero_grad(set_to_none=False)``) and zeros a ``backward(retain_graph=True)``
+  wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
+  has changed since (it remembers what each call saw, weakly: its own memory, not the program's).
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -97,6 +103,7 @@ import inspect
 import re
 import sys
 import textwrap
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,6 +142,10 @@ _GAPS = [
     if not present
 ]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+# id(tensor) -> (it, its loss, its .grad, that .grad's version, whether it changed after an
+# earlier call), the first three weakly, as the last call
+# while the loss's graph was alive saw them: the instrument's own memory, not the program's
+_LAST: dict[int, tuple] = {}
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
     "torch.no_grad() or inference_mode, .detach(), .data, state_dict() or Variable(x.data) (Variable(x) too "
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
@@ -444,6 +455,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             f"the loss's graph ({len(g.nodes)} nodes, {len(g.leaves)} leaf tensor{plural}; {state}); "
             f"{len(tensors)} tensor{'s' if len(tensors) != 1 else ''} named"
         )
+    own = [t for _, t in tensors if t.grad_fn is None or t.retains_grad]  # .grad read: no warning
+    for t in own:  # what the last call on this loss saw (the instrument's own memory)
+        last, now = _LAST.get(id(t)), (t.grad, None if t.grad is None else t.grad._version)
+        if last is not None and last[0]() is t and last[1]() is loss and loss is not None:
+            g.since[id(t)] = last[4] or last[2]() is not now[0] or last[3] != now[1]
     findings = []
     for name, t in tensors:
         grad = None if (t.grad_fn is not None and not t.retains_grad) else t.grad
@@ -487,6 +503,18 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "the loss's graph reaches none of the leaves named; its leaves: "
             + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
         )
+    if loss is not None and g.alive and not g.ran:  # remembered weakly: nothing is kept alive
+        if len(_LAST) > 4096:  # forget tensors that are gone
+            for key in [k for k, v in _LAST.items() if v[0]() is None]:
+                del _LAST[key]
+        for t in own:
+            _LAST[id(t)] = (
+                weakref.ref(t),
+                weakref.ref(loss),
+                (lambda: None) if t.grad is None else weakref.ref(t.grad),
+                None if t.grad is None else t.grad._version,
+                g.since.get(id(t), False),
+            )
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
 
 
@@ -511,6 +539,7 @@ class _Context:
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
     off_graph: set | None = None  # _off_graph_shapes, once
     zero: dict | None = None  # _zero_nodes, once
+    since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -638,11 +667,13 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         ):  # forward makes it on every call, or from a trained leaf or an input: an activation
             where = None  # (else from a leaf no one holds, randn(.., requires_grad=True): a weight)
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
-        below = _leaves_below(t.grad_fn)
-        free = (  # kept on no module, made from one plain leaf of its size that nothing holds
-            not where and len(below) == 1 and not isinstance(below[0], torch.nn.Parameter)
-            and below[0].numel() == t.numel() and not any(id(below[0]) in h for h in g.held.values())
-            and id(below[0]) not in g.names
+        below = _leaves_below(t.grad_fn, most=5)
+        free = (  # kept on no module, made from plain leaves no larger than it that nothing holds
+            not where and 0 < len(below) < 5 and all(
+                not isinstance(v, torch.nn.Parameter) and v.numel() <= t.numel()
+                and not any(id(v) in h for h in g.held.values()) and id(v) not in g.names
+                for v in below
+            )
         )  # fmt: skip
         if op in _COPIES:
             return (
@@ -654,22 +685,39 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                     "tensor: make the value on its device first, or move the model: model.to(d))",
                 )
                 if where
+                else f"None is right for a copy: read the .grad of {source}, the leaf it was made "
+                "from (or call .retain_grad() on the copy before backward())"
+                if any(  # a leaf someone holds (a parameter, an optimizer's, one named) trains
+                    isinstance(v, torch.nn.Parameter)
+                    or id(v) in g.names
+                    or any(id(v) in h for h in g.held.values())
+                    for v in below
+                )
                 else "make the tensor where it is used (torch.randn(..., "
                 "device=d, dtype=x, requires_grad=True)), or move or cast it first, then call "
-                ".requires_grad_() on the result",
+                ".requires_grad_() on the result; a weight: give that leaf to the optimizer",
             )
         if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
-            name = g.names.get(id(t), "w")
+            name, many = g.names.get(id(t), "w"), len(below) > 1 or below[0].numel() < t.numel()
+            init = f"<your expression for {name}: {_ops_below(t.grad_fn)} on {source}>"
             return (  # a lost weight and an activation of an input not named look alike here
                 "not a leaf",
-                f"made by {op} from {source}, which nothing named holds and which gets the "
-                "gradient; .grad is kept only for leaves (reading it warns), and an optimizer "
-                "refuses a non-leaf",
-                f"by what it is: a weight (randn(..., requires_grad=True) * 0.1): make the leaf "
-                f"itself, {name} = (your expression).requires_grad_() with no requires_grad=True "
-                f"inside, and give {name} to the optimizer; an activation of an input you did not "
-                f"name (a normalised image): call .retain_grad() on it before backward(), or read "
-                f"the input's .grad",
+                f"made by {op} from {source}, which nothing named holds and which "
+                f"get{'' if len(below) > 1 else 's'} the gradient; .grad is kept only for leaves (reading "
+                "it warns), and an optimizer refuses a non-leaf",
+                f"by what it is: a weight meant to train: make the leaf itself, {name} = ({init})"
+                f".requires_grad_() with no requires_grad=True inside, and give {name} to the "
+                "optimizer; "
+                + (
+                    f"leaves meant to train ({name} = a * b, a @ b, a shared a.expand(n)): keep "
+                    "each in a name with requires_grad=True, give them to the optimizer and "
+                    f"compute {name} from them in every step; an activation of what you did not "
+                    "name: call .retain_grad() on it before backward(), or read the .grad of "
+                    f"{source}"
+                    if many
+                    else "an activation of an input you did not name (a normalised image): call "
+                    ".retain_grad() on it before backward(), or read the input's .grad"
+                ),
             )
         return (
             "not a leaf",
@@ -1461,8 +1509,8 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "gradients: the compiled code gave it none (a .detach(), no_grad or integer result "
                 "inside it, or it is not used there), or this pass did not write it "
                 "(backward(inputs=[...]) without it, or .grad set to None after backward())",
-                f"include it in inputs= and read .grad before zero_grad(); if it stays None: "
-                f"{_COMPILED_FIX}",
+                "if you passed inputs= or cleared .grad: include it in inputs=, or read .grad "
+                f"before zero_grad(); otherwise (a cut inside): {_COMPILED_FIX}",
             )
         if not g.ran:
             return (
@@ -1515,9 +1563,18 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     what, cause, fix = _will_be_zero(g, node)
     return (
-        "read before backward" + (f"; will be zero: {what}" if what else ""),
+        "read before backward"
+        + (", or left out by a retained one" if g.with_grad else "")
+        + (f"; will be zero: {what}" if what else ""),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
-        "when backward() reaches it (if you ran backward(retain_graph=True), it was cleared since)"
+        "when backward() reaches it"
+        + (
+            "; other leaves of it have a .grad: from a backward with retain_graph=True that left "
+            "this one out (inputs=[...] without it) or whose .grad was cleared since, or from an "
+            "earlier step"
+            if g.with_grad
+            else " (if you ran backward(retain_graph=True), it was cleared since)"
+        )
         + (
             f"; {cause}, so that gradient will be zero"
             if what
@@ -1525,7 +1582,13 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
             "an exact fit, a step op)"
         ),
-        "call loss.backward() first, then read .grad" + (f"; for the zero: {fix}" if what else ""),
+        "call loss.backward() first, then read .grad"
+        + (
+            "; after one: include it in inputs=, or read .grad before zero_grad()"
+            if g.with_grad
+            else ""
+        )
+        + (f"; for the zero: {fix}" if what else ""),
     )
 
 
@@ -1588,13 +1651,28 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     """``.grad`` is all zero: say what can make it so, and what the graph shows."""
     hooks = _hooks(t, g.modules)
     node = g.leaves.get(id(t), (None, None))[1]
-    if g.loss is not None and not g.ran and g.alive:
+    if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
+        every = f"; {cause}, so every backward through this graph writes zero" if what else ""
+        if g.since.get(id(t)):  # this call's own memory of its last call on this loss
+            return (
+                "zero: written after an earlier call" + (f": {what}" if what else ""),
+                "its .grad changed after an earlier why_no_grad call on this loss saw it (a "
+                "backward with retain_graph=True ran, or it was set): it was written as zero"
+                + every,
+                fix
+                or "a cause it does not read (a mask made by a comparison, a clip to zero, a hook "
+                "on an activation): retain_grad() on the activations; it lies between the last "
+                "one from the loss down whose .grad is not zero and the first whose .grad is",
+            )
         return (
-            "zero: not written yet" + (f", and will be zero: {what}" if what else ""),
-            "these zeros are from before this backward (zero_grad(set_to_none=False))"
-            + (f"; {cause}, so the gradient backward() writes will be zero too" if what else ""),
-            fix,
+            "zero: left from before, or written by a retained backward"
+            + (f"; will be zero: {what}" if what else ""),
+            "no backward has freed this graph: none ran yet, and these zeros are left from before "
+            "(zero_grad(set_to_none=False)), or one ran with retain_graph=True and wrote them"
+            + every,
+            fix
+            or "to tell which, call why_no_grad(loss, ...) before backward() and again after it",
         )
     compiled = _compiled(g)
     if node is not None and compiled and _cut_by(compiled, g.loss.grad_fn, node, g.kids):
@@ -1636,9 +1714,9 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     return ("zero" + (f": {what}" if what else ""), why, fix)
 
 
-def _leaves_below(fn) -> list[torch.Tensor]:
+def _leaves_below(fn, most: int = 3) -> list[torch.Tensor]:
     found, seen, todo = [], {fn}, [fn]
-    while todo and len(found) < 3:
+    while todo and len(found) < most:
         node = todo.pop()
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
@@ -1648,6 +1726,21 @@ def _leaves_below(fn) -> list[torch.Tensor]:
                 seen.add(child)
                 todo.append(child)
     return found
+
+
+def _ops_below(fn, most: int = 4) -> str:
+    """The ops that made a tensor, from its leaves up (``randn * 2 + 1``: "mul, add")."""
+    found, seen, todo = [], {fn}, [fn]
+    while todo:
+        node = todo.pop()
+        if not hasattr(node, "variable"):
+            found.append(re.sub(r"Backward\d*$", "", type(node).__name__).lower())
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                todo.append(child)
+    found = list(dict.fromkeys(reversed(found)))
+    return ", ".join(found[:most]) + (", ..." if len(found) > most else "")
 
 
 def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:

@@ -3865,7 +3865,7 @@ def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
     loss = (x[0] @ v).pow(2).sum()
     loss.backward()
     fix = why_no_grad(loss, v=v)["v"].fix
-    made = "a weight (randn(..., requires_grad=True) * 0.1): make the leaf itself, v = (your"
+    made = "a weight meant to train: make the leaf itself, v = (<your expression for v: mul on"
     assert fix.startswith("by what it is: " + made), fix
     assert "give v to the optimizer" in fix, fix
     # review 17, F1: an activation of an input not named looks the same: its branch is given too
@@ -3928,9 +3928,152 @@ def test_a_cut_inside_a_compiled_region_is_said_to_be_one():
     loss.backward(inputs=list(plain[1].parameters()))
     left_out = why_no_grad(loss, model=healthy)["model._orig_mod.0.weight"]
     assert "backward(inputs=[...]) without it" in left_out.why, left_out
-    assert left_out.fix.startswith("include it in inputs="), left_out
+    assert left_out.fix.startswith("if you passed inputs= or cleared .grad: include it"), left_out
 
     model.zero_grad()
     loss = model(x).pow(2).mean()  # the method: the same model without compile
     loss.backward()
     assert why_no_grad(loss, model=model)["model.a.weight"].rule == "not on the graph"
+
+
+# --- review 17 (inst17): a weight from several lost leaves, the reader's own initialisation, a
+# zero written by a retained backward, and 0b6e8ec read again (copies, inputs=, a broadcast leaf)
+
+
+def test_a_weight_made_from_two_lost_leaves_gets_the_fixes_by_purpose():
+    """Review 17 M1 (w1.py D): ``w = randn(2, requires_grad=True) * randn(2, requires_grad=True)``,
+    neither leaf named, no optimizer can hold w: not only retain_grad() or "read the gradient of
+    the leaf it was made from" (no name reaches those leaves), but the fixes by purpose, as for
+    one lost leaf: a weight (make the leaf itself, give it to the optimizer), leaves meant to
+    train (keep them, compute w in every step), an activation (retain_grad()). Both weight
+    fixes train three steps against the loss written out. Fails before this block's commit."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 2)
+    w = torch.randn(2, requires_grad=True) * torch.randn(2, requires_grad=True)
+    loss = (x[0] @ w).pow(2).sum()
+    loss.backward()
+    found = why_no_grad(loss, w=w)["w"]
+    assert "which nothing named holds and which get the gradient" in found.why, found
+    made = "a weight meant to train: make the leaf itself, w = (<your expression for w: mul on"
+    assert found.fix.startswith("by what it is: " + made), found
+    assert "give w to the optimizer" in found.fix, found
+    assert "keep each in a name with requires_grad=True, give them to the optimizer" in found.fix
+    assert "call .retain_grad() on it before backward()" in found.fix, found
+
+    def reference_for(weights):
+        return lambda i: sum((row * weights()).sum() ** 2 for row in x[i])
+
+    torch.manual_seed(0)  # the first fix as printed: the leaf made from the reader's expression
+    w = (torch.randn(2) * torch.randn(2)).requires_grad_()
+    opt = torch.optim.SGD([w], lr=0.05)
+    _three_checked_steps(lambda i: (x[i] @ w).pow(2).sum(), opt, reference_for(lambda: w), w=w)
+    torch.manual_seed(0)  # the second: both leaves kept, w computed from them in every step
+    a, b = torch.randn(2, requires_grad=True), torch.randn(2, requires_grad=True)
+    opt = torch.optim.SGD([a, b], lr=0.05)
+    _three_checked_steps(
+        lambda i: (x[i] @ (a * b)).pow(2).sum(), opt, reference_for(lambda: a * b), a=a, b=b
+    )
+
+
+def test_the_made_leaf_fix_names_the_reader_s_own_expression_not_a_made_up_init():
+    """Review 17 I2 (w1.py C, E3; w2.py): the "make the leaf itself" fix printed ``* 0.1``
+    whatever the reader wrote. It now prints a placeholder for the reader's own expression,
+    with the ops the graph shows on the way from the leaf (randn * 2 + 1: mul, add; a (2, 1)
+    leaf squeezed: squeeze), and no constant of its own. Fails before this block's commit."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 2)
+    for made, ops in (
+        (lambda: torch.randn(2).requires_grad_() * 2 + 1, "mul, add on a leaf of shape (2,)"),
+        (
+            lambda: torch.randn(2, 1, requires_grad=True).squeeze(1),
+            "squeeze on a leaf of shape (2, 1)",
+        ),
+    ):
+        v = made()
+        loss = (x @ v).pow(2).sum()
+        loss.backward()
+        fix = why_no_grad(loss, v=v)["v"].fix
+        assert f"v = (<your expression for v: {ops}>).requires_grad_()" in fix, fix
+        assert "0.1" not in fix, fix
+
+
+def test_a_zero_written_by_a_retained_backward_is_not_called_left_over():
+    """Review 17 (c3.py): after ``backward(retain_graph=True)`` through ``round``, the zeros this
+    backward wrote were called "from before this backward (zero_grad(set_to_none=False))". With
+    the graph alive, one call cannot tell those apart: it says both, and that every backward
+    through the graph writes zero. Called before backward and again after it, the .grad it saw
+    changed, so it says the zero was written since. Running it changes nothing. Fails before
+    this block's commit."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), torch.randn(8, 4)
+    loss = torch.round(model(x)).sum()
+    loss.backward(retain_graph=True)  # .grad was None: this backward wrote the zeros
+    once = why_no_grad(loss, model=model)["model.0.weight"]
+    assert (
+        once.rule
+        == "zero: left from before, or written by a retained backward; will be zero: a step op"
+    )
+    assert "or one ran with retain_graph=True and wrote them" in once.why, once
+    assert "so every backward through this graph writes zero" in once.why, once
+    assert "x + (torch.round(x) - x).detach()" in once.fix, once
+
+    model.zero_grad(set_to_none=False)  # zeros left from before, read before backward
+    loss = torch.round(model(x)).sum()
+    before = why_no_grad(loss, model=model)["model.0.weight"]
+    assert before.rule == once.rule, before
+    grads = [p.grad.clone() for p in model.parameters()]
+    versions = [p.grad._version for p in model.parameters()]
+    again = why_no_grad(loss, model=model)["model.0.weight"]  # nothing written in between
+    assert again.rule == once.rule, again
+    assert [p.grad._version for p in model.parameters()] == versions  # running it wrote nothing
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
+    loss.backward(retain_graph=True)
+    after = why_no_grad(loss, model=model)["model.0.weight"]
+    assert after.rule == "zero: written after an earlier call: a step op", after
+    assert "changed after an earlier why_no_grad call on this loss saw it" in after.why, after
+    assert why_no_grad(loss, model=model)["model.0.weight"].rule == after.rule  # it stays known
+
+
+def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
+    """0b6e8ec read again with reader programs (/work/tmp/inst17/adv.py). A ``w.double()`` of a
+    leaf the optimizer holds was told to make the tensor anew (w trains; the copy's None is
+    right: read w's .grad); a lost leaf's cast is also told to give the leaf to the optimizer.
+    ``backward(inputs=[...], retain_graph=True)`` without a parameter was "read before
+    backward", fix "call loss.backward() first" only. A weight broadcast from one smaller lost
+    leaf (``randn(1, requires_grad=True).expand(3)``) also gets "keep the leaf, compute w in
+    every step", which trains three steps. Each fails before this block's commit."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 2)
+    w = torch.randn(2, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    wd = w.double()
+    loss = (x[0].double() @ wd).pow(2).sum()
+    loss.backward()
+    found = why_no_grad(loss, wd=wd, opt=opt)["wd"]
+    assert found.fix.startswith("None is right for a copy: read the .grad of opt."), found
+    lost = torch.randn(2, requires_grad=True).double()
+    loss = (x[0].double() @ lost).pow(2).sum()
+    loss.backward()
+    assert why_no_grad(loss, w=lost)["w"].fix.endswith("a weight: give that leaf to the optimizer")
+
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    loss = model(x[0]).pow(2).sum()
+    loss.backward(inputs=list(model[1].parameters()), retain_graph=True)
+    left = why_no_grad(loss, model=model)["model.0.weight"]
+    assert left.rule == "read before backward, or left out by a retained one", left
+    assert "from a backward with retain_graph=True that left this one out" in left.why, left
+    assert "after one: include it in inputs=" in left.fix, left
+
+    shared = torch.randn(1, requires_grad=True).expand(2)
+    loss = (x[0] @ shared).pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, w=shared)["w"].fix
+    assert "leaves meant to train (w = a * b, a @ b, a shared a.expand(n)): keep each" in fix, fix
+    torch.manual_seed(0)  # that fix: the (1,) leaf kept and given to the optimizer
+    a = torch.randn(1, requires_grad=True)
+    opt = torch.optim.SGD([a], lr=0.01)
+
+    def reference(i):  # the shared value written out: each row's dot product is a * row.sum()
+        return sum((a * row.sum()).pow(2).sum() for row in x[i])
+
+    _three_checked_steps(lambda i: (x[i] @ a.expand(2)).pow(2).sum(), opt, reference, a=a)
