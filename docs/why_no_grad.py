@@ -50,7 +50,7 @@ Where it stops:
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
   one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
   such a value kept on no module (made from plain leaves no larger than it, which nothing named
-  holds) is a weight, leaves meant to train (``a * b``, a shared ``a.expand(n)``) or an
+  holds: one of its size, or several) is a weight, leaves meant to train (``a * b``) or an
   activation of an input not named: the fixes by what it is (the reader's expression is a
   placeholder, with the ops the graph shows). A copy (``.to()``) of a leaf that is held is None
   by right: read the leaf's ``.grad``.
@@ -668,9 +668,11 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             where = None  # (else from a leaf no one holds, randn(.., requires_grad=True): a weight)
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         below = _leaves_below(t.grad_fn, most=5)
-        free = (  # kept on no module, made from plain leaves no larger than it that nothing holds
+        free = (  # kept on no module, made from plain leaves that nothing holds: one of its
+            # size (x @ W of a smaller W is an activation), or several no larger than it
             not where and 0 < len(below) < 5 and all(
-                not isinstance(v, torch.nn.Parameter) and v.numel() <= t.numel()
+                not isinstance(v, torch.nn.Parameter)
+                and (v.numel() <= t.numel() if len(below) > 1 else v.numel() == t.numel())
                 and not any(id(v) in h for h in g.held.values()) and id(v) not in g.names
                 for v in below
             )
@@ -698,7 +700,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 ".requires_grad_() on the result; a weight: give that leaf to the optimizer",
             )
         if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
-            name, many = g.names.get(id(t), "w"), len(below) > 1 or below[0].numel() < t.numel()
+            name, many = g.names.get(id(t), "w"), len(below) > 1
             init = f"<your expression for {name}: {_ops_below(t.grad_fn)} on {source}>"
             return (  # a lost weight and an activation of an input not named look alike here
                 "not a leaf",
@@ -709,7 +711,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 f".requires_grad_() with no requires_grad=True inside, and give {name} to the "
                 "optimizer; "
                 + (
-                    f"leaves meant to train ({name} = a * b, a @ b, a shared a.expand(n)): keep "
+                    f"leaves meant to train ({name} = a * b, a @ b): keep "
                     "each in a name with requires_grad=True, give them to the optimizer and "
                     f"compute {name} from them in every step; an activation of what you did not "
                     "name: call .retain_grad() on it before backward(), or read the .grad of "
