@@ -243,6 +243,7 @@ class Carrier:
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
     enters: bool = False  # whether this loss's graph passes through it (else: kept, not used now)
+    memory_only: bool = False  # no error, no growth: a freed graph kept (bool(report) skips it)
 
     def __str__(self) -> str:
         uses = "; this loss uses it" if self.enters else ""
@@ -316,6 +317,7 @@ _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found)
     "# prints each backward()'s callers; safe to run again; undo: "
     "torch.autograd.backward = torch.autograd.backward._orig"
 )
+_KEPT = "Only holding an earlier step's freed graph (no error: bool(report) leaves these out):"
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
 
 
@@ -337,18 +339,19 @@ class Report:
     unread: tuple[str, ...] = field(default=())  # places whose own code raised when read
     again: str = ""  # "loss": this loss was already backwarded in this step; "part": a part of it
 
-    def __bool__(self) -> bool:
-        return bool(self.freed or self.carriers or self.twice)
+    def __bool__(self) -> bool:  # an error to fix, or growth; a graph only kept is no error
+        return bool(self.freed or self.twice or any(not c.memory_only for c in self.carriers))
 
     def __str__(self) -> str:
         lines = []
-        if self.carriers:
-            lines.append("Carrying an earlier step's graph:")
-            alike = collections.defaultdict(
-                list
-            )  # one line for places of one kind (a cache's layers)
+        for kept, heading in ((False, "Carrying an earlier step's graph:"), (True, _KEPT)):
+            # one line for places of one kind (a cache's layers)
+            alike = collections.defaultdict(list)
             for carrier in self.carriers:
-                alike[carrier.kind, carrier.node, carrier.verdict, carrier.enters].append(carrier)
+                if carrier.memory_only == kept:
+                    key = carrier.kind, carrier.node, carrier.verdict, carrier.enters
+                    alike[key].append(carrier)
+            lines += [heading] if alike else []
             for group in alike.values():
                 paths = [c.path for c in group]
                 if len(paths) > 3:
@@ -387,9 +390,11 @@ class Report:
             lines.append(f"  who called it first: {_WHO_CALLS}")
             if self.holding:
                 lines.append(f"  holding this step's graph: {', '.join(self.holding[:5])}")
-        if not lines and any(n.startswith(_PLACE_NOTES) for n in self.notes):
-            lines.append(  # the note names places that hold an earlier step's graph
-                f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old"
+        kept_only = not self and self.carriers  # places only holding a freed graph
+        if kept_only or not lines and any(n.startswith(_PLACE_NOTES) for n in self.notes):
+            lines.insert(
+                0,
+                f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old",
             )
         elif not lines:
             lines.append(
@@ -930,6 +935,16 @@ def _leaves_below(fn: object, kids: dict, wanted, limit: int = 2) -> list:
     return found
 
 
+_ALL = 10_000  # leaves counted for a carrier's reason (two named, the rest counted)
+
+
+def _named(leaves: list, names: dict) -> str:
+    """``a, b and 3 more``: two leaves by name, the others counted (``_ALL`` at most)."""
+    shown = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2])
+    more = len(leaves) - 2
+    return shown + (f" and {more}{'+' if len(leaves) >= _ALL else ''} more" if more > 0 else "")
+
+
 def _reset_below(fn: object, kids: dict, old) -> str | None:
     """The name of a reset node (``zero_()``, ``fill_()``, ``copy_()``) at or below ``fn``, among
     new nodes, whose input is old: a tensor reset in place keeps its history behind the value."""
@@ -1106,6 +1121,13 @@ def _library_cache(path: str, tensor: torch.Tensor, holders: dict) -> bool:
     while obj is not None and _kind(_file_of(type(obj))) not in ("torch", "library"):
         obj = holders.get(id(obj))
     return obj is not None and re.search(r"[.\[].*cache", path, re.IGNORECASE) is not None
+
+
+def _named_slot(slot: tuple) -> bool:
+    """Whether ``(holder's type, suffix)`` is an attribute or a dict's named key (``.pose``,
+    ``['h']``), which objects of one kind share; a list's or tuple's item number (``[0]``) is not:
+    two lists' first items are no "same attribute"."""
+    return slot[0] is not None and slot[1].startswith((".", "['", '["'))
 
 
 def _file_of(klass: type) -> str:
@@ -1388,16 +1410,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             shown, count = _collapse(paths)
             here, tensor = paths[0], tensor_at[paths[0]]
             reset = _reset_below(fn, kids, old)
-            leaves = _leaves_below(fn, kids, trains, limit=3)  # two named, then "..."
-            leaf_names = ", ".join(
-                names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2]
-            ) + (", ..." if len(leaves) > 2 else "")
+            leaves = _leaves_below(fn, kids, trains, limit=_ALL)
+            leaf_names = _named(leaves, names)
             if fn is root and shown_root:
                 here_shown = shown_root[0]
                 others = [p for p in shown_root[1:] if _group(p) not in old_groups][:2]
                 shown = here_shown + (f" (also {', '.join(others)})" if others else "")
             else:
                 here_shown = here
+            memory_only = False  # no error: a graph kept, freed, not rebuilt (only memory)
             detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
             frozen = not detach.startswith(f"{here_shown} = ")
             if fn is root and shown_root and _group(here_shown) in old_groups:  # a history's item
@@ -1472,10 +1493,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
+                memory_only = kept and old(fn) and not grows  # bool(report) leaves it out
                 fix = (
                     "add loss.item() (a float) to it, or loss.detach()"
                     if grows or not kept
-                    else "to free it, store loss.item() or loss.detach()"
+                    else "none needed; to free that memory, store loss.detach() or loss.item() "
+                    "there and call backward() on loss"
                 )
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
@@ -1582,10 +1605,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"{_emptied(store)} at each step's start"
                     )
             elif mine := _leaves_below(
-                fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
+                fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad, _ALL
             ):
                 kind, verdict = old_kind(fn), "recompute"
-                mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
+                mine_names = _named(mine, names)
                 if walk.opt_params:
                     verdict = "detach"
                     reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
@@ -1597,9 +1620,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         "was given or found, so whether it still trains cannot be told"
                     )
                     fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
-            elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
+            elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL):
                 kind, verdict = old_kind(fn), "detach"
-                needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
+                needing = _named(needs, names)
                 unchanged = not any(v._version for v in needs)
                 if held:
                     reason = (
@@ -1632,13 +1655,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 reason = "a constant for this step: its graph reaches no leaf that requires grad"
                 fix = f"{detach}, or compute it under torch.no_grad()"
             carriers.append(
-                Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
+                Carrier(
+                    shown, kind, type(fn).__name__, verdict, reason, fix, count, enters, memory_only
+                )
             )
             carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
         if carriers or not derived:
             break  # else: made "from the carried values above" with none above: state, as unrecorded
     for i, carrier in enumerate(carriers):  # other objects' copy of an attribute found to be state
-        like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and k[0] is not None]
+        like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and _named_slot(k)]
         if carrier.verdict in ("detach", "samples") and "kept in" in carrier.kind and like:
             carriers[i] = dataclasses.replace(
                 carrier, verdict="state",
@@ -1647,9 +1672,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix=f"as for {like[0]}: at each step's start detach it, or keep a fixed start and "
                 "compute it from that start",
             )  # fmt: skip
-        made = [
-            derived_slots[k] for k in carrier_slots[i] if k in derived_slots and k[0] is not None
-        ]
+        made = [derived_slots[k] for k in carrier_slots[i] if k in derived_slots and _named_slot(k)]
         if (
             carrier.verdict in ("detach", "samples")
             and "kept in" in carrier.kind
@@ -1739,7 +1762,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER)
                 + f"; {_WHO_CALLS}"
             )
-    if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:
+    errors = freed or any(not c.memory_only for c in carriers)
+    if errors and not any(f.lineno for f in freed) and root is not None:
         notes.append(
             "for lines, turn on torch.autograd.set_detect_anomaly(True) before the loop (slow)"
         )
