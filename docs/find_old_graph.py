@@ -21,12 +21,16 @@ and reports:
   detached there. A value rebuilt from its earlier value that reaches trained weights only
   through it (``scale = sigmoid(temp) * 0.99 ** k``) is recomputed from them, not detached.
   A value that is its earlier value with new rows added (``torch.cat([old, new])[-n:]``, a replay
-  buffer: only cat, stack, slices and views in between, the new rows made without the old) is
-  stored samples, not state, and so are rows written in place into a ring buffer
-  (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows. Samples whose
-  graph reaches weights that still train (a list or such a buffer, whatever the line order) get
-  **samples**: the fix by what they are for (constants
-  stored detached, terms the loss trains through computed anew from stored inputs); else detach.
+  buffer: only cat, stack, slices, views, or ``F.pad`` parts added without overlap in between,
+  the new rows made without its own earlier value, from other carried values or none: a
+  cache's every layer) is stored samples, not state, and so are rows written in place into a
+  ring buffer (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows.
+  Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
+  line order, or one tensor kept from an earlier step whose weights this step's own terms train
+  too) get **samples**: the fix by what they are for (constants stored detached, or a buffer
+  detached at each step's start; terms the loss trains through computed anew from stored
+  inputs); else detach. A value kept, not rebuilt, whose graph only holds memory is no error:
+  listed apart, and ``bool(report)`` leaves it out.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
@@ -137,6 +141,7 @@ _FREED = "Trying to backward through the graph a second time"
 # - Node.metadata["traceback_"] (anomaly mode): the stack that made a node; missing: no lines.
 # - torch.autograd.function.BackwardCFunction: a custom Function's node; missing: read as built-in.
 # - Tensor._version: whether a leaf was changed in place since made (updated by hand).
+# - Node._input_metadata (shapes): F.pad-and-add rows told apart from mixing; missing: state.
 _SAVED_TENSOR = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 UNPACKS_TO_LOOK = not hasattr(_SAVED_TENSOR, "unpack_hook")
 _FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
@@ -277,10 +282,13 @@ _TRAIN_IT = (
 )
 _BY_PURPOSE = (  # stored samples whose graph reaches weights that still train: the reader's purpose
     "by what they are for: constants (old log-probs in a ratio, a memory or queue): store "
-    "detached copies (x.detach()) where they are added (a cache whose new rows train this step: "
-    "torch.cat([old.detach(), new])); terms the loss must train through: store their inputs "
-    "and compute them anew with the current weights (an on-policy loss such as REINFORCE uses "
-    "each episode for one update instead)"
+    "detached copies (x.detach()) where they are added{cache}; terms the loss must train through: "
+    "store their inputs and compute them anew with the current weights (an on-policy loss such "
+    "as REINFORCE uses each episode for one update instead)"
+)
+_CACHE = (  # a buffer (cat or written in place, by your code or a library's): the line you write
+    " (a cache whose new rows train this step: {detach} at each step's start, before rows are "
+    "{added}, and so for each place like it)"
 )
 _SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
 
@@ -848,22 +856,62 @@ _MOVES = re.compile(
 
 def _rows_added(fn: object, kids: dict, old_nodes: set, reaches_old: dict) -> bool:
     """Whether ``fn``'s value is its earlier value with new rows added (a buffer: torch.cat([old,
-    new])[-capacity:]): every path from ``fn`` to the old part passes only ops that move elements,
-    and a cat or stack on them takes an input that does not reach the old part. A recurrent state
-    (tanh(W h + U x), 0.9 * ema + x, total + loss) mixes its earlier value through other ops."""
-    added, seen, todo = False, {fn}, [fn]
+    new])[-capacity:]): every path from ``fn`` to its earlier value passes only ops that move
+    elements, a cat or stack on them takes new rows, and no new row reaches that earlier value.
+    A new row may be made from other carried values (a cache's second layer: keys of this step's
+    tokens, which attended over the first layer's earlier keys). A recurrent state (tanh(W h + U
+    x), 0.9 * ema + x, total + loss, a window whose new row is made from its old rows) mixes its
+    earlier value through other ops."""
+    added, own, rows, seen, todo = False, set(), [], {fn}, [fn]
     while todo:
         node = todo.pop()
         name = type(node).__name__
-        if not _MOVES.fullmatch(name):
+        if not _MOVES.fullmatch(name) and not _padded_rows(node):
             return False
         for child, _ in node.next_functions:
             if child is None or not (child in old_nodes or reaches_old.get(child)):
-                added |= name.startswith(("CatBackward", "StackBackward"))
-            elif child not in old_nodes and child not in seen:
+                added |= name.startswith(("CatBackward", "StackBackward", "AddBackward"))
+            elif child in old_nodes:
+                own.add(child)  # its earlier value, reached by moves only
+            elif not _MOVES.fullmatch(type(child).__name__) and not _padded_rows(child):
+                rows.append(child)  # a new row made from carried values: whose? (below)
+            elif child not in seen:
                 seen.add(child)
                 todo.append(child)
-    return added
+    if rows and not own:  # its earlier value is reached only through mixing ops: a state
+        return False
+    return (added or bool(rows)) and all(own.isdisjoint(_all_below(row, kids)) for row in rows)
+
+
+def _padded_rows(node: object) -> bool:
+    """Whether ``node`` adds zero-padded parts whose padded rows do not overlap
+    (``F.pad(w[1:], (0, 0, 0, 1)) + F.pad(new, (0, 0, 2, 0))``): a cat written with pad and add.
+    The sizes come from ``Node._input_metadata`` (private; without it, not recognised)."""
+    if type(node).__name__ != "AddBackward0" or getattr(node, "_saved_alpha", None) != 1:
+        return False
+    spans = []
+    for child, _ in node.next_functions:
+        if child is None or type(child).__name__ != "ConstantPadNdBackward0":
+            return False
+        meta = getattr(child, "_input_metadata", None)
+        pad = getattr(child, "_saved_pad", None)
+        if meta is None:
+            _gap("Node._input_metadata", "a window written with F.pad and + counts as a state")
+        if not meta or pad is None:
+            return False
+        shape = list(meta[0].shape)
+        dims = [len(shape) - 1 - i // 2 for i in range(len(pad))]  # pad's pairs: last dim first
+        span = {}
+        for i in range(0, len(pad), 2):
+            if pad[i] or pad[i + 1]:
+                span[dims[i]] = (pad[i], shape[dims[i]] - pad[i + 1])
+        if len(span) != 1:
+            return False
+        spans.append(span)
+    if len(spans) != 2 or spans[0].keys() != spans[1].keys():
+        return False
+    ((a, b),), ((c, d),) = spans[0].values(), spans[1].values()
+    return b <= c or d <= a  # the rows each fills do not overlap
 
 
 def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, set]:
@@ -1250,6 +1298,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         fn = todo.pop()
         fresh.add(fn)
         todo.extend(c for c in kids[fn] if c not in known_old and c not in fresh)
+    trained_now = {  # the leaves this step's own part of the loss trains
+        id(f.variable)
+        for f in fresh
+        if not kids[f] and isinstance(getattr(f, "variable", None), torch.Tensor)
+    }
     entries = {  # where the loss's graph enters an old part: an old node with a fresh parent
         fn
         for fn in order
@@ -1470,9 +1523,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 if reaches_trained.get(fn) and _rows_written(fn, kids, old, reaches_old):
                     verdict = "samples"  # a ring buffer: rows written, made without the old ones
                     reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
-                    fix = _BY_PURPOSE.replace(
-                        "torch.cat([old.detach(), new])", f"{detach} before writing"
-                    )
+                    cache = _CACHE.format(detach=detach, added="written")
+                    fix = _BY_PURPOSE.format(cache="" if frozen else cache)
             elif root is not None and not enters and tensor.dim() == 0:
                 held_then = record.get(place(here))
                 kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
@@ -1537,7 +1589,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                             f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                         )
                         fix = (
-                            f"{_BY_PURPOSE}, or {_emptied(store)} and "
+                            f"{_BY_PURPOSE.format(cache='')}, or {_emptied(store)} and "
                             + (", ".join(beside) if beside else "any list filled beside it")
                             + " after each update"
                         )
@@ -1548,11 +1600,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             elif fn is root and not old(fn) and not _rebuilt(fn):
                 continue  # the loss, from an old term no place given holds: not its own value
             elif not old(fn) and fn is not root and _rows_added(fn, kids, known_old, reaches_old):
-                kind = "its earlier value with new rows added (cat or stack)"
+                kind = "its earlier value with new rows added (cat, stack, or pad and add)"
                 reason = "stored samples (a buffer), not a state"
                 verdict, fix = "detach", "store detached copies (x.detach()) where they are added"
                 if reaches_trained.get(fn):  # whether or not this loss reads them now
-                    verdict, fix = "samples", _BY_PURPOSE
+                    cache = _CACHE.format(detach=detach, added="added")
+                    verdict, fix = "samples", _BY_PURPOSE.format(cache="" if frozen else cache)
                     reason += (
                         f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                     )
@@ -1597,7 +1650,19 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 verb = "train" if len(leaves) > 1 else "trains"
                 reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
                 fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
-                if _library_cache(here, tensor, walk.holders):
+                cache = _library_cache(here, tensor, walk.holders)
+                if not cache and all(id(v) in trained_now for v in leaves):
+                    verdict = "samples"  # as if kept in a list: a snapshot, or a term to follow
+                    reason += (
+                        ", and this step's own terms train them too: a value kept from earlier "
+                        "weights (a constant) or a term meant to follow them; it cannot tell which"
+                    )
+                    fix = (
+                        "by what it is for: a constant (old log-probs in a ratio, a target, a "
+                        f"teacher's output): {detach}; a term the loss trains through (a "
+                        "regulariser, an output of the current weights): compute it inside the step"
+                    )
+                if cache:
                     store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
                     reason += "; a cache hands it back instead of computing it anew"
                     fix = (
