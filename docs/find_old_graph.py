@@ -883,6 +883,9 @@ def _rows_added(fn: object, kids: dict, old_nodes: set, reaches_old: dict) -> bo
     return (added or bool(rows)) and all(own.isdisjoint(_all_below(row, kids)) for row in rows)
 
 
+_INPUT_METADATA = "_input_metadata"  # Node's (private) shapes of its forward outputs
+
+
 def _padded_rows(node: object) -> bool:
     """Whether ``node`` adds zero-padded parts whose padded rows do not overlap
     (``F.pad(w[1:], (0, 0, 0, 1)) + F.pad(new, (0, 0, 2, 0))``): a cat written with pad and add.
@@ -893,7 +896,7 @@ def _padded_rows(node: object) -> bool:
     for child, _ in node.next_functions:
         if child is None or type(child).__name__ != "ConstantPadNdBackward0":
             return False
-        meta = getattr(child, "_input_metadata", None)
+        meta = getattr(child, _INPUT_METADATA, None)
         pad = getattr(child, "_saved_pad", None)
         if meta is None:
             _gap("Node._input_metadata", "a window written with F.pad and + counts as a state")

@@ -3350,6 +3350,11 @@ def test_a_window_by_pad_and_add_gets_the_verdict_of_the_cat_window():
                 box.w.pow(2).mean().backward()
     assert {found[n].verdict for n in ("cat", "pad", "roll")} == {"samples"}, found
     assert found["pad from its rows"].verdict == "state", found["pad from its rows"]
+    with pytest.MonkeyPatch.context() as patch:  # a torch without Node._input_metadata
+        patch.setattr(fog, "_INPUT_METADATA", "_no_such_attribute")
+        patch.setattr(fog, "_GAPS", [])
+        with pytest.warns(UserWarning, match=r"no Node._input_metadata: a window written"):
+            fog._padded_rows(builds["pad"](torch.zeros(3, 3, requires_grad=True), xs[0]).grad_fn)
     line = re.search(r"(box\.w = box\.w\.detach\(\)) at each step's start", found["pad"].fix)[1]
     torch.manual_seed(0)
     m, box, mine = nn.Linear(3, 3), Box(), torch.zeros(3, 3)
