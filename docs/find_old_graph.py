@@ -10,7 +10,7 @@ and reports:
 
 * each place (an attribute path such as ``sampler.history[2]``) that holds a tensor whose graph
   reaches an earlier step's part, and what to do with it: **recompute** it every step (its old
-  graph reaches weights that still train), **detach** it (a constant for the step, or samples
+  graph reaches weights that still train, some through it alone), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
   it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
