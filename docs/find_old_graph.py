@@ -10,7 +10,7 @@ and reports:
 
 * each place (an attribute path such as ``sampler.history[2]``) that holds a tensor whose graph
   reaches an earlier step's part, and what to do with it: **recompute** it every step (its old
-  graph reaches weights that still train), **detach** it (a constant for the step, or samples
+  graph reaches weights that still train, some through it alone), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
   it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
@@ -21,12 +21,16 @@ and reports:
   detached there. A value rebuilt from its earlier value that reaches trained weights only
   through it (``scale = sigmoid(temp) * 0.99 ** k``) is recomputed from them, not detached.
   A value that is its earlier value with new rows added (``torch.cat([old, new])[-n:]``, a replay
-  buffer: only cat, stack, slices and views in between, the new rows made without the old) is
-  stored samples, not state, and so are rows written in place into a ring buffer
-  (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows. Samples whose
-  graph reaches weights that still train (a list or such a buffer, whatever the line order) get
-  **samples**: the fix by what they are for (constants
-  stored detached, terms the loss trains through computed anew from stored inputs); else detach.
+  buffer: only cat, stack, slices, views, or ``F.pad`` parts added without overlap in between,
+  the new rows made without its own earlier value, from other carried values or none: a
+  cache's every layer) is stored samples, not state, and so are rows written in place into a
+  ring buffer (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows.
+  Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
+  line order, or one tensor kept from an earlier step whose weights this step's own terms train
+  too) get **samples**: the fix by what they are for (constants stored detached, or a buffer
+  detached at each step's start; terms the loss trains through computed anew from stored
+  inputs); else detach. A value kept, not rebuilt, whose graph only holds memory is no error:
+  listed apart, and ``bool(report)`` leaves it out.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
@@ -137,6 +141,7 @@ _FREED = "Trying to backward through the graph a second time"
 # - Node.metadata["traceback_"] (anomaly mode): the stack that made a node; missing: no lines.
 # - torch.autograd.function.BackwardCFunction: a custom Function's node; missing: read as built-in.
 # - Tensor._version: whether a leaf was changed in place since made (updated by hand).
+# - Node._input_metadata (shapes): F.pad-and-add rows told apart from mixing; missing: state.
 _SAVED_TENSOR = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 UNPACKS_TO_LOOK = not hasattr(_SAVED_TENSOR, "unpack_hook")
 _FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
@@ -243,6 +248,7 @@ class Carrier:
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
     enters: bool = False  # whether this loss's graph passes through it (else: kept, not used now)
+    memory_only: bool = False  # no error, no growth: a freed graph kept (bool(report) skips it)
 
     def __str__(self) -> str:
         uses = "; this loss uses it" if self.enters else ""
@@ -276,10 +282,13 @@ _TRAIN_IT = (
 )
 _BY_PURPOSE = (  # stored samples whose graph reaches weights that still train: the reader's purpose
     "by what they are for: constants (old log-probs in a ratio, a memory or queue): store "
-    "detached copies (x.detach()) where they are added (a cache whose new rows train this step: "
-    "torch.cat([old.detach(), new])); terms the loss must train through: store their inputs "
-    "and compute them anew with the current weights (an on-policy loss such as REINFORCE uses "
-    "each episode for one update instead)"
+    "detached copies (x.detach()) where they are added{cache}; terms the loss must train through: "
+    "store their inputs and compute them anew with the current weights (an on-policy loss such "
+    "as REINFORCE uses each episode for one update instead)"
+)
+_CACHE = (  # a buffer (cat or written in place, by your code or a library's): the line you write
+    " (a cache whose new rows train this step: {detach} at each step's start, before rows are "
+    "{added}, and so for each place like it)"
 )
 _SCALING = {"DivBackward0", "DivBackward1", "MulBackward0", "MulBackward1"}
 
@@ -316,6 +325,7 @@ _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found)
     "# prints each backward()'s callers; safe to run again; undo: "
     "torch.autograd.backward = torch.autograd.backward._orig"
 )
+_KEPT = "Only holding an earlier step's freed graph (no error: bool(report) leaves these out):"
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
 
 
@@ -337,18 +347,19 @@ class Report:
     unread: tuple[str, ...] = field(default=())  # places whose own code raised when read
     again: str = ""  # "loss": this loss was already backwarded in this step; "part": a part of it
 
-    def __bool__(self) -> bool:
-        return bool(self.freed or self.carriers or self.twice)
+    def __bool__(self) -> bool:  # an error to fix, or growth; a graph only kept is no error
+        return bool(self.freed or self.twice or any(not c.memory_only for c in self.carriers))
 
     def __str__(self) -> str:
         lines = []
-        if self.carriers:
-            lines.append("Carrying an earlier step's graph:")
-            alike = collections.defaultdict(
-                list
-            )  # one line for places of one kind (a cache's layers)
+        for kept, heading in ((False, "Carrying an earlier step's graph:"), (True, _KEPT)):
+            # one line for places of one kind (a cache's layers)
+            alike = collections.defaultdict(list)
             for carrier in self.carriers:
-                alike[carrier.kind, carrier.node, carrier.verdict, carrier.enters].append(carrier)
+                if carrier.memory_only == kept:
+                    key = carrier.kind, carrier.node, carrier.verdict, carrier.enters
+                    alike[key].append(carrier)
+            lines += [heading] if alike else []
             for group in alike.values():
                 paths = [c.path for c in group]
                 if len(paths) > 3:
@@ -387,9 +398,11 @@ class Report:
             lines.append(f"  who called it first: {_WHO_CALLS}")
             if self.holding:
                 lines.append(f"  holding this step's graph: {', '.join(self.holding[:5])}")
-        if not lines and any(n.startswith(_PLACE_NOTES) for n in self.notes):
-            lines.append(  # the note names places that hold an earlier step's graph
-                f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old"
+        kept_only = not self and self.carriers  # places only holding a freed graph
+        if kept_only or not lines and any(n.startswith(_PLACE_NOTES) for n in self.notes):
+            lines.insert(
+                0,
+                f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old",
             )
         elif not lines:
             lines.append(
@@ -843,22 +856,65 @@ _MOVES = re.compile(
 
 def _rows_added(fn: object, kids: dict, old_nodes: set, reaches_old: dict) -> bool:
     """Whether ``fn``'s value is its earlier value with new rows added (a buffer: torch.cat([old,
-    new])[-capacity:]): every path from ``fn`` to the old part passes only ops that move elements,
-    and a cat or stack on them takes an input that does not reach the old part. A recurrent state
-    (tanh(W h + U x), 0.9 * ema + x, total + loss) mixes its earlier value through other ops."""
-    added, seen, todo = False, {fn}, [fn]
+    new])[-capacity:]): every path from ``fn`` to its earlier value passes only ops that move
+    elements, a cat or stack on them takes new rows, and no new row reaches that earlier value.
+    A new row may be made from other carried values (a cache's second layer: keys of this step's
+    tokens, which attended over the first layer's earlier keys). A recurrent state (tanh(W h + U
+    x), 0.9 * ema + x, total + loss, a window whose new row is made from its old rows) mixes its
+    earlier value through other ops."""
+    added, own, rows, seen, todo = False, set(), [], {fn}, [fn]
     while todo:
         node = todo.pop()
         name = type(node).__name__
-        if not _MOVES.fullmatch(name):
+        if not _MOVES.fullmatch(name) and not _padded_rows(node):
             return False
         for child, _ in node.next_functions:
             if child is None or not (child in old_nodes or reaches_old.get(child)):
-                added |= name.startswith(("CatBackward", "StackBackward"))
-            elif child not in old_nodes and child not in seen:
+                added |= name.startswith(("CatBackward", "StackBackward", "AddBackward"))
+            elif child in old_nodes:
+                own.add(child)  # its earlier value, reached by moves only
+            elif not _MOVES.fullmatch(type(child).__name__) and not _padded_rows(child):
+                rows.append(child)  # a new row made from carried values: whose? (below)
+            elif child not in seen:
                 seen.add(child)
                 todo.append(child)
-    return added
+    if rows and not own:  # its earlier value is reached only through mixing ops: a state
+        return False
+    return (added or bool(rows)) and all(own.isdisjoint(_all_below(row, kids)) for row in rows)
+
+
+_INPUT_METADATA = "_input_metadata"  # Node's (private) shapes of its forward outputs
+
+
+def _padded_rows(node: object) -> bool:
+    """Whether ``node`` adds zero-padded parts whose padded rows do not overlap
+    (``F.pad(w[1:], (0, 0, 0, 1)) + F.pad(new, (0, 0, 2, 0))``): a cat written with pad and add.
+    The sizes come from ``Node._input_metadata`` (private; without it, not recognised)."""
+    if type(node).__name__ != "AddBackward0" or getattr(node, "_saved_alpha", None) != 1:
+        return False
+    spans = []
+    for child, _ in node.next_functions:
+        if child is None or type(child).__name__ != "ConstantPadNdBackward0":
+            return False
+        meta = getattr(child, _INPUT_METADATA, None)
+        pad = getattr(child, "_saved_pad", None)
+        if meta is None:
+            _gap("Node._input_metadata", "a window written with F.pad and + counts as a state")
+        if not meta or pad is None:
+            return False
+        shape = list(meta[0].shape)
+        dims = [len(shape) - 1 - i // 2 for i in range(len(pad))]  # pad's pairs: last dim first
+        span = {}
+        for i in range(0, len(pad), 2):
+            if pad[i] or pad[i + 1]:
+                span[dims[i]] = (pad[i], shape[dims[i]] - pad[i + 1])
+        if len(span) != 1:
+            return False
+        spans.append(span)
+    if len(spans) != 2 or spans[0].keys() != spans[1].keys():
+        return False
+    ((a, b),), ((c, d),) = spans[0].values(), spans[1].values()
+    return b <= c or d <= a  # the rows each fills do not overlap
 
 
 def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set, set]:
@@ -928,6 +984,16 @@ def _leaves_below(fn: object, kids: dict, wanted, limit: int = 2) -> list:
                 seen.add(child)
                 stack.append(child)
     return found
+
+
+_ALL = 10_000  # leaves counted for a carrier's reason (two named, the rest counted)
+
+
+def _named(leaves: list, names: dict) -> str:
+    """``a, b and 3 more``: two leaves by name, the others counted (``_ALL`` at most)."""
+    shown = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2])
+    more = len(leaves) - 2
+    return shown + (f" and {more}{'+' if len(leaves) >= _ALL else ''} more" if more > 0 else "")
 
 
 def _reset_below(fn: object, kids: dict, old) -> str | None:
@@ -1108,6 +1174,13 @@ def _library_cache(path: str, tensor: torch.Tensor, holders: dict) -> bool:
     return obj is not None and re.search(r"[.\[].*cache", path, re.IGNORECASE) is not None
 
 
+def _named_slot(slot: tuple) -> bool:
+    """Whether ``(holder's type, suffix)`` is an attribute or a dict's named key (``.pose``,
+    ``['h']``), which objects of one kind share; a list's or tuple's item number (``[0]``) is not:
+    two lists' first items are no "same attribute"."""
+    return slot[0] is not None and slot[1].startswith((".", "['", '["'))
+
+
 def _file_of(klass: type) -> str:
     """The file that defines ``klass`` ('<notebook>' for ``__main__`` without one)."""
     module = sys.modules.get(getattr(klass, "__module__", "") or "")
@@ -1228,6 +1301,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         fn = todo.pop()
         fresh.add(fn)
         todo.extend(c for c in kids[fn] if c not in known_old and c not in fresh)
+    trained_now = {  # the leaves this step's own part of the loss trains
+        id(f.variable)
+        for f in fresh
+        if not kids[f] and isinstance(getattr(f, "variable", None), torch.Tensor)
+    }
     entries = {  # where the loss's graph enters an old part: an old node with a fresh parent
         fn
         for fn in order
@@ -1388,16 +1466,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             shown, count = _collapse(paths)
             here, tensor = paths[0], tensor_at[paths[0]]
             reset = _reset_below(fn, kids, old)
-            leaves = _leaves_below(fn, kids, trains, limit=3)  # two named, then "..."
-            leaf_names = ", ".join(
-                names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2]
-            ) + (", ..." if len(leaves) > 2 else "")
+            leaves = _leaves_below(fn, kids, trains, limit=_ALL)
+            leaf_names = _named(leaves, names)
             if fn is root and shown_root:
                 here_shown = shown_root[0]
                 others = [p for p in shown_root[1:] if _group(p) not in old_groups][:2]
                 shown = here_shown + (f" (also {', '.join(others)})" if others else "")
             else:
                 here_shown = here
+            memory_only = False  # no error: a graph kept, freed, not rebuilt (only memory)
             detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
             frozen = not detach.startswith(f"{here_shown} = ")
             if fn is root and shown_root and _group(here_shown) in old_groups:  # a history's item
@@ -1449,9 +1526,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 if reaches_trained.get(fn) and _rows_written(fn, kids, old, reaches_old):
                     verdict = "samples"  # a ring buffer: rows written, made without the old ones
                     reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
-                    fix = _BY_PURPOSE.replace(
-                        "torch.cat([old.detach(), new])", f"{detach} before writing"
-                    )
+                    cache = _CACHE.format(detach=detach, added="written")
+                    fix = _BY_PURPOSE.format(cache="" if frozen else cache)
             elif root is not None and not enters and tensor.dim() == 0:
                 held_then = record.get(place(here))
                 kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
@@ -1472,10 +1548,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
+                memory_only = kept and old(fn) and not grows  # bool(report) leaves it out
                 fix = (
                     "add loss.item() (a float) to it, or loss.detach()"
                     if grows or not kept
-                    else "to free it, store loss.item() or loss.detach()"
+                    else "none needed; to free that memory, store loss.detach() or loss.item() "
+                    "there and call backward() on loss"
                 )
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
@@ -1514,7 +1592,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                             f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                         )
                         fix = (
-                            f"{_BY_PURPOSE}, or {_emptied(store)} and "
+                            f"{_BY_PURPOSE.format(cache='')}, or {_emptied(store)} and "
                             + (", ".join(beside) if beside else "any list filled beside it")
                             + " after each update"
                         )
@@ -1525,11 +1603,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             elif fn is root and not old(fn) and not _rebuilt(fn):
                 continue  # the loss, from an old term no place given holds: not its own value
             elif not old(fn) and fn is not root and _rows_added(fn, kids, known_old, reaches_old):
-                kind = "its earlier value with new rows added (cat or stack)"
+                kind = "its earlier value with new rows added (cat, stack, or pad and add)"
                 reason = "stored samples (a buffer), not a state"
                 verdict, fix = "detach", "store detached copies (x.detach()) where they are added"
                 if reaches_trained.get(fn):  # whether or not this loss reads them now
-                    verdict, fix = "samples", _BY_PURPOSE
+                    cache = _CACHE.format(detach=detach, added="added")
+                    verdict, fix = "samples", _BY_PURPOSE.format(cache="" if frozen else cache)
                     reason += (
                         f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                     )
@@ -1574,7 +1653,19 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 verb = "train" if len(leaves) > 1 else "trains"
                 reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
                 fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
-                if _library_cache(here, tensor, walk.holders):
+                cache = _library_cache(here, tensor, walk.holders)
+                if not cache and all(id(v) in trained_now for v in leaves):
+                    verdict = "samples"  # as if kept in a list: a snapshot, or a term to follow
+                    reason += (
+                        ", and this step's own terms train them too: a value kept from earlier "
+                        "weights (a constant) or a term meant to follow them; it cannot tell which"
+                    )
+                    fix = (
+                        "by what it is for: a constant (old log-probs in a ratio, a target, a "
+                        f"teacher's output): {detach}; a term the loss trains through (a "
+                        "regulariser, an output of the current weights): compute it inside the step"
+                    )
+                if cache:
                     store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
                     reason += "; a cache hands it back instead of computing it anew"
                     fix = (
@@ -1582,10 +1673,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"{_emptied(store)} at each step's start"
                     )
             elif mine := _leaves_below(
-                fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad
+                fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad, _ALL
             ):
                 kind, verdict = old_kind(fn), "recompute"
-                mine_names = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in mine)
+                mine_names = _named(mine, names)
                 if walk.opt_params:
                     verdict = "detach"
                     reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
@@ -1597,9 +1688,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         "was given or found, so whether it still trains cannot be told"
                     )
                     fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
-            elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad):
+            elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL):
                 kind, verdict = old_kind(fn), "detach"
-                needing = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in needs)
+                needing = _named(needs, names)
                 unchanged = not any(v._version for v in needs)
                 if held:
                     reason = (
@@ -1632,13 +1723,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 reason = "a constant for this step: its graph reaches no leaf that requires grad"
                 fix = f"{detach}, or compute it under torch.no_grad()"
             carriers.append(
-                Carrier(shown, kind, type(fn).__name__, verdict, reason, fix, count, enters)
+                Carrier(
+                    shown, kind, type(fn).__name__, verdict, reason, fix, count, enters, memory_only
+                )
             )
             carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
         if carriers or not derived:
             break  # else: made "from the carried values above" with none above: state, as unrecorded
     for i, carrier in enumerate(carriers):  # other objects' copy of an attribute found to be state
-        like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and k[0] is not None]
+        like = [state_slots[k] for k in carrier_slots[i] if k in state_slots and _named_slot(k)]
         if carrier.verdict in ("detach", "samples") and "kept in" in carrier.kind and like:
             carriers[i] = dataclasses.replace(
                 carrier, verdict="state",
@@ -1647,9 +1740,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix=f"as for {like[0]}: at each step's start detach it, or keep a fixed start and "
                 "compute it from that start",
             )  # fmt: skip
-        made = [
-            derived_slots[k] for k in carrier_slots[i] if k in derived_slots and k[0] is not None
-        ]
+        made = [derived_slots[k] for k in carrier_slots[i] if k in derived_slots and _named_slot(k)]
         if (
             carrier.verdict in ("detach", "samples")
             and "kept in" in carrier.kind
@@ -1739,7 +1830,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER)
                 + f"; {_WHO_CALLS}"
             )
-    if (freed or carriers) and not any(f.lineno for f in freed) and root is not None:
+    errors = freed or any(not c.memory_only for c in carriers)
+    if errors and not any(f.lineno for f in freed) and root is not None:
         notes.append(
             "for lines, turn on torch.autograd.set_detect_anomaly(True) before the loop (slow)"
         )

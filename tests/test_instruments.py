@@ -1952,7 +1952,8 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     """Review 10 F2: a loss made each step from a term computed once inside a function and not
     passed in: the loss is not called state (loss = loss.detach() trains nothing); the report
     says the place is not among the objects given and to pass **locals(). Passed, the term is
-    named and told to be computed inside the step, which then trains three steps. A loss that is
+    named, with both fixes by purpose (this step's terms train its weights too: a constant, or a
+    term to compute inside the step, which then trains three steps). A loss that is
     its own earlier value under a scaling (0.9 * avg + 0.1 * loss) is state, detached at the start."""
     from outcome import checked
 
@@ -1976,8 +1977,8 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     assert not given.carriers and ".detach()" not in str(given), str(given)
     assert "held by none of the objects given" in str(given) and "**locals()" in str(given)
     (found,) = local.carriers
-    assert found.path == "reg" and found.verdict == "recompute", str(local)
-    assert found.fix.startswith("compute it inside the step"), found
+    assert found.path == "reg" and found.verdict == "samples", str(local)  # by purpose (rev 15 M2)
+    assert found.fix.endswith("an output of the current weights): compute it inside the step")
 
     def reference(i):  # written out from the formulas, at the current weights
         return (model(xs[i]) ** 2).mean() + (model(x0) ** 2).sum() + model(x0).abs().sum()
@@ -2385,7 +2386,8 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
     assert "only holds memory" not in second.reason + second.fix, second
     fix = first.fix
     assert fix.index("constants (old log-probs in a ratio") < fix.index("store detached copies")
-    assert "(a cache whose new rows train this step: torch.cat([old.detach(), new]))" in fix
+    cache = "(a cache whose new rows train this step: buf.lp = buf.lp.detach() at each step's start"
+    assert cache in fix, fix  # the line the reader writes (review 15 I1), not the library's cat
     assert "must train through: store their inputs" in fix
     assert "REINFORCE uses each episode for one update instead" in fix
 
@@ -2417,8 +2419,8 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
 
 def test_the_weights_samples_reach_are_marked_unfinished_past_two():
     """Review 15, I2: a pool of an RNN cell's outputs reaches four trained leaves; two are named,
-    then "...", not two as if they were all. Review 15, M1: the branch for terms the loss trains
-    through says that an on-policy loss (REINFORCE) uses each episode once, not "recompute"."""
+    and the others counted ("and 2 more"), not two as if they were all. Review 15, M1: the
+    branch for terms the loss trains through says that an on-policy loss (REINFORCE) uses each episode once, not "recompute"."""
     torch.manual_seed(0)
     cell = nn.RNNCell(3, 3)
     opt = torch.optim.SGD(cell.parameters(), lr=0.1)
@@ -2435,7 +2437,9 @@ def test_the_weights_samples_reach_are_marked_unfinished_past_two():
         loss.backward()
         opt.step()
     assert found.verdict == "samples", found
-    assert "reaches cell.weight_ih, cell.bias_ih, ... (optimizers' parameters)" in found.reason
+    assert (
+        "reaches cell.weight_ih, cell.bias_ih and 2 more (optimizers' parameters)" in found.reason
+    )
     assert "REINFORCE uses each episode for one update instead" in found.fix
 
 
@@ -2479,8 +2483,8 @@ def test_a_ring_buffer_written_in_place_is_samples_like_the_cat_buffer():
     assert found["ring"].verdict == found["roll"].verdict == "samples", found
     assert found["recurrent"].verdict == "state", found["recurrent"]
     assert (
-        "(a cache whose new rows train this step: box.buf = box.buf.detach() before writing)"
-        in (found["ring"].fix)
+        "(a cache whose new rows train this step: box.buf = box.buf.detach() at each step's "
+        "start, before rows are written" in (found["ring"].fix)
     ), found["ring"]
     mine = torch.zeros(3)
 
@@ -3122,6 +3126,250 @@ def test_a_loss_kept_as_a_history_item_is_not_told_to_store_detached_copies():
             history[-1].backward()
             opt.step()
     assert len(done) == 3
+
+
+# ---- review 13 M2, M4 and review 15 M2, M3, I1, I3 (inst16): one verdict for a cache's layers,
+# ---- a stacked tensor of old log-probs, a freed graph only kept, lists' items, windows by pad
+
+
+def test_a_history_fixed_as_printed_is_falsy_and_its_kept_items_say_no_error():
+    """Review 15 M3: after the printed fix (history[-1].detach() + ...), the items the loss no
+    longer reaches only hold a freed graph: no error, so the report is falsy (a loop that stops
+    on `if report:` runs on) and says so; a running total, which grows, stays truthy. The fix
+    trains three steps, each on its own step's term written out."""
+    torch.manual_seed(0)
+    xs, m = torch.randn(4, 4, 3), nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    history, reports = [torch.tensor(0.0)], []
+
+    def loss_of(i):
+        mark_step()
+        history.append(history[-1].detach() + m(xs[i]).pow(2).mean())  # the printed fix
+        reports.append(find_old_graph(history[-1], m=m, opt=opt, history=history))
+        return history[-1]
+
+    reference = lambda i: (xs[i] @ m.weight.T + m.bias).pow(2).mean()  # noqa: E731
+    _three_checked_steps(loss_of, opt, reference, m=m)
+    assert not any(reports), [str(r) for r in reports]
+    (kept,) = reports[-1].carriers
+    assert kept.path == "history[1..2]" and kept.memory_only, kept
+    assert "no error" in str(reports[-1]) and "none of its" in str(reports[-1]), str(reports[-1])
+    total = torch.zeros(())
+    for i in range(2):
+        mark_step()
+        loss = m(xs[i]).pow(2).mean()
+        report = find_old_graph(loss, m=m, opt=opt, total=total)
+        loss.backward()
+        total = total + loss
+    assert report and not report.carriers[0].memory_only, str(report)
+
+
+def test_a_lists_items_are_not_called_the_same_attribute_of_other_objects():
+    """Review 15 I3: h = [state] rebuilt from itself, hs = [h of each step]: hs[0] and h[0] are
+    both item 0 of a list, not one attribute of objects of a kind; hs is stored samples, with
+    the fix by purpose. Objects' attributes (cameras' poses) still are (test above). The fixes
+    (h detached at each step's start, hs's items stored detached) train three steps against the
+    reference's own replay of the hidden states."""
+    torch.manual_seed(0)
+    xs, cell = torch.randn(5, 1, 3), nn.RNNCell(3, 3)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    h, hs = [torch.zeros(1, 3)], []
+    for i in range(2):
+        mark_step()
+        h[0] = cell(xs[i], h[0])
+        hs.append(h[0])
+        loss = torch.stack(hs).pow(2).mean()
+        if i:
+            report = find_old_graph(loss, cell=cell, h=h, hs=hs, opt=opt)
+        else:
+            loss.backward()
+    found = {c.path: c for c in report.carriers}
+    assert found["h[0]"].verdict == "state", str(report)
+    assert found["hs[0]"].verdict == "samples", str(report)
+    assert "same attribute of other objects" not in str(report), str(report)
+    assert "store detached copies (x.detach()) where they are added" in found["hs[0]"].fix
+    own = {"h": torch.ones(1, 3), "hs": []}  # a start not zero: weight_hh gets a gradient
+
+    def reference(i):  # its own replay: earlier hidden states constant, this step's trained
+        new = cell(xs[i], own["h"])
+        loss = torch.stack([*own["hs"], new]).pow(2).mean()
+        own["h"] = new.detach()
+        own["hs"].append(new.detach())
+        return loss
+
+    h, hs = [torch.ones(1, 3)], []
+
+    def loss_of(i):
+        h[0] = cell(xs[i], h[0].detach())  # the fix printed for h[0], at the step's start
+        loss = torch.stack([*hs, h[0]]).pow(2).mean()
+        hs.append(h[0].detach())  # the constants branch printed for hs: stored detached
+        return loss
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell)
+
+
+def _llama():
+    """A real two-layer transformers Llama (the version find-the-cause.md pins), tiny."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=11, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    return LlamaForCausalLM(config)
+
+
+def test_a_caches_layers_get_one_verdict_and_a_line_the_reader_can_write():
+    """Review 13 M2, review 15 I1: a real Llama's DynamicCache carried across steps. The second
+    layer's new keys are made from this step's tokens, which attended over the first layer's
+    earlier keys: new rows made from other carried values, not from its own earlier value, so
+    both layers' keys and values are one kind, stored samples, with one fix. Its cache branch
+    names the attribute the reader can write (cache.layers[i].keys = ....detach() at each step's
+    start), not torch.cat([old.detach(), new]) inside the library. Those lines, run for each
+    place listed, train three steps against a reference that keeps its own cache of detached
+    keys and values, taken when it computed them."""
+    from transformers import DynamicCache
+
+    warnings.filterwarnings("ignore", message=".*past_key_values.*")
+    model, ids = _llama(), torch.randint(0, 11, (4, 1, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    cache = DynamicCache()
+    for i in range(2):
+        mark_step()
+        out = model(ids[i], past_key_values=cache, use_cache=True, labels=ids[i])
+        cache = out.past_key_values
+        if i:
+            report = find_old_graph(out.loss, model=model, opt=opt, cache=cache)
+        else:
+            out.loss.backward()
+    found = {c.path: c for c in report.carriers}
+    places = [f"cache.layers[{n}].{kv}" for n in (0, 1) for kv in ("keys", "values")]
+    assert sorted(found) == sorted(places), str(report)
+    assert {(c.verdict, c.kind) for c in found.values()} == {
+        (found[places[0]].verdict, found[places[0]].kind)
+    }
+    assert found[places[0]].verdict == "samples", str(report)
+    assert "torch.cat" not in str(report), str(report)
+    lines = [
+        re.search(
+            rf"({re.escape(p)} = {re.escape(p)}\.detach\(\)) at each step's start", found[p].fix
+        )[1]
+        for p in places
+    ]
+    own: list = []  # the reference's own (keys, values) per layer, detached when it made them
+
+    def reference(i):
+        mine = DynamicCache()
+        for layer, (k, v) in enumerate(own):
+            mine.update(k, v, layer)
+        loss = model(ids[i], past_key_values=mine, use_cache=True, labels=ids[i]).loss
+        own[:] = [(part.keys.detach(), part.values.detach()) for part in mine.layers]
+        return loss
+
+    model, carried = _llama(), [DynamicCache()]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loss_of(i):
+        cache = carried[0]
+        if cache.layers and cache.layers[0].keys is not None:
+            for line in lines:  # the printed lines, at the step's start
+                exec(line, {}, {"cache": cache})
+        out = model(ids[i], past_key_values=cache, use_cache=True, labels=ids[i])
+        carried[0] = out.past_key_values
+        return out.loss
+
+    _three_checked_steps(loss_of, opt, reference, model=model)
+
+
+def test_old_log_probs_stacked_before_the_step_get_both_fixes_like_a_list():
+    """Review 15 M2: PPO's old log-probs held as one tensor made before mark_step() were told
+    'recompute: compute it inside the step' (then exp(new - old) is 1 and the gradient zero).
+    Kept as one tensor or as a list, they now get the same verdict, samples, with the constant
+    branch (detach) first; a value whose weights train only through it (the forum's y = t @ a,
+    measure/instrument_cases.py) stays recompute. The printed detach line trains the policy three
+    steps against the ratio loss written out, its old log-probs taken by the reference itself."""
+    torch.manual_seed(0)
+    pol, states = nn.Linear(3, 2), torch.randn(6, 3)
+    actions, advantage = torch.randint(0, 2, (6,)), torch.randn(6)
+    opt = torch.optim.SGD(pol.parameters(), lr=0.1)
+    lp_of = lambda: pol(states).log_softmax(-1).gather(1, actions[:, None])[:, 0]  # noqa: E731
+    store = {"old_lp": lp_of()}  # the rollout, before the update loop
+    olds = list(lp_of().unbind())
+    ratio_loss = lambda old: -(torch.exp(lp_of() - old) * advantage).mean()  # noqa: E731
+    mark_step()
+    (stacked,) = find_old_graph(ratio_loss(store["old_lp"]), pol=pol, opt=opt, store=store).carriers
+    (listed,) = find_old_graph(ratio_loss(torch.stack(olds)), pol=pol, opt=opt, olds=olds).carriers
+    assert stacked.verdict == listed.verdict == "samples", (stacked, listed)
+    fix = stacked.fix
+    assert fix.index("old log-probs in a ratio") < fix.index("compute it inside the step"), fix
+    line = re.search(r"(store\['old_lp'\] = store\['old_lp'\]\.detach\(\))", fix)[1]
+    exec(line, {}, {"store": store})  # the constant branch, as printed
+    with torch.no_grad():
+        mine = pol(states).log_softmax(-1).gather(1, actions[:, None])[:, 0].clone()
+
+    def reference(i):  # the ratio's gradient written out: exp(new - old) * d new
+        logits = pol(states)
+        new = logits.log_softmax(-1).gather(1, actions[:, None])[:, 0]
+        weight = (torch.exp(new - mine) * advantage).detach()
+        return -(weight * new).mean()
+
+    _three_checked_steps(lambda i: ratio_loss(store["old_lp"]), opt, reference, pol=pol)
+
+
+def test_a_window_by_pad_and_add_gets_the_verdict_of_the_cat_window():
+    """Review 13 M4: one bounded window of a layer's outputs, built by torch.cat, by F.pad and
+    +, or by torch.roll and a write, gets one verdict (samples); built by pad and + from its own
+    old rows (an autoregressive window) it stays state. The pad window's printed cache line (the
+    window detached at each step's start) trains three steps against the newest row written out
+    over the reference's own rows, kept as computed then."""
+    xs = torch.randn(5, 1, 3)
+
+    class Box:
+        pass
+
+    builds = {
+        "cat": lambda w, new: torch.cat([w[1:], new]),
+        "pad": lambda w, new: F.pad(w[1:], (0, 0, 0, 1)) + F.pad(new, (0, 0, 2, 0)),
+        "roll": lambda w, new: torch.roll(w, -1, 0).index_put((torch.tensor([2]),), new),
+        "pad from its rows": lambda w, new: (
+            F.pad(w[1:], (0, 0, 0, 1)) + F.pad(torch.tanh(w[-1:] + new), (0, 0, 2, 0))
+        ),
+    }
+    found = {}
+    for name, build in builds.items():
+        torch.manual_seed(0)
+        m, box = nn.Linear(3, 3), Box()
+        opt, box.w = torch.optim.SGD(m.parameters(), lr=0.1), torch.zeros(3, 3)
+        for i in range(2):
+            mark_step()
+            box.w = build(box.w, m(xs[i]))
+            if i:
+                (found[name],) = find_old_graph(box.w.pow(2).mean(), m=m, opt=opt, box=box).carriers
+            else:
+                box.w.pow(2).mean().backward()
+    assert {found[n].verdict for n in ("cat", "pad", "roll")} == {"samples"}, found
+    assert found["pad from its rows"].verdict == "state", found["pad from its rows"]
+    with pytest.MonkeyPatch.context() as patch:  # a torch without Node._input_metadata
+        patch.setattr(fog, "_INPUT_METADATA", "_no_such_attribute")
+        patch.setattr(fog, "_GAPS", [])
+        with pytest.warns(UserWarning, match=r"no Node._input_metadata: a window written"):
+            fog._padded_rows(builds["pad"](torch.zeros(3, 3, requires_grad=True), xs[0]).grad_fn)
+    line = re.search(r"(box\.w = box\.w\.detach\(\)) at each step's start", found["pad"].fix)[1]
+    torch.manual_seed(0)
+    m, box, mine = nn.Linear(3, 3), Box(), torch.zeros(3, 3)
+    opt, box.w = torch.optim.SGD(m.parameters(), lr=0.1), torch.zeros(3, 3)
+
+    def reference(i):  # the two older rows as the reference computed them, the newest now
+        mine[:] = torch.cat([mine[1:], m(xs[i]).detach()])
+        return torch.cat([mine[:2], m(xs[i])]).pow(2).mean()
+
+    def loss_of(i):
+        exec(line, {}, {"box": box})  # the printed line, at the step's start
+        box.w = builds["pad"](box.w, m(xs[i]))
+        return box.w.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, m=m)
 
 
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
