@@ -677,7 +677,8 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 for v in below
             )
         )  # fmt: skip
-        if op in _COPIES:
+        direct = any(hasattr(c, "variable") for c, _ in t.grad_fn.next_functions if c is not None)
+        if op in _COPIES and (where or direct):  # a copy of a leaf itself
             return (
                 "not a leaf: a copy",
                 f"{_COPIES[op]} of {source}, which gets the gradient; a copy is not a leaf{kept}",
@@ -698,6 +699,16 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 else "make the tensor where it is used (torch.randn(..., "
                 "device=d, dtype=x, requires_grad=True)), or move or cast it first, then call "
                 ".requires_grad_() on the result; a weight: give that leaf to the optimizer",
+            )
+        if op in _COPIES and not free:  # a cast of a computed tensor: not the leaf's copy
+            return (
+                "not a leaf",
+                f"{_COPIES[op]} of a tensor computed from {source} "
+                f"({type(t.grad_fn.next_functions[0][0]).__name__}), not of a leaf: the leaf's "
+                ".grad is the gradient through the ops in between, not this one's; .grad is kept "
+                "only for leaves (reading it warns)",
+                "call .retain_grad() on it (or on the tensor it copies) before backward(): its "
+                ".grad is then this tensor's gradient",
             )
         if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
             name, many = g.names.get(id(t), "w"), len(below) > 1

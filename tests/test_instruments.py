@@ -4316,3 +4316,36 @@ def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
     loss = h.pow(2).sum()
     loss.backward()
     assert why_no_grad(loss, h=h)["h"].fix.startswith("call .retain_grad() on it"), h
+
+
+# ---- review 18 (inst18) ----------------------------------------------------------------------
+
+
+def test_a_cast_of_a_non_leaf_is_an_activation_not_a_copy_of_the_leaf():
+    """Review 18, M3 (/work/tmp/rev18/p13, p14): ``((img - MEAN) / STD).double()`` was "a copy of
+    img" with "None is right for a copy: read the .grad of img"; img.grad is 5x the asked
+    gradient. A cast of a computed tensor gets retain_grad(), and that read is the gradient
+    (checked against the linear layer's row, which is that gradient by construction). A cast of
+    the held leaf itself keeps "None is right" (the test above)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 3)).double()
+    img = torch.rand(1, 3, 2, 2, requires_grad=True)
+    mean, std = torch.tensor([0.5, 0.4, 0.3]).view(1, 3, 1, 1), 0.2
+    xd = ((img - mean) / std).double()
+    score = model(xd)[0, 1]
+    score.backward()
+    found = why_no_grad(score, model=model, img=img, xd=xd)["xd"]
+    assert "None is right" not in found.fix and "not of a leaf" in found.why, found
+    assert found.fix.startswith("call .retain_grad() on it (or on the tensor it copies)"), found
+    xd = ((img - mean) / std).double()
+    xd.retain_grad()  # the fix printed
+    model(xd)[0, 1].backward()
+    wanted = model[1].weight[1].detach().view(1, 3, 2, 2)  # d score / d input of a linear layer
+    assert torch.allclose(xd.grad, wanted) and not torch.allclose(img.grad.double(), wanted)
+
+    base = torch.randn(3, requires_grad=True)
+    w = (base * 0.1 + 1).double()
+    loss = (w * torch.arange(3.0)).sum()
+    loss.backward()
+    found = why_no_grad(loss, base=base, w=w)["w"]
+    assert found.fix.startswith("call .retain_grad() on it"), found
