@@ -1586,7 +1586,9 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "this one out (inputs=[...] without it) or whose .grad was cleared since, or from an "
             "earlier step"
             if g.with_grad
-            else " (if you ran backward(retain_graph=True), it was cleared since)"
+            else " (if you ran backward(retain_graph=True), it was cleared since; "
+            "torch.autograd.grad with retain_graph=True or create_graph=True keeps it too, and "
+            "writes no leaf's .grad)"
         )
         + (
             f"; {cause}, so that gradient will be zero"
@@ -1599,7 +1601,9 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         + (
             "; after one: include it in inputs=, or read .grad before zero_grad()"
             if g.with_grad
-            else ""
+            else "; after torch.autograd.grad: use what it returns, and for .grad call "
+            "backward() on the loss you train on (where those gradients feed another loss, as "
+            "in a MAML inner step or a gradient penalty, that outer loss, not this one)"
         )
         + (f"; for the zero: {fix}" if what else ""),
     )

@@ -4349,3 +4349,38 @@ def test_a_cast_of_a_non_leaf_is_an_activation_not_a_copy_of_the_leaf():
     loss.backward()
     found = why_no_grad(loss, base=base, w=w)["w"]
     assert found.fix.startswith("call .retain_grad() on it"), found
+
+
+def test_after_autograd_grad_that_keeps_the_graph_the_outer_loss_is_named():
+    """Review 18, M4 (/work/tmp/rev18/p17 case b', p18): after ``torch.autograd.grad(...,
+    retain_graph=True)`` or ``create_graph=True`` the answer was "read before backward", fix
+    "call loss.backward() first" only: in a MAML inner step that writes the inner loss's
+    gradient. autograd.grad is named, with the outer loss; that fix trains three checked steps
+    against the meta-gradient written out by hand (a linear model's MSE gradient in closed form)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 8, 4), torch.randn(3, 8, 1)
+    xq, yq = torch.randn(3, 8, 4), torch.randn(3, 8, 1)
+    m = nn.Linear(4, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = m(x[0]).pow(2).mean()
+    torch.autograd.grad(loss, list(m.parameters()), retain_graph=True)
+    kept = why_no_grad(loss, model=m)["model.weight"]
+    assert "torch.autograd.grad with retain_graph=True or create_graph=True" in kept.why, kept
+    assert "after torch.autograd.grad: use what it returns" in kept.fix, kept
+    seen = []
+
+    def loss_of(i):
+        inner = (m(x[i]) - y[i]).pow(2).mean()
+        gw, gb = torch.autograd.grad(inner, [m.weight, m.bias], create_graph=True)
+        seen.append(why_no_grad(inner, model=m)["model.weight"])
+        fast = F.linear(xq[i], m.weight - 0.1 * gw, m.bias - 0.1 * gb)
+        return (fast - yq[i]).pow(2).mean()  # the outer loss: the fix calls backward() on it
+
+    def reference(i):
+        w, b = m.weight, m.bias
+        r = x[i] @ w.T + b - y[i]
+        gw, gb = 2 * r.T @ x[i] / len(r), 2 * r.sum(0) / len(r)
+        return (xq[i] @ (w - 0.1 * gw).T + (b - 0.1 * gb) - yq[i]).pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, m=m)
+    assert "MAML inner step" in seen[0].fix and "that outer loss, not this one" in seen[0].fix
