@@ -81,7 +81,8 @@ Where it stops:
   comparison leaves no node; it cannot recompute the derivative. While the graph is alive, zeros
   left from before (``zero_grad(set_to_none=False)``) and zeros a ``backward(retain_graph=True)``
   wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
-  has changed since (it remembers what each call saw, weakly: its own memory, not the program's).
+  has changed since (it remembers what each call saw, weakly: its own memory, not the program's);
+  one it saw non-zero and sees zero now was set to zero (a backward only adds to ``.grad``).
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -143,7 +144,8 @@ _GAPS = [
 ]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 # id(tensor) -> (it, its loss, its .grad, that .grad's version, whether it changed after an
-# earlier call), the first three weakly, as the last call
+# earlier call, "nonzero" or "cleared" or None: what that .grad held), the first three weakly,
+# as the last call
 # while the loss's graph was alive saw them: the instrument's own memory, not the program's
 _LAST: dict[int, tuple] = {}
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
@@ -459,7 +461,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     for t in own:  # what the last call on this loss saw (the instrument's own memory)
         last, now = _LAST.get(id(t)), (t.grad, None if t.grad is None else t.grad._version)
         if last is not None and last[0]() is t and last[1]() is loss and loss is not None:
-            g.since[id(t)] = last[4] or last[2]() is not now[0] or last[3] != now[1]
+            changed = last[2]() is not now[0] or last[3] != now[1]
+            g.since[id(t)] = last[4] or changed
+            seen = last[5] == "nonzero" or last[5] == "cleared" and not changed
+            if seen and now[0] is not None and not now[0].any():  # a backward only adds: set
+                g.cleared.add(id(t))
     findings = []
     for name, t in tensors:
         grad = None if (t.grad_fn is not None and not t.retains_grad) else t.grad
@@ -514,7 +520,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                 (lambda: None) if t.grad is None else weakref.ref(t.grad),
                 None if t.grad is None else t.grad._version,
                 g.since.get(id(t), False),
-            )
+                "cleared" if id(t) in g.cleared
+                else "nonzero" if t.grad is not None and t.grad.any() else None,
+            )  # fmt: skip
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
 
 
@@ -540,6 +548,7 @@ class _Context:
     off_graph: set | None = None  # _off_graph_shapes, once
     zero: dict | None = None  # _zero_nodes, once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
+    cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1671,6 +1680,15 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
         every = f"; {cause}, so every backward through this graph writes zero" if what else ""
+        if id(t) in g.cleared:  # non-zero when a call saw it: a backward only adds to .grad
+            return (
+                "zero: set to zero after an earlier call saw it non-zero",
+                "an earlier why_no_grad call on this loss saw a non-zero .grad; a backward adds to "
+                ".grad, so something set it to zero since (zero_grad(set_to_none=False), "
+                ".grad.zero_(), a hook that writes it)" + every,
+                "read .grad before zero_grad() (set_to_none=False leaves zeros, not None)"
+                + (f"; for the zero: {fix}" if what else ""),
+            )
         if g.since.get(id(t)):  # this call's own memory of its last call on this loss
             return (
                 "zero: written after an earlier call" + (f": {what}" if what else ""),

@@ -4384,3 +4384,35 @@ def test_after_autograd_grad_that_keeps_the_graph_the_outer_loss_is_named():
 
     _three_checked_steps(loss_of, opt, reference, m=m)
     assert "MAML inner step" in seen[0].fix and "that outer loss, not this one" in seen[0].fix
+
+
+def test_a_gradient_seen_non_zero_and_zero_now_was_set_not_written():
+    """Review 18, M5 (/work/tmp/rev18/p24 case a): a call saw a non-zero .grad, then
+    ``zero_grad(set_to_none=False)`` ran; the next call said "written as zero" and sent the reader
+    to a mask, a clip or a hook. A backward adds to .grad: it was set. The fix printed (read
+    before zero_grad()) trains three checked steps with that zero_grad; a zero a call saw before
+    a retained backward stays "written" (the dead ReLU test above)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 6, 4)
+    m = nn.Linear(4, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = m(x[0]).pow(2).mean()
+    loss.backward(retain_graph=True)
+    assert not why_no_grad(loss, model=m, opt=opt)
+    opt.zero_grad(set_to_none=False)
+    found = why_no_grad(loss, model=m, opt=opt)["model.weight"]
+    assert found.rule == "zero: set to zero after an earlier call saw it non-zero", found
+    assert "a mask" not in found.fix and found.fix.startswith("read .grad before zero_grad()")
+    assert why_no_grad(loss, model=m, opt=opt)["model.weight"].rule == found.rule  # it stays
+    from outcome import checked
+
+    reads = []
+    reference = lambda i: (x[i] @ m.weight.T + m.bias).pow(2).mean()  # noqa: E731
+    with checked(opt, reference, m=m) as done:
+        for i in range(3):
+            opt.zero_grad(set_to_none=False)
+            step = m(x[i]).pow(2).mean()
+            step.backward(retain_graph=True)
+            reads.append(bool(why_no_grad(step, model=m, opt=opt)))  # read before zero_grad()
+            opt.step()
+    assert len(done) == 3 and reads == [False, False, False]
