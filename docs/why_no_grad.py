@@ -1750,13 +1750,14 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
 
 
 def _leaves_below(fn, most: int = 3) -> list[torch.Tensor]:
+    """The leaves below ``fn``, in the order of its inputs (``a @ b``: a, then b)."""
     found, seen, todo = [], {fn}, [fn]
     while todo and len(found) < most:
         node = todo.pop()
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             found.append(variable)
-        for child, _ in node.next_functions:
+        for child, _ in reversed(node.next_functions):  # popped first to last
             if child is not None and child not in seen:
                 seen.add(child)
                 todo.append(child)

@@ -4416,3 +4416,21 @@ def test_a_gradient_seen_non_zero_and_zero_now_was_set_not_written():
             reads.append(bool(why_no_grad(step, model=m, opt=opt)))  # read before zero_grad()
             opt.step()
     assert len(done) == 3 and reads == [False, False, False]
+
+
+def test_a_placeholder_lists_the_leaves_in_the_order_of_the_ops_inputs():
+    """Review 18, I2 (/work/tmp/rev18/p11): for ``W = A @ B`` (A (4, 2)) the placeholder read "mm
+    on a leaf of shape (2, 4), a leaf of shape (4, 2)": in that order mm makes a (2, 2) W. The
+    shapes printed, multiplied in their order, make W's shape."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 2, requires_grad=True), torch.randn(2, 3, requires_grad=True)
+    w = a @ b
+    loss = (torch.randn(8, 4) @ w).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, W=w)["W"].fix
+    shapes = re.search(
+        r"mm on a leaf of shape \((\d+), (\d+)\), a leaf of shape \((\d+), (\d+)\)", fix
+    )
+    assert shapes, fix
+    first, second = (int(n) for n in shapes.groups()[:2]), (int(n) for n in shapes.groups()[2:])
+    assert (torch.randn(*first) @ torch.randn(*second)).shape == w.shape, fix
