@@ -49,8 +49,8 @@ Where it stops:
   where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
   one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
-  such a value kept on no module (made from plain leaves no larger than it, which nothing named
-  holds: one of its size, or several) is a weight, leaves meant to train (``a * b``) or an
+  such a value kept on no module (made from plain leaves which nothing named holds: one of
+  its size, or several of any size) is a weight, leaves meant to train (``a * b``) or an
   activation of an input not named: the fixes by what it is (the reader's expression is a
   placeholder, with the ops the graph shows). A copy (``.to()``) of a leaf that is held is None
   by right: read the leaf's ``.grad``.
@@ -678,10 +678,10 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         below = _leaves_below(t.grad_fn, most=5)
         free = (  # kept on no module, made from plain leaves that nothing holds: one of its
-            # size (x @ W of a smaller W is an activation), or several no larger than it
+            # size (x @ W of a smaller W is an activation), or several (low-rank factors)
             not where and 0 < len(below) < 5 and all(
                 not isinstance(v, torch.nn.Parameter)
-                and (v.numel() <= t.numel() if len(below) > 1 else v.numel() == t.numel())
+                and (len(below) > 1 or v.numel() == t.numel())
                 and not any(id(v) in h for h in g.held.values()) and id(v) not in g.names
                 for v in below
             )

@@ -4434,3 +4434,31 @@ def test_a_placeholder_lists_the_leaves_in_the_order_of_the_ops_inputs():
     assert shapes, fix
     first, second = (int(n) for n in shapes.groups()[:2]), (int(n) for n in shapes.groups()[2:])
     assert (torch.randn(*first) @ torch.randn(*second)).shape == w.shape, fix
+
+
+def test_factors_larger_than_the_weight_they_make_get_the_fixes_by_purpose():
+    """Review 18, I3 (/work/tmp/rev18/p23): ``W = A @ B`` with A (4, 16), B (16, 4) got "read the
+    gradient of the leaf it was made from" (two leaves, neither held), while smaller factors got
+    the fixes by what it is. It gets those now; two of them train three checked steps against
+    the loss written another way (x @ A first; einsum), and retain_grad() reads W's gradient."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 8, 4)
+    a, b = torch.randn(4, 16, requires_grad=True), torch.randn(16, 4, requires_grad=True)
+    w = a @ b
+    loss = (x[0] @ w).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, W=w)["W"].fix
+    assert "make the leaf itself, W = (<your expression for W: mm on a leaf of shape (4, 16)" in fix
+    assert "keep each in a name with requires_grad=True" in fix and ".retain_grad()" in fix, fix
+
+    opt = torch.optim.SGD([a, b], lr=0.01)  # leaves meant to train: W from them in every step
+    reference = lambda i: ((x[i] @ a) @ b).pow(2).mean()  # noqa: E731
+    _three_checked_steps(lambda i: (x[i] @ (a @ b)).pow(2).mean(), opt, reference, a=a, b=b)
+    weight = (torch.randn(4, 16) @ torch.randn(16, 4)).requires_grad_()  # a weight: the leaf itself
+    opt = torch.optim.SGD([weight], lr=0.01)
+    reference = lambda i: torch.einsum("bi,ij->bj", x[i], weight).pow(2).mean()  # noqa: E731
+    _three_checked_steps(lambda i: (x[i] @ weight).pow(2).mean(), opt, reference, w=weight)
+    w = a @ b
+    w.retain_grad()  # an activation
+    (x[0] @ w).pow(2).mean().backward()
+    assert torch.allclose(w.grad, 2 * x[0].T @ (x[0] @ w).detach() / w.new_tensor(32.0))
