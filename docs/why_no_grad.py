@@ -49,8 +49,8 @@ Where it stops:
   where forward assigns it on every call (a lazy ``if self.w is None:`` is not) or it was made
   from a parameter, an optimizer's tensor or a tensor you named (an input); made from a leaf no
   one holds (``randn(..., requires_grad=True) * 0.1``), a value to make an ``nn.Parameter``;
-  such a value kept on no module (made from plain leaves no larger than it, which nothing named
-  holds: one of its size, or several) is a weight, leaves meant to train (``a * b``) or an
+  such a value kept on no module (made from plain leaves which nothing named holds: one of
+  its size, or several of any size) is a weight, leaves meant to train (``a * b``) or an
   activation of an input not named: the fixes by what it is (the reader's expression is a
   placeholder, with the ops the graph shows). A copy (``.to()``) of a leaf that is held is None
   by right: read the leaf's ``.grad``.
@@ -81,7 +81,8 @@ Where it stops:
   comparison leaves no node; it cannot recompute the derivative. While the graph is alive, zeros
   left from before (``zero_grad(set_to_none=False)``) and zeros a ``backward(retain_graph=True)``
   wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
-  has changed since (it remembers what each call saw, weakly: its own memory, not the program's).
+  has changed since (it remembers what each call saw, weakly: its own memory, not the program's);
+  one it saw non-zero and sees zero now was set to zero (a backward only adds to ``.grad``).
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -143,7 +144,8 @@ _GAPS = [
 ]  # fmt: skip
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 # id(tensor) -> (it, its loss, its .grad, that .grad's version, whether it changed after an
-# earlier call), the first three weakly, as the last call
+# earlier call, "nonzero" or "cleared" or None: what that .grad held), the first three weakly,
+# as the last call
 # while the loss's graph was alive saw them: the instrument's own memory, not the program's
 _LAST: dict[int, tuple] = {}
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
@@ -459,7 +461,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     for t in own:  # what the last call on this loss saw (the instrument's own memory)
         last, now = _LAST.get(id(t)), (t.grad, None if t.grad is None else t.grad._version)
         if last is not None and last[0]() is t and last[1]() is loss and loss is not None:
-            g.since[id(t)] = last[4] or last[2]() is not now[0] or last[3] != now[1]
+            changed = last[2]() is not now[0] or last[3] != now[1]
+            g.since[id(t)] = last[4] or changed
+            seen = last[5] == "nonzero" or last[5] == "cleared" and not changed
+            if seen and now[0] is not None and not now[0].any():  # a backward only adds: set
+                g.cleared.add(id(t))
     findings = []
     for name, t in tensors:
         grad = None if (t.grad_fn is not None and not t.retains_grad) else t.grad
@@ -514,7 +520,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                 (lambda: None) if t.grad is None else weakref.ref(t.grad),
                 None if t.grad is None else t.grad._version,
                 g.since.get(id(t), False),
-            )
+                "cleared" if id(t) in g.cleared
+                else "nonzero" if t.grad is not None and t.grad.any() else None,
+            )  # fmt: skip
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
 
 
@@ -540,6 +548,7 @@ class _Context:
     off_graph: set | None = None  # _off_graph_shapes, once
     zero: dict | None = None  # _zero_nodes, once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
+    cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -669,15 +678,16 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         kept = f"; kept on {where} as a plain tensor, which no optimizer holds" if where else ""
         below = _leaves_below(t.grad_fn, most=5)
         free = (  # kept on no module, made from plain leaves that nothing holds: one of its
-            # size (x @ W of a smaller W is an activation), or several no larger than it
+            # size (x @ W of a smaller W is an activation), or several (low-rank factors)
             not where and 0 < len(below) < 5 and all(
                 not isinstance(v, torch.nn.Parameter)
-                and (v.numel() <= t.numel() if len(below) > 1 else v.numel() == t.numel())
+                and (len(below) > 1 or v.numel() == t.numel())
                 and not any(id(v) in h for h in g.held.values()) and id(v) not in g.names
                 for v in below
             )
         )  # fmt: skip
-        if op in _COPIES:
+        direct = any(hasattr(c, "variable") for c, _ in t.grad_fn.next_functions if c is not None)
+        if op in _COPIES and (where or direct):  # a copy of a leaf itself
             return (
                 "not a leaf: a copy",
                 f"{_COPIES[op]} of {source}, which gets the gradient; a copy is not a leaf{kept}",
@@ -698,6 +708,16 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 else "make the tensor where it is used (torch.randn(..., "
                 "device=d, dtype=x, requires_grad=True)), or move or cast it first, then call "
                 ".requires_grad_() on the result; a weight: give that leaf to the optimizer",
+            )
+        if op in _COPIES and not free:  # a cast of a computed tensor: not the leaf's copy
+            return (
+                "not a leaf",
+                f"{_COPIES[op]} of a tensor computed from {source} "
+                f"({type(t.grad_fn.next_functions[0][0]).__name__}), not of a leaf: the leaf's "
+                ".grad is the gradient through the ops in between, not this one's; .grad is kept "
+                "only for leaves (reading it warns)",
+                "call .retain_grad() on it (or on the tensor it copies) before backward(): its "
+                ".grad is then this tensor's gradient",
             )
         if free:  # a weight: math on a leaf (randn(2, requires_grad=True) * 0.1); that leaf is lost
             name, many = g.names.get(id(t), "w"), len(below) > 1
@@ -1575,7 +1595,9 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "this one out (inputs=[...] without it) or whose .grad was cleared since, or from an "
             "earlier step"
             if g.with_grad
-            else " (if you ran backward(retain_graph=True), it was cleared since)"
+            else " (if you ran backward(retain_graph=True), it was cleared since; "
+            "torch.autograd.grad with retain_graph=True or create_graph=True keeps it too, and "
+            "writes no leaf's .grad)"
         )
         + (
             f"; {cause}, so that gradient will be zero"
@@ -1588,7 +1610,9 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         + (
             "; after one: include it in inputs=, or read .grad before zero_grad()"
             if g.with_grad
-            else ""
+            else "; after torch.autograd.grad: use what it returns, and for .grad call "
+            "backward() on the loss you train on (where those gradients feed another loss, as "
+            "in a MAML inner step or a gradient penalty, that outer loss, not this one)"
         )
         + (f"; for the zero: {fix}" if what else ""),
     )
@@ -1656,6 +1680,15 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
         every = f"; {cause}, so every backward through this graph writes zero" if what else ""
+        if id(t) in g.cleared:  # non-zero when a call saw it: a backward only adds to .grad
+            return (
+                "zero: set to zero after an earlier call saw it non-zero",
+                "an earlier why_no_grad call on this loss saw a non-zero .grad; a backward adds to "
+                ".grad, so something set it to zero since (zero_grad(set_to_none=False), "
+                ".grad.zero_(), a hook that writes it)" + every,
+                "read .grad before zero_grad() (set_to_none=False leaves zeros, not None)"
+                + (f"; for the zero: {fix}" if what else ""),
+            )
         if g.since.get(id(t)):  # this call's own memory of its last call on this loss
             return (
                 "zero: written after an earlier call" + (f": {what}" if what else ""),
@@ -1717,13 +1750,14 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
 
 
 def _leaves_below(fn, most: int = 3) -> list[torch.Tensor]:
+    """The leaves below ``fn``, in the order of its inputs (``a @ b``: a, then b)."""
     found, seen, todo = [], {fn}, [fn]
     while todo and len(found) < most:
         node = todo.pop()
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             found.append(variable)
-        for child, _ in node.next_functions:
+        for child, _ in reversed(node.next_functions):  # popped first to last
             if child is not None and child not in seen:
                 seen.add(child)
                 todo.append(child)

@@ -4316,3 +4316,149 @@ def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
     loss = h.pow(2).sum()
     loss.backward()
     assert why_no_grad(loss, h=h)["h"].fix.startswith("call .retain_grad() on it"), h
+
+
+# ---- review 18 (inst18) ----------------------------------------------------------------------
+
+
+def test_a_cast_of_a_non_leaf_is_an_activation_not_a_copy_of_the_leaf():
+    """Review 18, M3 (/work/tmp/rev18/p13, p14): ``((img - MEAN) / STD).double()`` was "a copy of
+    img" with "None is right for a copy: read the .grad of img"; img.grad is 5x the asked
+    gradient. A cast of a computed tensor gets retain_grad(), and that read is the gradient
+    (checked against the linear layer's row, which is that gradient by construction). A cast of
+    the held leaf itself keeps "None is right" (the test above)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 3)).double()
+    img = torch.rand(1, 3, 2, 2, requires_grad=True)
+    mean, std = torch.tensor([0.5, 0.4, 0.3]).view(1, 3, 1, 1), 0.2
+    xd = ((img - mean) / std).double()
+    score = model(xd)[0, 1]
+    score.backward()
+    found = why_no_grad(score, model=model, img=img, xd=xd)["xd"]
+    assert "None is right" not in found.fix and "not of a leaf" in found.why, found
+    assert found.fix.startswith("call .retain_grad() on it (or on the tensor it copies)"), found
+    xd = ((img - mean) / std).double()
+    xd.retain_grad()  # the fix printed
+    model(xd)[0, 1].backward()
+    wanted = model[1].weight[1].detach().view(1, 3, 2, 2)  # d score / d input of a linear layer
+    assert torch.allclose(xd.grad, wanted) and not torch.allclose(img.grad.double(), wanted)
+
+    base = torch.randn(3, requires_grad=True)
+    w = (base * 0.1 + 1).double()
+    loss = (w * torch.arange(3.0)).sum()
+    loss.backward()
+    found = why_no_grad(loss, base=base, w=w)["w"]
+    assert found.fix.startswith("call .retain_grad() on it"), found
+
+
+def test_after_autograd_grad_that_keeps_the_graph_the_outer_loss_is_named():
+    """Review 18, M4 (/work/tmp/rev18/p17 case b', p18): after ``torch.autograd.grad(...,
+    retain_graph=True)`` or ``create_graph=True`` the answer was "read before backward", fix
+    "call loss.backward() first" only: in a MAML inner step that writes the inner loss's
+    gradient. autograd.grad is named, with the outer loss; that fix trains three checked steps
+    against the meta-gradient written out by hand (a linear model's MSE gradient in closed form)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 8, 4), torch.randn(3, 8, 1)
+    xq, yq = torch.randn(3, 8, 4), torch.randn(3, 8, 1)
+    m = nn.Linear(4, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = m(x[0]).pow(2).mean()
+    torch.autograd.grad(loss, list(m.parameters()), retain_graph=True)
+    kept = why_no_grad(loss, model=m)["model.weight"]
+    assert "torch.autograd.grad with retain_graph=True or create_graph=True" in kept.why, kept
+    assert "after torch.autograd.grad: use what it returns" in kept.fix, kept
+    seen = []
+
+    def loss_of(i):
+        inner = (m(x[i]) - y[i]).pow(2).mean()
+        gw, gb = torch.autograd.grad(inner, [m.weight, m.bias], create_graph=True)
+        seen.append(why_no_grad(inner, model=m)["model.weight"])
+        fast = F.linear(xq[i], m.weight - 0.1 * gw, m.bias - 0.1 * gb)
+        return (fast - yq[i]).pow(2).mean()  # the outer loss: the fix calls backward() on it
+
+    def reference(i):
+        w, b = m.weight, m.bias
+        r = x[i] @ w.T + b - y[i]
+        gw, gb = 2 * r.T @ x[i] / len(r), 2 * r.sum(0) / len(r)
+        return (xq[i] @ (w - 0.1 * gw).T + (b - 0.1 * gb) - yq[i]).pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, m=m)
+    assert "MAML inner step" in seen[0].fix and "that outer loss, not this one" in seen[0].fix
+
+
+def test_a_gradient_seen_non_zero_and_zero_now_was_set_not_written():
+    """Review 18, M5 (/work/tmp/rev18/p24 case a): a call saw a non-zero .grad, then
+    ``zero_grad(set_to_none=False)`` ran; the next call said "written as zero" and sent the reader
+    to a mask, a clip or a hook. A backward adds to .grad: it was set. The fix printed (read
+    before zero_grad()) trains three checked steps with that zero_grad; a zero a call saw before
+    a retained backward stays "written" (the dead ReLU test above)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 6, 4)
+    m = nn.Linear(4, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = m(x[0]).pow(2).mean()
+    loss.backward(retain_graph=True)
+    assert not why_no_grad(loss, model=m, opt=opt)
+    opt.zero_grad(set_to_none=False)
+    found = why_no_grad(loss, model=m, opt=opt)["model.weight"]
+    assert found.rule == "zero: set to zero after an earlier call saw it non-zero", found
+    assert "a mask" not in found.fix and found.fix.startswith("read .grad before zero_grad()")
+    assert why_no_grad(loss, model=m, opt=opt)["model.weight"].rule == found.rule  # it stays
+    from outcome import checked
+
+    reads = []
+    reference = lambda i: (x[i] @ m.weight.T + m.bias).pow(2).mean()  # noqa: E731
+    with checked(opt, reference, m=m) as done:
+        for i in range(3):
+            opt.zero_grad(set_to_none=False)
+            step = m(x[i]).pow(2).mean()
+            step.backward(retain_graph=True)
+            reads.append(bool(why_no_grad(step, model=m, opt=opt)))  # read before zero_grad()
+            opt.step()
+    assert len(done) == 3 and reads == [False, False, False]
+
+
+def test_a_placeholder_lists_the_leaves_in_the_order_of_the_ops_inputs():
+    """Review 18, I2 (/work/tmp/rev18/p11): for ``W = A @ B`` (A (4, 2)) the placeholder read "mm
+    on a leaf of shape (2, 4), a leaf of shape (4, 2)": in that order mm makes a (2, 2) W. The
+    shapes printed, multiplied in their order, make W's shape."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 2, requires_grad=True), torch.randn(2, 3, requires_grad=True)
+    w = a @ b
+    loss = (torch.randn(8, 4) @ w).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, W=w)["W"].fix
+    shapes = re.search(
+        r"mm on a leaf of shape \((\d+), (\d+)\), a leaf of shape \((\d+), (\d+)\)", fix
+    )
+    assert shapes, fix
+    first, second = (int(n) for n in shapes.groups()[:2]), (int(n) for n in shapes.groups()[2:])
+    assert (torch.randn(*first) @ torch.randn(*second)).shape == w.shape, fix
+
+
+def test_factors_larger_than_the_weight_they_make_get_the_fixes_by_purpose():
+    """Review 18, I3 (/work/tmp/rev18/p23): ``W = A @ B`` with A (4, 16), B (16, 4) got "read the
+    gradient of the leaf it was made from" (two leaves, neither held), while smaller factors got
+    the fixes by what it is. It gets those now; two of them train three checked steps against
+    the loss written another way (x @ A first; einsum), and retain_grad() reads W's gradient."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 8, 4)
+    a, b = torch.randn(4, 16, requires_grad=True), torch.randn(16, 4, requires_grad=True)
+    w = a @ b
+    loss = (x[0] @ w).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, W=w)["W"].fix
+    assert "make the leaf itself, W = (<your expression for W: mm on a leaf of shape (4, 16)" in fix
+    assert "keep each in a name with requires_grad=True" in fix and ".retain_grad()" in fix, fix
+
+    opt = torch.optim.SGD([a, b], lr=0.01)  # leaves meant to train: W from them in every step
+    reference = lambda i: ((x[i] @ a) @ b).pow(2).mean()  # noqa: E731
+    _three_checked_steps(lambda i: (x[i] @ (a @ b)).pow(2).mean(), opt, reference, a=a, b=b)
+    weight = (torch.randn(4, 16) @ torch.randn(16, 4)).requires_grad_()  # a weight: the leaf itself
+    opt = torch.optim.SGD([weight], lr=0.01)
+    reference = lambda i: torch.einsum("bi,ij->bj", x[i], weight).pow(2).mean()  # noqa: E731
+    _three_checked_steps(lambda i: (x[i] @ weight).pow(2).mean(), opt, reference, w=weight)
+    w = a @ b
+    w.retain_grad()  # an activation
+    (x[0] @ w).pow(2).mean().backward()
+    assert torch.allclose(w.grad, 2 * x[0].T @ (x[0] @ w).detach() / w.new_tensor(32.0))
