@@ -1228,7 +1228,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             f"compute it with gradients enabled: {_INFERENCE_FIX}"
             if g.loss.is_inference()
             else "compute it with gradients enabled, with torch operations on the model's outputs; "
-            "an argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)",
+            "an argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)"
+            + _inner_no_grad(g),
         )
     if g.loss.grad_fn is None:
         return (
@@ -1388,6 +1389,62 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
         "forward does not reach it: find the path that skips it",
     )
+
+
+def _inner_no_grad(g: _Context) -> str:
+    """Gradients are on where it is called and a named tensor requires grad: the no_grad may be
+    inside a function the reader called, which an ``enable_grad()`` around the call cannot undo.
+    Names the methods of the modules named (``forward`` only, below them) that torch's
+    ``no_grad`` or ``inference_mode`` decorator wraps (read from the classes, not called)."""
+    if not torch.is_grad_enabled() or not any(t.requires_grad for _, t in g.tensors):
+        return ""
+    found = sorted(
+        f"{name}.{attr}".lstrip(".")
+        for name, module in g.modules
+        for attr in _no_grad_methods(type(module))
+        if "." not in name or attr in ("forward", "__call__")
+    )
+    here = (
+        ""
+        if not found
+        else f"; here: {', '.join(found[:4])}"
+        + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+    )
+    return (
+        "; if gradients were on where you called it, a no_grad inside a function it called (a "
+        "@torch.no_grad() decorator, as on diffusers pipelines' __call__ and transformers' "
+        f"generate(){here}; or a with block in the library) wins over your enable_grad(): call "
+        "the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) where the decorator "
+        "keeps it (__wrapped__), or the library's differentiable API, or recompute the "
+        "differentiable part yourself (one forward pass on what it returned)"
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _no_grad_methods(cls: type) -> tuple[str, ...]:
+    """Methods of ``cls`` (outside torch) that torch's no_grad or inference_mode decorator
+    wraps, under other decorators too (followed by ``__wrapped__``)."""
+    names = []
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch.") or klass is object:
+            continue
+        for attr, fn in vars(klass).items():
+            fn = getattr(fn, "__func__", fn)  # a staticmethod or classmethod
+            for _ in range(8):  # the decorators above it, each keeping __wrapped__
+                frees = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+                if "ctx_factory" in frees and attr not in names:
+                    try:
+                        made = fn.__closure__[frees.index("ctx_factory")].cell_contents
+                    except (ValueError, TypeError, IndexError):
+                        break
+                    made = getattr(made, "__self__", made)
+                    if isinstance(made, (torch.no_grad, torch.inference_mode)):
+                        names.append(attr)
+                    break
+                fn = getattr(fn, "__wrapped__", None)
+                if fn is None:
+                    break
+    return tuple(names)
 
 
 def _copied_into(t: torch.Tensor, g: _Context) -> tuple[str, int] | None:

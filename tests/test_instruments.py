@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import linecache
 import random
 import re
@@ -4316,3 +4317,50 @@ def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
     loss = h.pow(2).sum()
     loss.backward()
     assert why_no_grad(loss, h=h)["h"].fix.startswith("call .retain_grad() on it"), h
+
+
+# ---- held-out trial 7 (inst20) ----------------------------------------------------------------
+class _Sampler(nn.Module):
+    """A library-style module whose sampling method turns gradients off inside itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(3, 3)
+
+    @torch.no_grad()
+    def sample(self, x):
+        return torch.tanh(self.net(x))
+
+
+def test_a_no_grad_inside_a_called_function_wins_over_enable_grad():
+    """Trial 7 G1 (diffusers' pipeline ``__call__``) and G7 (transformers' ``generate``) in plain
+    torch: a method decorated ``@torch.no_grad()`` made the output, and ``enable_grad()`` around
+    the call leaves it without a graph. The report said only "compute it with gradients enabled",
+    which the reader does; now it says the decorator inside wins, names the decorated method, and
+    gives ``__wrapped__``, which trains three steps."""
+    torch.manual_seed(0)
+    model, x = _Sampler(), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.enable_grad():  # what the reader tries: it does not override the decorator
+        loss = model.sample(x[0]).pow(2).mean()
+    assert loss.grad_fn is None
+    found = why_no_grad(loss, model=model, opt=opt)["model.net.weight"]
+    assert found.rule == "not on the graph: the loss has no graph", found
+    assert "wins over your enable_grad()" in found.fix, found
+    assert "here: model.sample;" in found.fix, found
+    assert "inspect.unwrap(type(obj).method)(obj, ...)" in found.fix, found
+
+    def reference(i):  # the same formula, by hand from the weights
+        return torch.tanh(x[i] @ model.net.weight.T + model.net.bias).pow(2).mean()
+
+    undecorated = inspect.unwrap(type(model).sample)  # as the fix prints it
+    _three_checked_steps(
+        lambda i: undecorated(model, x[i]).pow(2).mean(), opt, reference, model=model
+    )
+    with torch.no_grad():  # the reader's own no_grad block: the same sentence stays a maybe
+        loss = model.net(x[0]).sum()
+    assert (
+        "if gradients were on where you called it" in why_no_grad(loss, m=model)["m.net.weight"].fix
+    )
+    frozen = nn.Linear(3, 3).requires_grad_(False)  # nothing requires grad: not said
+    assert "__wrapped__" not in why_no_grad(frozen(x[0]).sum(), m=frozen)["m.weight"].fix
