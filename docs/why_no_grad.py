@@ -498,6 +498,14 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "optimizer named holds: they never move (layers kept in a plain list or dict? use "
             "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
         )
+    evaluating = _in_eval(modules, tensors, findings)
+    if evaluating:
+        notes.append(
+            f"{evaluating} in eval mode (training=False): some modules take another path in eval "
+            "(a cache or a statistic used detached, an estimator skipped), so gradients above may "
+            "be missing or partial; if it should train, call .train() on it (or the library's "
+            "training-mode option); not checked as the cause"
+        )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the leaves named; its leaves: "
@@ -516,6 +524,26 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                 g.since.get(id(t), False),
             )
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
+
+
+def _in_eval(modules: list, tensors: list, findings: list) -> str:
+    """The topmost modules named that are in eval mode (``training`` False) and hold or contain a
+    parameter that requires grad, while some tensor named has no gradient or a zero one: their
+    names, with "is" or "are"; else ""."""
+    if all(f.rule == "has a gradient" for f in findings):
+        return ""
+    found = []
+    for name, module in modules:
+        if module.training or any(name.startswith(f"{top}.") or not top for top in found):
+            continue
+        if any(p.requires_grad for p in module.parameters()) or not list(module.parameters()):
+            found.append(name)
+    if not found:
+        return ""
+    shown = ", ".join(n or "the module" for n in found[:3]) + (
+        f" and {len(found) - 3} more" if len(found) > 3 else ""
+    )
+    return shown + (" is" if len(found) == 1 else " are")
 
 
 @dataclass
@@ -1370,7 +1398,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             f"called for this loss (a branch not taken, a layer defined but unused), or its output "
             f"is cut before the loss ({_CUTS})",
-            f"to see which, before the step: {_probe(owner)}; nothing printed: not called: None "
+            f"to see which, before the step: {_probe(owner, module)}; nothing printed: not called: None "
             "is right if it is not meant to train (skip parameters whose .grad is None where you "
             "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
@@ -1503,11 +1531,19 @@ def _where_cut(g: _Context) -> str:
     return ""
 
 
-def _probe(owner: str) -> str:
+def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
     """One line the reader pastes: a forward hook on the module that prints whether it ran, and
-    with gradients on (this module adds no hook itself: it changes nothing)."""
+    with gradients on (this module adds no hook itself: it changes nothing). A class that
+    overrides ``__call__`` (gpytorch's modules) may never run the hooks: then the line wraps the
+    instance's ``forward`` instead, which such a ``__call__`` still calls."""
     path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)  # encoder.convnet.0 -> encoder.convnet[0]
-    return f"{path}.register_forward_hook(lambda m, i, o: print('{path} ran, grad on:', torch.is_grad_enabled()))"
+    said = f"print('{path} ran, grad on:', torch.is_grad_enabled())"
+    if module is not None and type(module).__call__ is not torch.nn.Module.__call__:
+        return (
+            f"{path}.forward = (lambda f: lambda *a, **k: {said} or f(*a, **k))({path}.forward) "
+            f"({type(module).__name__} overrides __call__, so a forward hook may never fire)"
+        )
+    return f"{path}.register_forward_hook(lambda m, i, o: {said})"
 
 
 def _checkpointing(owner: str, modules: list) -> str | None:

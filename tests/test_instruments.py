@@ -4364,3 +4364,112 @@ def test_a_no_grad_inside_a_called_function_wins_over_enable_grad():
     )
     frozen = nn.Linear(3, 3).requires_grad_(False)  # nothing requires grad: not said
     assert "__wrapped__" not in why_no_grad(frozen(x[0]).sum(), m=frozen)["m.weight"].fix
+
+
+class _DirectCall(nn.Module):
+    """gpytorch-style: ``__call__`` runs ``forward`` itself, so no module hook ever fires."""
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+class _Scale(_DirectCall):
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return x * self.s
+
+
+class _CachedInEval(nn.Module):
+    """A model whose eval path uses its scaled features detached (a test-time cache)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale, self.lin = _Scale(), nn.Linear(3, 1)
+
+    def forward(self, x):
+        h = self.scale(x)
+        return self.lin(h if self.training else h.detach())
+
+
+def _paste(line, **names):
+    """Run a line the report tells the reader to paste, then one forward; what it printed."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(line, {"torch": torch, **names})  # noqa: S102 - the printed probe, as pasted
+        names["model"](torch.randn(2, 3))
+    return out.getvalue()
+
+
+def test_a_module_that_overrides_call_gets_a_probe_that_fires_and_eval_mode_is_named():
+    """Trial 7 G6 (gpytorch, which overrides ``Module.__call__``) in plain torch: the forward hook
+    the report gave never fired, so "nothing printed: not called" led to "None is right", and
+    the model's eval mode (which detached the path) was never named. Now the probe wraps
+    ``forward`` for such a class and prints "ran, grad on: True" (the cut-after-it branch), and a
+    note names the model in eval mode; ``.train()`` trains three steps."""
+    torch.manual_seed(0)
+    model, x = _CachedInEval().eval(), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=model, opt=opt)
+    found = report["model.scale.s"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    probe = found.fix.split("before the step: ")[1].split(" (_Scale overrides __call__")[0]
+    assert "register_forward_hook" not in probe, found
+    hook = "model.scale.register_forward_hook(lambda m, i, o: print('ran'))"
+    assert _paste(hook, model=model) == ""  # the old probe: silent though the module ran
+    model.scale._forward_hooks.clear()
+    assert _paste(probe, model=model) == "model.scale ran, grad on: True\n"
+    assert any(n.startswith("model is in eval mode (training=False)") for n in report.notes), report
+    del model.scale.forward  # the pasted probe's wrapper, removed
+    model.train()
+
+    def reference(i):
+        return (x[i] * model.scale.s @ model.lin.weight.T + model.lin.bias).pow(2).mean()
+
+    _three_checked_steps(lambda i: model(x[i]).pow(2).mean(), opt, reference, model=model)
+
+
+class _Quantizer(nn.Module):
+    """A VQ layer with a fixed codebook (a buffer, as EMA codebooks are) whose eval path returns
+    the codes alone: the straight-through path to the encoder exists only in training."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("codebook", torch.randn(5, 2))
+
+    def forward(self, z):
+        q = self.codebook[torch.cdist(z, self.codebook).argmin(-1)]
+        return z + (q - z).detach() if self.training else q
+
+
+def test_a_module_left_in_eval_mode_is_named():
+    """Trial 7 G8 (vector-quantize-pytorch in eval mode to freeze its codebook) in plain torch:
+    the encoder gets no gradient because the quantizer's eval path skips the straight-through
+    estimator; eval mode was never named. Now a note names it (not as the proven cause), and a
+    module in training mode gets no such note; ``.train()`` trains three steps."""
+    torch.manual_seed(0)
+    enc, vq, dec, x = nn.Linear(3, 2), _Quantizer().eval(), nn.Linear(2, 3), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD([*enc.parameters(), *dec.parameters()], lr=0.1)
+    loss = (dec(vq(enc(x[0]))) - x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, enc=enc, vq=vq, dec=dec, opt=opt)
+    assert report["enc.weight"].grad == "None", report
+    assert any(n.startswith("vq is in eval mode (training=False)") for n in report.notes), report
+    vq.train()
+    assert not any("eval mode" in n for n in why_no_grad(loss, enc=enc, vq=vq, opt=opt).notes)
+
+    def reference(i):  # the straight-through gradient by hand: dL/dz = dL/dq
+        z = x[i] @ enc.weight.T + enc.bias
+        q = vq.codebook[torch.cdist(z.detach(), vq.codebook).argmin(-1)]
+        return (dec(q + z - z.detach()) - x[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (dec(vq(enc(x[i]))) - x[i]).pow(2).mean(), opt, reference, enc=enc, dec=dec
+    )
