@@ -1406,14 +1406,19 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside, or inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
-            "its output is cut after it (or inside its forward): " + _CUT_FIX,
+            "its output is cut after it (or inside its forward): "
+            + _straight_through(g, t)
+            + _CUT_FIX,
         )
     return (
         "not on the graph",
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)",
-        "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right if your "
+        "find where its value enters the loss; "
+        + _straight_through(g, t)
+        + _CUT_FIX
+        + "; not used: None is right if your "
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
         "forward does not reach it: find the path that skips it",
     )
@@ -1473,6 +1478,29 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
                 if fn is None:
                     break
     return tuple(names)
+
+
+def _straight_through(g: _Context, t: torch.Tensor) -> str:
+    """Where the graph adds (or subtracts) a value without history to one with it, with ``t``'s
+    last size (a code's size, read from the node's private ``_input_metadata``; where torch has
+    none, any such add): the form of a straight-through estimator, ``x + (q - x).detach()``,
+    whose cut is deliberate, so removing it breaks the estimator. Both purposes are said; the
+    form alone cannot tell them apart."""
+    for fn in g.nodes:
+        if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+            inputs = [c for c, _ in fn.next_functions]
+            if len(inputs) != 2 or inputs.count(None) != 1:
+                continue
+            meta = getattr(fn, "_input_metadata", None)
+            shape = tuple(getattr(meta[0], "shape", ())) if meta else None
+            if shape is None or (shape and t.dim() and shape[-1] == t.shape[-1]):
+                return (
+                    "a straight-through estimator (x + (q - x).detach(), a quantizer) cuts on "
+                    "purpose: keep it, and train what makes q (a codebook) by a loss term on q "
+                    "itself, not on the straight-through output (VQ-VAE's codebook loss: (q - "
+                    "x.detach()).pow(2).mean()); a cut by accident: "
+                )
+    return ""
 
 
 def _copied_into(t: torch.Tensor, g: _Context) -> tuple[str, int] | None:

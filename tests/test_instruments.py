@@ -4473,3 +4473,55 @@ def test_a_module_left_in_eval_mode_is_named():
     _three_checked_steps(
         lambda i: (dec(vq(enc(x[i]))) - x[i]).pow(2).mean(), opt, reference, enc=enc, dec=dec
     )
+
+
+class _VQ(nn.Module):
+    """Encoder, a trained codebook behind a straight-through estimator, decoder; ``on_q`` puts the
+    codebook loss on the lookup (the fix) rather than on the straight-through output."""
+
+    def __init__(self, on_q):
+        super().__init__()
+        self.enc, self.codebook, self.dec = nn.Linear(3, 2), nn.Embedding(4, 2), nn.Linear(2, 3)
+        self.on_q = on_q
+
+    def forward(self, x):
+        z = self.enc(x)
+        q = self.codebook(torch.cdist(z, self.codebook.weight).argmin(-1))
+        st = z + (q - z).detach()
+        code = (q if self.on_q else st) - z.detach()
+        return (self.dec(st) - x).pow(2).mean() + code.pow(2).mean()
+
+
+def test_a_straight_through_cut_is_said_to_be_deliberate_or_not():
+    """Trial 7 G3 (Olaf-World's VQ: the codebook loss on the straight-through output) in plain
+    torch: the codebook got "remove the cut", which breaks the estimator. Now the fix says both
+    purposes: a straight-through cut is kept and the codebook gets a loss term on ``q`` itself;
+    that trains three steps, the straight-through gradient to the encoder unchanged."""
+    torch.manual_seed(0)
+    model, x = _VQ(on_q=False), torch.randn(3, 6, 3)
+    loss = model(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.codebook.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert (
+        "a straight-through estimator (x + (q - x).detach(), a quantizer) cuts on purpose: keep it"
+        in (found.fix)
+    )
+    assert (
+        "a loss term on q itself" in found.fix and "a cut by accident: remove the cut" in found.fix
+    )
+    plain = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))  # no add of a constant: not said
+    loss = (plain[1](plain[0](x[0]).detach()) + 1).sum()
+    loss.backward()
+    assert "straight-through" not in why_no_grad(loss, m=plain)["m.0.weight"].fix
+    model.on_q = True  # the fix
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):  # by hand: the encoder gets dL/dq (straight through), the codebook 2(q - z)/n
+        z = x[i] @ model.enc.weight.T + model.enc.bias
+        w = model.codebook.weight
+        q = w.index_select(0, torch.cdist(z.detach(), w.detach()).argmin(-1))
+        recon = (q.detach() + z - z.detach()) @ model.dec.weight.T + model.dec.bias
+        return F.mse_loss(recon, x[i]) + F.mse_loss(q, z.detach())
+
+    _three_checked_steps(lambda i: model(x[i]), opt, reference, model=model)
