@@ -956,6 +956,17 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:  # seen at run time
         if where := _per_call(g.held["module"].get(id(t), ""), g):
             return _recreated(where[0], _BY_OPT)
+    if (
+        g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]
+        and not isinstance(t, torch.nn.Parameter) and t.shape in _off_graph_shapes(g)
+    ):  # fmt: skip
+        return (
+            "not in the optimizer: a detached copy",
+            "it has a gradient, but no optimizer named holds it: a plain tensor (not an "
+            "nn.Parameter) of the shape of a parameter the optimizer holds that the loss does not "
+            "reach: weights made from those and detached (fast weights, a functional copy)",
+            _adapted_fix(g.label(t)),
+        )
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
         return (
             "not in the optimizer: a copy",
@@ -1333,6 +1344,16 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             + "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
         )  # fmt: skip
+    fast = [  # plain leaves of its shape that require grad and no optimizer holds
+        v for v, _ in g.leaves.values() if v.shape == t.shape and v.requires_grad
+        and not isinstance(v, torch.nn.Parameter) and id(v) not in g.held["opt"]
+    ]  # fmt: skip
+    if fast and id(t) in g.held["opt"]:
+        named = id(fast[0]) in g.names or id(fast[0]) in g.held["module"]
+        return _adapted(
+            g.label(fast[0]) if named else "a plain leaf of its shape",
+            owner.partition(".")[0] or "model",
+        )
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
     ]
@@ -1372,6 +1393,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     ]
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
         copied = _copied_into(t, g)
+        if copied and not isinstance(g.leaves[copied[1]][0], torch.nn.Parameter):
+            return _adapted(copied[0], owner.partition(".")[0])
         if copied and _tracks(g.leaves[copied[1]][0], t):
             other = copied[0].partition(".")[0]  # the object named: the whole network
             return (
@@ -1501,6 +1524,38 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
                     "x.detach()).pow(2).mean()); a cut by accident: "
                 )
     return ""
+
+
+def _adapted_fix(copy: str, trained: str = "model") -> str:
+    """The fix for weights made from the trained ones and detached, by what they are for."""
+    head = re.split(r"[.\[]", copy)[0]
+    fast = (
+        "fast_weights" if not head.isidentifier()
+        else f"{head}.parameters()" if copy[len(head):].startswith(".") else head
+    )  # fmt: skip
+    return (
+        "if an inner loop adapted them (an inner optimizer's steps), keep the adaptation: first "
+        "order, after backward() add their gradients to the trained parameters (for w, w_fast in "
+        f"zip({trained}.parameters(), {fast}): w.grad = w_fast.grad if w.grad is None else w.grad + "
+        "w_fast.grad); second order, keep the graph (higher: track_higher_grads=True); predicting with "
+        "the trained module instead drops the adaptation; if it is a target or EMA copy, predict "
+        "with the trained module and keep the copy out of the graph; do not give it to the "
+        "optimizer"
+    )
+
+
+def _adapted(copy: str, trained: str) -> tuple[str, str, str]:
+    """The loss reaches a plain tensor (not an ``nn.Parameter``) that requires grad, of a
+    trained parameter's shape: weights made from it and detached (fast weights of an inner loop,
+    ``higher`` with ``track_higher_grads=False``, first-order MAML; a functional copy)."""
+    return (
+        "not on the graph: the loss uses a detached copy",
+        f"{copy} (same shape, a plain tensor that requires grad, not an nn.Parameter) is on the "
+        "loss's graph instead: weights made from this one and detached (fast weights an inner "
+        "optimizer stepped: higher with track_higher_grads=False, first-order MAML; or a "
+        "functional copy); a copy has no history, so this one gets no gradient",
+        _adapted_fix(copy, trained),
+    )
 
 
 def _copied_into(t: torch.Tensor, g: _Context) -> tuple[str, int] | None:

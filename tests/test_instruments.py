@@ -4525,3 +4525,62 @@ def test_a_straight_through_cut_is_said_to_be_deliberate_or_not():
         return F.mse_loss(recon, x[i]) + F.mse_loss(q, z.detach())
 
     _three_checked_steps(lambda i: model(x[i]), opt, reference, model=model)
+
+
+def test_adapted_fast_weights_keep_their_adaptation():
+    """Trial 7 G4 (higher with ``track_higher_grads=False``: first-order MAML) in plain torch: the
+    query loss reaches fast weights made from the trained ones, detached and stepped by an inner
+    optimizer. They were read as a target/EMA copy ("predict with the trained module", which
+    silently drops the adaptation) or as weights to give the optimizer. Now the report names a
+    detached copy and says to add the fast weights' gradients to the trained ones (first order),
+    which trains three steps equal to first-order MAML written by hand."""
+    torch.manual_seed(0)
+    net, xs, xq = nn.Linear(3, 1), torch.randn(3, 5, 3), torch.randn(3, 5, 3)
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    names = [n for n, _ in net.named_parameters()]
+
+    def query_loss(i):  # the reader's inner loop: one SGD step on detached copies
+        fast = [p.detach().clone().requires_grad_() for p in net.parameters()]
+        inner = torch.func.functional_call(net, dict(zip(names, fast)), xs[i]).pow(2).mean()
+        steps = torch.autograd.grad(inner, fast)
+        fast = [(w - 0.5 * g).detach().requires_grad_() for w, g in zip(fast, steps)]
+        return torch.func.functional_call(net, dict(zip(names, fast)), (xq[i] - 1)).pow(
+            2
+        ).mean(), fast
+
+    loss, fast = query_loss(0)
+    loss.backward()
+    for named in (dict(net=net, opt=meta_opt, fast=fast), dict(net=net, opt=meta_opt)):
+        found = why_no_grad(loss, **named)["net.weight"]
+        assert found.rule == "not on the graph: the loss uses a detached copy", found
+        assert "keep the adaptation: first order, after backward() add their gradients" in found.fix
+        assert "zip(net.parameters()," in found.fix and "drops the adaptation" in found.fix, found
+    copy = why_no_grad(loss, net=net, opt=meta_opt, fast=fast)["fast[0]"]
+    assert copy.rule == "not in the optimizer: a detached copy", copy
+    assert "give it to the optimizer" not in copy.fix.replace("do not give it to the optimizer", "")
+
+    def first_order(
+        i,
+    ):  # by hand: the query gradient at the adapted weights, applied to the weights
+        w, b = net.weight, net.bias
+        with torch.no_grad():
+            r = xs[i] @ w.T + b
+            gw, gb = 2 * (r * xs[i]).mean(0, keepdim=True), 2 * r.mean(0)
+        shift = [-0.5 * gw, -0.5 * gb]
+        return ((xq[i] - 1) @ (w + shift[0]).T + (b + shift[1])).pow(2).mean()
+
+    def fomaml(i):
+        loss, fast = query_loss(i)
+        loss.backward()
+        for w, w_fast in zip(net.parameters(), fast):  # the printed fix
+            w.grad = w_fast.grad if w.grad is None else w.grad + w_fast.grad
+        return torch.zeros((), requires_grad=True)  # the gradients are already written
+
+    from outcome import checked
+
+    with checked(meta_opt, first_order, net=net) as done:
+        for i in range(3):
+            meta_opt.zero_grad()
+            fomaml(i)
+            meta_opt.step()
+    assert len(done) == 3
