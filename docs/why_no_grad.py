@@ -68,6 +68,18 @@ Where it stops:
   track it (within 10%: a target, EMA or teacher network), the fix is to predict with the trained
   module and keep the copy out of the graph, never to give the copy to the optimizer;
   ``functional_call`` only for a combination of several trained modules' weights.
+  A plain tensor (not an ``nn.Parameter``) that requires grad, of the shape of a parameter the
+  optimizer holds, on the graph instead of it, is a detached copy: fast weights an inner loop
+  stepped (first-order MAML, ``higher`` with ``track_higher_grads=False``) keep their adaptation
+  by adding their gradients to the trained parameters; predicting with the trained module drops it.
+* Library code it reads from the classes named, never calling it: a method under torch's
+  ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
+  no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
+  function without it), a class that overrides ``__call__`` (its forward hooks may never fire:
+  the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
+  modules take another path there; not proven the cause). An add of a value without history of
+  a code's size (``x + (q - x).detach()``) may be a straight-through estimator: the fix says
+  both purposes.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
@@ -1553,7 +1565,8 @@ def _adapted(copy: str, trained: str) -> tuple[str, str, str]:
         f"{copy} (same shape, a plain tensor that requires grad, not an nn.Parameter) is on the "
         "loss's graph instead: weights made from this one and detached (fast weights an inner "
         "optimizer stepped: higher with track_higher_grads=False, first-order MAML; or a "
-        "functional copy); a copy has no history, so this one gets no gradient",
+        "functional copy), or a leaf made apart from it (then use the parameter itself); a copy "
+        "has no history, so this one gets no gradient",
         _adapted_fix(copy, trained),
     )
 
