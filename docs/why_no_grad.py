@@ -102,8 +102,9 @@ Where it stops:
 * Private torch APIs it reads (each guarded; a report says when one is missing and what it does
   instead): ``SavedTensor.unpack_hook``/``.data``, ``Node._raw_saved_*``/``_saved_*``,
   ``torch.autograd.function.BackwardCFunction``, ``Tensor._backward_hooks``/``_post_accumulate_grad_hooks``,
-  ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``
-  and torch's backward frames (``torch.autograd.graph._engine_run_backward``).
+  ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``,
+  torch's backward frames (``torch.autograd.graph._engine_run_backward``) and
+  ``Node._input_metadata`` (an output's shape).
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ _GAPS = [
          hasattr(torch.nn.modules.module, "_global_backward_hooks")),
         ("torch.autograd.graph._engine_run_backward", "a read from inside a hook is not told apart",
          hasattr(torch.autograd.graph, "_engine_run_backward")),
+        ("Node._input_metadata", "a straight-through form is said for any add of a value without "
+         "history, whatever its size", hasattr(_PROBE, "_input_metadata")),
     )
     if not present
 ]  # fmt: skip
