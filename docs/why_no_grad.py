@@ -68,6 +68,18 @@ Where it stops:
   track it (within 10%: a target, EMA or teacher network), the fix is to predict with the trained
   module and keep the copy out of the graph, never to give the copy to the optimizer;
   ``functional_call`` only for a combination of several trained modules' weights.
+  A plain tensor (not an ``nn.Parameter``) that requires grad, of the shape of a parameter the
+  optimizer holds, on the graph instead of it, is a detached copy: fast weights an inner loop
+  stepped (first-order MAML, ``higher`` with ``track_higher_grads=False``) keep their adaptation
+  by adding their gradients to the trained parameters; predicting with the trained module drops it.
+* Library code it reads from the classes named, never calling it: a method under torch's
+  ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
+  no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
+  function without it), a class that overrides ``__call__`` (its forward hooks may never fire:
+  the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
+  modules take another path there; not proven the cause). An add of a value without history of
+  a code's size (``x + (q - x).detach()``) may be a straight-through estimator: the fix says
+  both purposes.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
@@ -91,8 +103,9 @@ Where it stops:
 * Private torch APIs it reads (each guarded; a report says when one is missing and what it does
   instead): ``SavedTensor.unpack_hook``/``.data``, ``Node._raw_saved_*``/``_saved_*``,
   ``torch.autograd.function.BackwardCFunction``, ``Tensor._backward_hooks``/``_post_accumulate_grad_hooks``,
-  ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``
-  and torch's backward frames (``torch.autograd.graph._engine_run_backward``).
+  ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``,
+  torch's backward frames (``torch.autograd.graph._engine_run_backward``) and
+  ``Node._input_metadata`` (an output's shape).
 """
 
 from __future__ import annotations
@@ -139,6 +152,8 @@ _GAPS = [
          hasattr(torch.nn.modules.module, "_global_backward_hooks")),
         ("torch.autograd.graph._engine_run_backward", "a read from inside a hook is not told apart",
          hasattr(torch.autograd.graph, "_engine_run_backward")),
+        ("Node._input_metadata", "a straight-through form is said for any add of a value without "
+         "history, whatever its size", hasattr(_PROBE, "_input_metadata")),
     )
     if not present
 ]  # fmt: skip
@@ -504,6 +519,14 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "optimizer named holds: they never move (layers kept in a plain list or dict? use "
             "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
         )
+    evaluating = _in_eval(modules, tensors, findings)
+    if evaluating:
+        notes.append(
+            f"{evaluating} in eval mode (training=False): some modules take another path in eval "
+            "(a cache or a statistic used detached, an estimator skipped), so gradients above may "
+            "be missing or partial; if it should train, call .train() on it (or the library's "
+            "training-mode option); not checked as the cause"
+        )
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the leaves named; its leaves: "
@@ -524,6 +547,26 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                 else "nonzero" if t.grad is not None and t.grad.any() else None,
             )  # fmt: skip
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
+
+
+def _in_eval(modules: list, tensors: list, findings: list) -> str:
+    """The topmost modules named that are in eval mode (``training`` False) and hold or contain a
+    parameter that requires grad, while some tensor named has no gradient or a zero one: their
+    names, with "is" or "are"; else ""."""
+    if all(f.rule == "has a gradient" for f in findings):
+        return ""
+    found = []
+    for name, module in modules:
+        if module.training or any(name.startswith(f"{top}.") or not top for top in found):
+            continue
+        if any(p.requires_grad for p in module.parameters()) or not list(module.parameters()):
+            found.append(name)
+    if not found:
+        return ""
+    shown = ", ".join(n or "the module" for n in found[:3]) + (
+        f" and {len(found) - 3} more" if len(found) > 3 else ""
+    )
+    return shown + (" is" if len(found) == 1 else " are")
 
 
 @dataclass
@@ -948,6 +991,17 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:  # seen at run time
         if where := _per_call(g.held["module"].get(id(t), ""), g):
             return _recreated(where[0], _BY_OPT)
+    if (
+        g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]
+        and not isinstance(t, torch.nn.Parameter) and t.shape in _off_graph_shapes(g)
+    ):  # fmt: skip
+        return (
+            "not in the optimizer: a detached copy",
+            "it has a gradient, but no optimizer named holds it: a plain tensor (not an "
+            "nn.Parameter) of the shape of a parameter the optimizer holds that the loss does not "
+            "reach: weights made from those and detached (fast weights, a functional copy)",
+            _adapted_fix(g.label(t)),
+        )
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
         return (
             "not in the optimizer: a copy",
@@ -1248,7 +1302,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             f"compute it with gradients enabled: {_INFERENCE_FIX}"
             if g.loss.is_inference()
             else "compute it with gradients enabled, with torch operations on the model's outputs; "
-            "an argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)",
+            "an argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)"
+            + _inner_no_grad(g),
         )
     if g.loss.grad_fn is None:
         return (
@@ -1324,6 +1379,16 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             + "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
         )  # fmt: skip
+    fast = [  # plain leaves of its shape that require grad and no optimizer holds
+        v for v, _ in g.leaves.values() if v.shape == t.shape and v.requires_grad
+        and not isinstance(v, torch.nn.Parameter) and id(v) not in g.held["opt"]
+    ]  # fmt: skip
+    if fast and id(t) in g.held["opt"]:
+        named = id(fast[0]) in g.names or id(fast[0]) in g.held["module"]
+        return _adapted(
+            g.label(fast[0]) if named else "a plain leaf of its shape",
+            owner.partition(".")[0] or "model",
+        )
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
     ]
@@ -1363,6 +1428,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     ]
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
         copied = _copied_into(t, g)
+        if copied and not isinstance(g.leaves[copied[1]][0], torch.nn.Parameter):
+            return _adapted(copied[0], owner.partition(".")[0])
         if copied and _tracks(g.leaves[copied[1]][0], t):
             other = copied[0].partition(".")[0]  # the object named: the whole network
             return (
@@ -1389,7 +1456,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             f"called for this loss (a branch not taken, a layer defined but unused), or its output "
             f"is cut before the loss ({_CUTS})",
-            f"to see which, before the step: {_probe(owner)}; nothing printed: not called: None "
+            f"to see which, before the step: {_probe(owner, module)}; nothing printed: not called: None "
             "is right if it is not meant to train (skip parameters whose .grad is None where you "
             "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
@@ -1397,16 +1464,133 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside, or inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
-            "its output is cut after it (or inside its forward): " + _CUT_FIX,
+            "its output is cut after it (or inside its forward): "
+            + _straight_through(g, t)
+            + _CUT_FIX,
         )
     return (
         "not on the graph",
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)",
-        "find where its value enters the loss; " + _CUT_FIX + "; not used: None is right if your "
+        "find where its value enters the loss; "
+        + _straight_through(g, t)
+        + _CUT_FIX
+        + "; not used: None is right if your "
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
         "forward does not reach it: find the path that skips it",
+    )
+
+
+def _inner_no_grad(g: _Context) -> str:
+    """Gradients are on where it is called and a named tensor requires grad: the no_grad may be
+    inside a function the reader called, which an ``enable_grad()`` around the call cannot undo.
+    Names the methods of the modules named (``forward`` only, below them) that torch's
+    ``no_grad`` or ``inference_mode`` decorator wraps (read from the classes, not called)."""
+    if not torch.is_grad_enabled() or not any(t.requires_grad for _, t in g.tensors):
+        return ""
+    found = sorted(
+        f"{name}.{attr}".lstrip(".")
+        for name, module in g.modules
+        for attr in _no_grad_methods(type(module))
+        if "." not in name or attr in ("forward", "__call__")
+    )
+    here = (
+        ""
+        if not found
+        else f"; here: {', '.join(found[:4])}"
+        + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+    )
+    return (
+        "; if gradients were on where you called it, a no_grad inside a function it called (a "
+        "@torch.no_grad() decorator, as on diffusers pipelines' __call__ and transformers' "
+        f"generate(){here}; or a with block in the library) wins over your enable_grad(): call "
+        "the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) where the decorator "
+        "keeps it (__wrapped__), or the library's differentiable API, or recompute the "
+        "differentiable part yourself (one forward pass on what it returned)"
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _no_grad_methods(cls: type) -> tuple[str, ...]:
+    """Methods of ``cls`` (outside torch) that torch's no_grad or inference_mode decorator
+    wraps, under other decorators too (followed by ``__wrapped__``)."""
+    names = []
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch.") or klass is object:
+            continue
+        for attr, fn in vars(klass).items():
+            fn = getattr(fn, "__func__", fn)  # a staticmethod or classmethod
+            for _ in range(8):  # the decorators above it, each keeping __wrapped__
+                frees = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+                if "ctx_factory" in frees and attr not in names:
+                    try:
+                        made = fn.__closure__[frees.index("ctx_factory")].cell_contents
+                    except (ValueError, TypeError, IndexError):
+                        break
+                    made = getattr(made, "__self__", made)
+                    if isinstance(made, (torch.no_grad, torch.inference_mode)):
+                        names.append(attr)
+                    break
+                fn = getattr(fn, "__wrapped__", None)
+                if fn is None:
+                    break
+    return tuple(names)
+
+
+def _straight_through(g: _Context, t: torch.Tensor) -> str:
+    """Where the graph adds (or subtracts) a value without history to one with it, with ``t``'s
+    last size (a code's size, read from the node's private ``_input_metadata``; where torch has
+    none, any such add): the form of a straight-through estimator, ``x + (q - x).detach()``,
+    whose cut is deliberate, so removing it breaks the estimator. Both purposes are said; the
+    form alone cannot tell them apart."""
+    for fn in g.nodes:
+        if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+            inputs = [c for c, _ in fn.next_functions]
+            if len(inputs) != 2 or inputs.count(None) != 1:
+                continue
+            meta = getattr(fn, "_input_metadata", None)
+            shape = tuple(getattr(meta[0], "shape", ())) if meta else None
+            if shape is None or (shape and t.dim() and shape[-1] == t.shape[-1]):
+                return (
+                    "a straight-through estimator (x + (q - x).detach(), a quantizer) cuts on "
+                    "purpose: keep it, and train what makes q (a codebook) by a loss term on q "
+                    "itself, not on the straight-through output (VQ-VAE's codebook loss: (q - "
+                    "x.detach()).pow(2).mean()); a cut by accident: "
+                )
+    return ""
+
+
+def _adapted_fix(copy: str, trained: str = "model") -> str:
+    """The fix for weights made from the trained ones and detached, by what they are for."""
+    head = re.split(r"[.\[]", copy)[0]
+    fast = (
+        "fast_weights" if not head.isidentifier()
+        else f"{head}.parameters()" if copy[len(head):].startswith(".") else head
+    )  # fmt: skip
+    return (
+        "if an inner loop adapted them (an inner optimizer's steps), keep the adaptation: first "
+        "order, after backward() add their gradients to the trained parameters (for w, w_fast in "
+        f"zip({trained}.parameters(), {fast}): w.grad = w_fast.grad if w.grad is None else w.grad + "
+        "w_fast.grad); second order, keep the graph (higher: track_higher_grads=True); predicting with "
+        "the trained module instead drops the adaptation; if it is a target or EMA copy, predict "
+        "with the trained module and keep the copy out of the graph; do not give it to the "
+        "optimizer"
+    )
+
+
+def _adapted(copy: str, trained: str) -> tuple[str, str, str]:
+    """The loss reaches a plain tensor (not an ``nn.Parameter``) that requires grad, of a
+    trained parameter's shape: weights made from it and detached (fast weights of an inner loop,
+    ``higher`` with ``track_higher_grads=False``, first-order MAML; a functional copy)."""
+    return (
+        "not on the graph: the loss uses a detached copy",
+        f"{copy} (same shape, a plain tensor that requires grad, not an nn.Parameter) is on the "
+        "loss's graph instead: weights made from this one and detached (fast weights an inner "
+        "optimizer stepped: higher with track_higher_grads=False, first-order MAML; or a "
+        "functional copy), or a leaf made apart from it (then use the parameter itself); a copy "
+        "has no history, so this one gets no gradient",
+        _adapted_fix(copy, trained),
     )
 
 
@@ -1466,11 +1650,19 @@ def _where_cut(g: _Context) -> str:
     return ""
 
 
-def _probe(owner: str) -> str:
+def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
     """One line the reader pastes: a forward hook on the module that prints whether it ran, and
-    with gradients on (this module adds no hook itself: it changes nothing)."""
+    with gradients on (this module adds no hook itself: it changes nothing). A class that
+    overrides ``__call__`` (gpytorch's modules) may never run the hooks: then the line wraps the
+    instance's ``forward`` instead, which such a ``__call__`` still calls."""
     path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)  # encoder.convnet.0 -> encoder.convnet[0]
-    return f"{path}.register_forward_hook(lambda m, i, o: print('{path} ran, grad on:', torch.is_grad_enabled()))"
+    said = f"print('{path} ran, grad on:', torch.is_grad_enabled())"
+    if module is not None and type(module).__call__ is not torch.nn.Module.__call__:
+        return (
+            f"{path}.forward = (lambda f: lambda *a, **k: {said} or f(*a, **k))({path}.forward) "
+            f"({type(module).__name__} overrides __call__, so a forward hook may never fire)"
+        )
+    return f"{path}.register_forward_hook(lambda m, i, o: {said})"
 
 
 def _checkpointing(owner: str, modules: list) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import linecache
 import random
 import re
@@ -4462,3 +4463,270 @@ def test_factors_larger_than_the_weight_they_make_get_the_fixes_by_purpose():
     w.retain_grad()  # an activation
     (x[0] @ w).pow(2).mean().backward()
     assert torch.allclose(w.grad, 2 * x[0].T @ (x[0] @ w).detach() / w.new_tensor(32.0))
+
+
+# ---- held-out trial 7 (inst20) ----------------------------------------------------------------
+class _Sampler(nn.Module):
+    """A library-style module whose sampling method turns gradients off inside itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(3, 3)
+
+    @torch.no_grad()
+    def sample(self, x):
+        return torch.tanh(self.net(x))
+
+
+def test_a_no_grad_inside_a_called_function_wins_over_enable_grad():
+    """Trial 7 G1 (diffusers' pipeline ``__call__``) and G7 (transformers' ``generate``) in plain
+    torch: a method decorated ``@torch.no_grad()`` made the output, and ``enable_grad()`` around
+    the call leaves it without a graph. The report said only "compute it with gradients enabled",
+    which the reader does; now it says the decorator inside wins, names the decorated method, and
+    gives ``__wrapped__``, which trains three steps."""
+    torch.manual_seed(0)
+    model, x = _Sampler(), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.enable_grad():  # what the reader tries: it does not override the decorator
+        loss = model.sample(x[0]).pow(2).mean()
+    assert loss.grad_fn is None
+    found = why_no_grad(loss, model=model, opt=opt)["model.net.weight"]
+    assert found.rule == "not on the graph: the loss has no graph", found
+    assert "wins over your enable_grad()" in found.fix, found
+    assert "here: model.sample;" in found.fix, found
+    assert "inspect.unwrap(type(obj).method)(obj, ...)" in found.fix, found
+
+    def reference(i):  # the same formula, by hand from the weights
+        return torch.tanh(x[i] @ model.net.weight.T + model.net.bias).pow(2).mean()
+
+    undecorated = inspect.unwrap(type(model).sample)  # as the fix prints it
+    _three_checked_steps(
+        lambda i: undecorated(model, x[i]).pow(2).mean(), opt, reference, model=model
+    )
+    with torch.no_grad():  # the reader's own no_grad block: the same sentence stays a maybe
+        loss = model.net(x[0]).sum()
+    assert (
+        "if gradients were on where you called it" in why_no_grad(loss, m=model)["m.net.weight"].fix
+    )
+    frozen = nn.Linear(3, 3).requires_grad_(False)  # nothing requires grad: not said
+    assert "__wrapped__" not in why_no_grad(frozen(x[0]).sum(), m=frozen)["m.weight"].fix
+
+
+class _DirectCall(nn.Module):
+    """gpytorch-style: ``__call__`` runs ``forward`` itself, so no module hook ever fires."""
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+class _Scale(_DirectCall):
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return x * self.s
+
+
+class _CachedInEval(nn.Module):
+    """A model whose eval path uses its scaled features detached (a test-time cache)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale, self.lin = _Scale(), nn.Linear(3, 1)
+
+    def forward(self, x):
+        h = self.scale(x)
+        return self.lin(h if self.training else h.detach())
+
+
+def _paste(line, **names):
+    """Run a line the report tells the reader to paste, then one forward; what it printed."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(line, {"torch": torch, **names})  # noqa: S102 - the printed probe, as pasted
+        names["model"](torch.randn(2, 3))
+    return out.getvalue()
+
+
+def test_a_module_that_overrides_call_gets_a_probe_that_fires_and_eval_mode_is_named():
+    """Trial 7 G6 (gpytorch, which overrides ``Module.__call__``) in plain torch: the forward hook
+    the report gave never fired, so "nothing printed: not called" led to "None is right", and
+    the model's eval mode (which detached the path) was never named. Now the probe wraps
+    ``forward`` for such a class and prints "ran, grad on: True" (the cut-after-it branch), and a
+    note names the model in eval mode; ``.train()`` trains three steps."""
+    torch.manual_seed(0)
+    model, x = _CachedInEval().eval(), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=model, opt=opt)
+    found = report["model.scale.s"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    probe = found.fix.split("before the step: ")[1].split(" (_Scale overrides __call__")[0]
+    assert "register_forward_hook" not in probe, found
+    hook = "model.scale.register_forward_hook(lambda m, i, o: print('ran'))"
+    assert _paste(hook, model=model) == ""  # the old probe: silent though the module ran
+    model.scale._forward_hooks.clear()
+    assert _paste(probe, model=model) == "model.scale ran, grad on: True\n"
+    assert any(n.startswith("model is in eval mode (training=False)") for n in report.notes), report
+    del model.scale.forward  # the pasted probe's wrapper, removed
+    model.train()
+
+    def reference(i):
+        return (x[i] * model.scale.s @ model.lin.weight.T + model.lin.bias).pow(2).mean()
+
+    _three_checked_steps(lambda i: model(x[i]).pow(2).mean(), opt, reference, model=model)
+
+
+class _Quantizer(nn.Module):
+    """A VQ layer with a fixed codebook (a buffer, as EMA codebooks are) whose eval path returns
+    the codes alone: the straight-through path to the encoder exists only in training."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("codebook", torch.randn(5, 2))
+
+    def forward(self, z):
+        q = self.codebook[torch.cdist(z, self.codebook).argmin(-1)]
+        return z + (q - z).detach() if self.training else q
+
+
+def test_a_module_left_in_eval_mode_is_named():
+    """Trial 7 G8 (vector-quantize-pytorch in eval mode to freeze its codebook) in plain torch:
+    the encoder gets no gradient because the quantizer's eval path skips the straight-through
+    estimator; eval mode was never named. Now a note names it (not as the proven cause), and a
+    module in training mode gets no such note; ``.train()`` trains three steps."""
+    torch.manual_seed(0)
+    enc, vq, dec, x = nn.Linear(3, 2), _Quantizer().eval(), nn.Linear(2, 3), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD([*enc.parameters(), *dec.parameters()], lr=0.1)
+    loss = (dec(vq(enc(x[0]))) - x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, enc=enc, vq=vq, dec=dec, opt=opt)
+    assert report["enc.weight"].grad == "None", report
+    assert any(n.startswith("vq is in eval mode (training=False)") for n in report.notes), report
+    vq.train()
+    assert not any("eval mode" in n for n in why_no_grad(loss, enc=enc, vq=vq, opt=opt).notes)
+
+    def reference(i):  # the straight-through gradient by hand: dL/dz = dL/dq
+        z = x[i] @ enc.weight.T + enc.bias
+        q = vq.codebook[torch.cdist(z.detach(), vq.codebook).argmin(-1)]
+        return (dec(q + z - z.detach()) - x[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (dec(vq(enc(x[i]))) - x[i]).pow(2).mean(), opt, reference, enc=enc, dec=dec
+    )
+
+
+class _VQ(nn.Module):
+    """Encoder, a trained codebook behind a straight-through estimator, decoder; ``on_q`` puts the
+    codebook loss on the lookup (the fix) rather than on the straight-through output."""
+
+    def __init__(self, on_q):
+        super().__init__()
+        self.enc, self.codebook, self.dec = nn.Linear(3, 2), nn.Embedding(4, 2), nn.Linear(2, 3)
+        self.on_q = on_q
+
+    def forward(self, x):
+        z = self.enc(x)
+        q = self.codebook(torch.cdist(z, self.codebook.weight).argmin(-1))
+        st = z + (q - z).detach()
+        code = (q if self.on_q else st) - z.detach()
+        return (self.dec(st) - x).pow(2).mean() + code.pow(2).mean()
+
+
+def test_a_straight_through_cut_is_said_to_be_deliberate_or_not():
+    """Trial 7 G3 (Olaf-World's VQ: the codebook loss on the straight-through output) in plain
+    torch: the codebook got "remove the cut", which breaks the estimator. Now the fix says both
+    purposes: a straight-through cut is kept and the codebook gets a loss term on ``q`` itself;
+    that trains three steps, the straight-through gradient to the encoder unchanged."""
+    torch.manual_seed(0)
+    model, x = _VQ(on_q=False), torch.randn(3, 6, 3)
+    loss = model(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.codebook.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert (
+        "a straight-through estimator (x + (q - x).detach(), a quantizer) cuts on purpose: keep it"
+        in (found.fix)
+    )
+    assert (
+        "a loss term on q itself" in found.fix and "a cut by accident: remove the cut" in found.fix
+    )
+    plain = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))  # no add of a constant: not said
+    loss = (plain[1](plain[0](x[0]).detach()) + 1).sum()
+    loss.backward()
+    assert "straight-through" not in why_no_grad(loss, m=plain)["m.0.weight"].fix
+    model.on_q = True  # the fix
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):  # by hand: the encoder gets dL/dq (straight through), the codebook 2(q - z)/n
+        z = x[i] @ model.enc.weight.T + model.enc.bias
+        w = model.codebook.weight
+        q = w.index_select(0, torch.cdist(z.detach(), w.detach()).argmin(-1))
+        recon = (q.detach() + z - z.detach()) @ model.dec.weight.T + model.dec.bias
+        return F.mse_loss(recon, x[i]) + F.mse_loss(q, z.detach())
+
+    _three_checked_steps(lambda i: model(x[i]), opt, reference, model=model)
+
+
+def test_adapted_fast_weights_keep_their_adaptation():
+    """Trial 7 G4 (higher with ``track_higher_grads=False``: first-order MAML) in plain torch: the
+    query loss reaches fast weights made from the trained ones, detached and stepped by an inner
+    optimizer. They were read as a target/EMA copy ("predict with the trained module", which
+    silently drops the adaptation) or as weights to give the optimizer. Now the report names a
+    detached copy and says to add the fast weights' gradients to the trained ones (first order),
+    which trains three steps equal to first-order MAML written by hand."""
+    torch.manual_seed(0)
+    net, xs, xq = nn.Linear(3, 1), torch.randn(3, 5, 3), torch.randn(3, 5, 3)
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    names = [n for n, _ in net.named_parameters()]
+
+    def query_loss(i):  # the reader's inner loop: one SGD step on detached copies
+        fast = [p.detach().clone().requires_grad_() for p in net.parameters()]
+        inner = torch.func.functional_call(net, dict(zip(names, fast)), xs[i]).pow(2).mean()
+        steps = torch.autograd.grad(inner, fast)
+        fast = [(w - 0.5 * g).detach().requires_grad_() for w, g in zip(fast, steps)]
+        return torch.func.functional_call(net, dict(zip(names, fast)), (xq[i] - 1)).pow(
+            2
+        ).mean(), fast
+
+    loss, fast = query_loss(0)
+    loss.backward()
+    for named in (dict(net=net, opt=meta_opt, fast=fast), dict(net=net, opt=meta_opt)):
+        found = why_no_grad(loss, **named)["net.weight"]
+        assert found.rule == "not on the graph: the loss uses a detached copy", found
+        assert "keep the adaptation: first order, after backward() add their gradients" in found.fix
+        assert "zip(net.parameters()," in found.fix and "drops the adaptation" in found.fix, found
+    copy = why_no_grad(loss, net=net, opt=meta_opt, fast=fast)["fast[0]"]
+    assert copy.rule == "not in the optimizer: a detached copy", copy
+    assert "give it to the optimizer" not in copy.fix.replace("do not give it to the optimizer", "")
+
+    def first_order(
+        i,
+    ):  # by hand: the query gradient at the adapted weights, applied to the weights
+        w, b = net.weight, net.bias
+        with torch.no_grad():
+            r = xs[i] @ w.T + b
+            gw, gb = 2 * (r * xs[i]).mean(0, keepdim=True), 2 * r.mean(0)
+        shift = [-0.5 * gw, -0.5 * gb]
+        return ((xq[i] - 1) @ (w + shift[0]).T + (b + shift[1])).pow(2).mean()
+
+    def fomaml(i):
+        loss, fast = query_loss(i)
+        loss.backward()
+        for w, w_fast in zip(net.parameters(), fast):  # the printed fix
+            w.grad = w_fast.grad if w.grad is None else w.grad + w_fast.grad
+        return torch.zeros((), requires_grad=True)  # the gradients are already written
+
+    from outcome import checked
+
+    with checked(meta_opt, first_order, net=net) as done:
+        for i in range(3):
+            meta_opt.zero_grad()
+            fomaml(i)
+            meta_opt.step()
+    assert len(done) == 3
