@@ -777,11 +777,12 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                     f"leaves meant to train ({name} = a * b, a @ b): keep "
                     "each in a name with requires_grad=True, give them to the optimizer and "
                     f"compute {name} from them in every step; an activation of what you did not "
-                    "name: call .retain_grad() on it before backward(), or read the .grad of "
-                    f"{source}"
+                    "name: call .retain_grad() on it before backward() (the .grad of "
+                    f"{source} is the gradient with respect to them, not to it)"
                     if many
                     else "an activation of an input you did not name (a normalised image): call "
-                    ".retain_grad() on it before backward(), or read the input's .grad"
+                    ".retain_grad() on it before backward() (the input's .grad is the gradient with "
+                    "respect to the input, not to it)"
                 ),
             )
         return (
@@ -791,8 +792,8 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 where, " (math on a Parameter returns a plain tensor: compute the value first)"
             )
             if where
-            else "call .retain_grad() on it before backward(), or read the "
-            "gradient of the leaf it was made from",
+            else "call .retain_grad() on it before backward() (the .grad of the leaf it was "
+            "made from is the gradient with respect to that leaf, not to it)",
         )
     if not t.requires_grad:
         twin = _twin(t, g)

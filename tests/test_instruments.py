@@ -4124,7 +4124,7 @@ def test_a_free_non_leaf_weight_is_told_to_become_the_leaf():
     loss.backward()
     fix = why_no_grad(loss, x=x_norm)["x"].fix
     assert "an activation of an input you did not name" in fix, fix
-    assert "call .retain_grad() on it before backward(), or read the input's .grad" in fix, fix
+    assert "call .retain_grad() on it before backward() (the input's .grad is the gradient" in fix
 
     model, inp = nn.Linear(2, 2), torch.randn(4, 2, requires_grad=True)
     h, s = model(x[0]), inp.sum(1)  # activations: of a parameter, of an input
@@ -4316,7 +4316,10 @@ def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
     h = x[0] @ w
     loss = h.pow(2).sum()
     loss.backward()
-    assert why_no_grad(loss, h=h)["h"].fix.startswith("call .retain_grad() on it"), h
+    fix = why_no_grad(loss, h=h)["h"].fix
+    assert fix.startswith("call .retain_grad() on it"), fix
+    # a leaf's .grad is another quantity: it is never offered as the non-leaf's gradient
+    assert "or read the" not in fix and "not to it" in fix, fix
 
 
 # ---- review 18 (inst18) ----------------------------------------------------------------------
