@@ -26,10 +26,13 @@ and reports:
   cache's every layer) is stored samples, not state, and so are rows written in place into a
   ring buffer (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows.
   Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
-  line order, or one tensor kept from an earlier step whose weights this step's own terms train
-  too) get **samples**: the fix by what they are for (constants stored detached, or a buffer
-  detached at each step's start; terms the loss trains through computed anew from stored
-  inputs); else detach. A value kept, not rebuilt, whose graph only holds memory is no error:
+  line order) get **samples**: the fix by what they are for (constants stored detached, or a
+  buffer detached at each step's start; terms the loss trains through computed anew from stored
+  inputs); else detach. One tensor kept from earlier weights that this step's own terms train
+  too (made before the loop, a closure cell, a default argument) is **recompute**, with the
+  question only you can answer: to follow the weights, compute it inside the step; a record the
+  loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
+  loss does not use (any shape), or an item appended to a list, only holds memory: no error,
   listed apart, and ``bool(report)`` leaves it out.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. It cannot know what you mean the value to be: it
@@ -1528,7 +1531,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
                     cache = _CACHE.format(detach=detach, added="written")
                     fix = _BY_PURPOSE.format(cache="" if frozen else cache)
-            elif root is not None and not enters and tensor.dim() == 0:
+            elif (
+                root is not None
+                and not enters
+                and (
+                    tensor.dim() == 0
+                    or count == 1
+                    and old(fn)
+                    and not (group in this_step and group != here or _bounded(container))
+                )
+            ):  # a number, or one tensor kept (prev = out), that this loss does not use
                 held_then = record.get(place(here))
                 kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
                 grows = not kept and (
@@ -1538,22 +1550,37 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 if held_then is not None and not grows and not kept:
                     overwritten.append(shown)
                     continue
-                kind, verdict = "a number kept across steps that this loss does not use", "detach"
+                appended = _grows(container)  # losses.append(loss)
+                kind = (
+                    "a number kept across steps that this loss does not use"
+                    if tensor.dim() == 0
+                    else "a tensor kept from an earlier step that this loss does not use"
+                )
+                verdict = "detach"
                 reason = (
                     "a running total or a log adds to itself: it keeps every earlier step's graph "
                     "alive (memory grows)"
                     if grows
+                    else "kept in a list that grows by append: no error; each item's graph, freed "
+                    "by backward(), only holds memory"
+                    if appended
                     else "kept, not rebuilt: no error; its graph, freed by backward(), only holds memory"
-                    if kept and old(fn)
+                    if old(fn) and (kept or tensor.dim())
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
-                memory_only = kept and old(fn) and not grows  # bool(report) leaves it out
+                # no error (bool(report) leaves it out); a number first seen may be a total
+                memory_only = old(fn) and not grows and (kept or appended or tensor.dim() > 0)
                 fix = (
                     "add loss.item() (a float) to it, or loss.detach()"
-                    if grows or not kept
+                    if not memory_only
+                    else "none needed; to free that memory, append loss.item() (a float) or "
+                    "loss.detach() instead"
+                    if appended
                     else "none needed; to free that memory, store loss.detach() or loss.item() "
                     "there and call backward() on loss"
+                    if tensor.dim() == 0
+                    else f"none needed; to free that memory, keep a detached copy there ({detach})"
                 )
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
@@ -1655,15 +1682,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
                 cache = _library_cache(here, tensor, walk.holders)
                 if not cache and all(id(v) in trained_now for v in leaves):
-                    verdict = "samples"  # as if kept in a list: a snapshot, or a term to follow
+                    # a term to follow the weights (the common case: errors-outside-loop) or a
+                    # record the loss compares against (PPO's old log-probs): only you know
                     reason += (
-                        ", and this step's own terms train them too: a value kept from earlier "
-                        "weights (a constant) or a term meant to follow them; it cannot tell which"
+                        ", and this step's own terms train them too; it cannot tell what it is for"
                     )
                     fix = (
-                        "by what it is for: a constant (old log-probs in a ratio, a target, a "
-                        f"teacher's output): {detach}; a term the loss trains through (a "
-                        "regulariser, an output of the current weights): compute it inside the step"
+                        "should it follow the weights as they train (features, an embedding, "
+                        "anything computed from the model)? compute it inside the step; is it a "
+                        "record of earlier values the loss compares against (PPO's old log-probs, "
+                        f"a target, an EMA teacher)? {detach}"
                     )
                 if cache:
                     store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]

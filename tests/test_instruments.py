@@ -1977,8 +1977,8 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     assert not given.carriers and ".detach()" not in str(given), str(given)
     assert "held by none of the objects given" in str(given) and "**locals()" in str(given)
     (found,) = local.carriers
-    assert found.path == "reg" and found.verdict == "samples", str(local)  # by purpose (rev 15 M2)
-    assert found.fix.endswith("an output of the current weights): compute it inside the step")
+    assert found.path == "reg" and found.verdict == "recompute", str(local)  # review 18 M2
+    assert found.fix.index("compute it inside the step") < found.fix.index("reg = reg.detach()")
 
     def reference(i):  # written out from the formulas, at the current weights
         return (model(xs[i]) ** 2).mean() + (model(x0) ** 2).sum() + model(x0).abs().sum()
@@ -3285,10 +3285,11 @@ def test_a_caches_layers_get_one_verdict_and_a_line_the_reader_can_write():
 def test_old_log_probs_stacked_before_the_step_get_both_fixes_like_a_list():
     """Review 15 M2: PPO's old log-probs held as one tensor made before mark_step() were told
     'recompute: compute it inside the step' (then exp(new - old) is 1 and the gradient zero).
-    Kept as one tensor or as a list, they now get the same verdict, samples, with the constant
-    branch (detach) first; a value whose weights train only through it (the forum's y = t @ a,
-    measure/instrument_cases.py) stays recompute. The printed detach line trains the policy three
-    steps against the ratio loss written out, its old log-probs taken by the reference itself."""
+    Kept as a list they are samples, fixes by purpose; kept as one tensor made before the loop,
+    recompute with the question of what it is for (review 18 M2: a value made before the loop
+    most often follows the weights), whose record branch names PPO's old log-probs and prints the
+    detach line. The printed detach line trains the policy three steps against the ratio loss
+    written out, its old log-probs taken by the reference itself."""
     torch.manual_seed(0)
     pol, states = nn.Linear(3, 2), torch.randn(6, 3)
     actions, advantage = torch.randint(0, 2, (6,)), torch.randn(6)
@@ -3300,9 +3301,9 @@ def test_old_log_probs_stacked_before_the_step_get_both_fixes_like_a_list():
     mark_step()
     (stacked,) = find_old_graph(ratio_loss(store["old_lp"]), pol=pol, opt=opt, store=store).carriers
     (listed,) = find_old_graph(ratio_loss(torch.stack(olds)), pol=pol, opt=opt, olds=olds).carriers
-    assert stacked.verdict == listed.verdict == "samples", (stacked, listed)
+    assert (stacked.verdict, listed.verdict) == ("recompute", "samples"), (stacked, listed)
     fix = stacked.fix
-    assert fix.index("old log-probs in a ratio") < fix.index("compute it inside the step"), fix
+    assert fix.index("compute it inside the step") < fix.index("PPO's old log-probs"), fix
     line = re.search(r"(store\['old_lp'\] = store\['old_lp'\]\.detach\(\))", fix)[1]
     exec(line, {}, {"store": store})  # the constant branch, as printed
     with torch.no_grad():
@@ -3370,6 +3371,80 @@ def test_a_window_by_pad_and_add_gets_the_verdict_of_the_cat_window():
         return box.w.pow(2).mean()
 
     _three_checked_steps(loss_of, opt, reference, m=m)
+
+
+# ---- review 18: a value made before the loop (M2), kept values this loss does not use (F1, I4),
+# places printed on one line (M1, I1)
+
+
+def test_a_value_made_before_the_loop_is_recompute_with_compute_inside_first():
+    """Review 18 M2: a value computed once before the loop from weights that still train (a
+    name, a closure cell, a default argument) is recompute, and the first branch printed is
+    compute it inside the step (errors-outside-loop); the record branch (detach) comes second.
+    Compute inside, it trains three steps against a reference that recomputes it from the
+    formula; PPO's record branch is trained in the test above."""
+    torch.manual_seed(0)
+    enc, head, xs, one = nn.Linear(4, 4), nn.Linear(4, 1), torch.randn(4, 8, 4), torch.ones(1, 4)
+    opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+    ctx = enc(one)  # once, before the loop
+    scale = torch.sigmoid(enc.bias).sum()
+    penalty = lambda out, w=enc.weight.norm(): out.pow(2).mean() * w  # noqa: B008, E731
+    loss_fn = lambda out: out.pow(2).mean() * scale  # noqa: E731
+    found = {}
+    for i in range(2):
+        mark_step()
+        out = head(enc(xs[i]) + ctx)
+        loss = out.pow(2).mean() + loss_fn(out) + penalty(out)
+        if i:
+            report = find_old_graph(
+                loss, enc=enc, head=head, opt=opt, ctx=ctx, loss_fn=loss_fn, penalty=penalty
+            )
+            found = {c.path: c for c in report.carriers}
+        else:
+            loss.backward()
+    assert set(found) == {"ctx", "loss_fn.<closure scale>", "penalty.<default w>"}, str(report)
+    for carrier in found.values():
+        assert carrier.verdict == "recompute", str(report)
+        assert carrier.fix.startswith("should it follow the weights"), carrier.fix
+        assert carrier.fix.index("compute it inside the step") < carrier.fix.index("detach"), (
+            carrier.fix
+        )
+    assert found["ctx"].fix.endswith("ctx = ctx.detach()"), found["ctx"].fix
+
+    def reference(i):  # written from the formula at the current weights
+        value = one @ enc.weight.T + enc.bias
+        return ((xs[i] @ enc.weight.T + enc.bias + value) @ head.weight.T + head.bias).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: head(enc(xs[i]) + enc(one)).pow(2).mean(), opt, reference, enc=enc, head=head
+    )
+
+
+def test_a_value_kept_but_not_used_by_this_loss_holds_memory_only_whatever_its_shape():
+    """Review 18 F1 and I4: a tensor of any shape kept from an earlier step (prev = out,
+    obj.prev = out) that this loss does not use, and a list a loss is appended to, only hold
+    memory: bool(report) is False at every step, listed apart, and the list's fix says append."""
+    xs = torch.randn(5, 4, 3)
+    for case in ("prev", "obj", "losses"):
+        torch.manual_seed(0)
+        m = nn.Linear(3, 3)
+        opt, obj, prev, losses = torch.optim.SGD(m.parameters(), lr=0.1), nn.Module(), None, []
+        for i in range(4):
+            mark_step()
+            out = m(xs[i])
+            loss = out.pow(2).mean()
+            held = {"prev": prev, "obj": obj, "losses": losses}[case]
+            report = find_old_graph(loss, m=m, opt=opt, **{case: held})
+            assert not report, (case, i, str(report))
+            if i:
+                assert all(c.memory_only for c in report.carriers), (case, i, str(report))
+                assert "no error" in str(report), (case, i, str(report))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prev, obj.prev = out, out
+            losses.append(loss)
+    assert "append loss.item()" in str(report) and "adds to itself" not in str(report), str(report)
 
 
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
