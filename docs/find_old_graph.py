@@ -252,10 +252,49 @@ class Carrier:
     count: int = 1  # tensors the path stands for (a range of list items)
     enters: bool = False  # whether this loss's graph passes through it (else: kept, not used now)
     memory_only: bool = False  # no error, no growth: a freed graph kept (bool(report) skips it)
+    alike: str = field(default="", compare=False)  # printed for places on one line (_alike)
 
     def __str__(self) -> str:
         uses = "; this loss uses it" if self.enters else ""
         return f"{self.path}: {self.kind} ({self.node}){uses}\n    -> {self.verdict}: {self.reason}. Fix: {self.fix}"
+
+
+def _alike(carrier: Carrier) -> tuple:
+    """The places a report prints on one line (a cache's layers): one kind, node and verdict."""
+    return carrier.kind, carrier.node, carrier.verdict, carrier.enters, carrier.memory_only
+
+
+def _one_line(group: list, reach: list, names: dict) -> str:
+    """The text of places printed on one line: the reach over all of them, and a fix that names
+    every place (the first's, then "the same for" the others)."""
+    first = group[0]
+    reason = first.reason
+    found = re.search(r"reach(?:es)? (.+?) \((optimizers' parameters|a parameter)", reason)
+    if found and reach:
+        everything = _named(reach, names)
+        reason = reason.replace(found[1], everything, 1)
+        if len(reach) > 1:
+            reason = reason.replace("which still trains", "which still train")
+    others = [c.path for c in group[1:]]
+    if len(others) > 3:  # a cache's layers: by attribute, items collapsed
+        others = list(dict.fromkeys(_group(p) for p in [first.path, *others]))
+        listed = f"every place on this line ({len(group)}: {', '.join(others)})"
+    else:
+        listed = ", ".join(others)
+    fix, line = first.fix, f"{first.path} = {first.path}.detach()"
+    if ", and so for each place like it" in fix:  # a cache's line: name the places
+        fix = fix.replace(", and so for each place like it", f", and so for {listed}", 1)
+    elif line in fix:  # at the end of the clause of the line it repeats
+        end = fix.find(";", fix.index(line))
+        end = len(fix) if end < 0 else end
+        fix = f"{fix[:end]} (and so for {listed}){fix[end:]}"
+    else:
+        fix += f"; the same for {listed}"
+    return (
+        f"{first.path}: {first.kind} ({first.node})"
+        + ("; this loss uses it" if first.enters else "")
+        + f"\n    -> {first.verdict}: {reason}. Fix: {fix}"
+    )
 
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
@@ -360,14 +399,14 @@ class Report:
             alike = collections.defaultdict(list)
             for carrier in self.carriers:
                 if carrier.memory_only == kept:
-                    key = carrier.kind, carrier.node, carrier.verdict, carrier.enters
-                    alike[key].append(carrier)
+                    alike[_alike(carrier)].append(carrier)
             lines += [heading] if alike else []
             for group in alike.values():
                 paths = [c.path for c in group]
                 if len(paths) > 3:
                     paths = [*paths[:2], f"{len(paths) - 2} more places like them"]
-                lines.append(f"  {', '.join(paths)}: {str(group[0]).partition(': ')[2]}")
+                text = group[0].alike if len(group) > 1 and group[0].alike else str(group[0])
+                lines.append(f"  {', '.join(paths)}: {text.partition(': ')[2]}")
         if self.culprits:
             lines.append(
                 f"This loss enters an earlier step's graph ({len(self.freed)} of its "
@@ -1378,6 +1417,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         )
 
     state_slots: dict = {}  # (class, attribute) of a place rebuilt from its own value -> its path
+    reach_of: dict = {}  # a carrier's path -> the leaves that train its graph reaches
     carrier_slots: list = []  # (class, attribute) of each carrier's places
     derived_slots: dict = {}  # (class, attribute) of a place made this step from carried values
     loss_old = root is not None and mark is not None and old(root)
@@ -1755,6 +1795,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     shown, kind, type(fn).__name__, verdict, reason, fix, count, enters, memory_only
                 )
             )
+            reach_of[shown] = leaves
             carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
         if carriers or not derived:
             break  # else: made "from the carried values above" with none above: state, as unrecorded
@@ -1782,6 +1823,17 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix="fix the state above; then these are made anew at each visit",
             )  # fmt: skip
     carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
+    lines_of = collections.defaultdict(list)  # places printed on one line: one reach, one fix
+    for carrier in carriers:
+        lines_of[_alike(carrier)].append(carrier)
+    for group in lines_of.values():
+        if len(group) > 1:
+            reach = list({id(v): v for c in group for v in reach_of.get(c.path, ())}.values())
+            text = _one_line(group, reach, names)
+            carriers[:] = [
+                dataclasses.replace(c, alike=text) if any(c is g for g in group) else c
+                for c in carriers
+            ]
     if mark is not None:  # what each place holds now, for the calls of later steps
         for t in walk.tensors:  # by (object, attribute), or by name for a name given: a name
             if t.grad_fn:  # rebound to another object (a loop variable) mixes no two objects

@@ -3447,6 +3447,95 @@ def test_a_value_kept_but_not_used_by_this_loss_holds_memory_only_whatever_its_s
     assert "append loss.item()" in str(report) and "adds to itself" not in str(report), str(report)
 
 
+def test_places_on_one_line_get_one_fix_for_all_and_their_whole_reach():
+    """Review 18 M1 and I1: places printed on one line (an EMA teacher kept as a dict without
+    no_grad; a real Llama's cache) get a fix that names every place and the reach of all of
+    them. The teacher's printed line, applied to each place it names, trains three steps
+    against a reference with its own EMA under no_grad; the 2-layer Llama's four places reach
+    13 weights (layer 1 alone reaches 12), and the fix names all four."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    student, xs = nn.Linear(4, 4), torch.randn(5, 6, 4)
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    teacher = {k: v.detach().clone() for k, v in student.named_parameters()}
+    for i in range(2):
+        mark_step()
+        loss = (student(xs[i]) - functional_call(student, teacher, (xs[i] + 0.1,))).pow(2).mean()
+        if i:
+            report = find_old_graph(loss, student=student, opt=opt, teacher=teacher)
+        else:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            teacher = {k: 0.9 * teacher[k] + 0.1 * p for k, p in student.named_parameters()}
+    text = str(report)
+    assert "reaches student.weight, student.bias" in text, text
+    found = re.search(
+        r"(teacher\['weight'\] = teacher\['weight'\]\.detach\(\)) \(and so for ([^)]+)\)", text
+    )
+    assert found and found[2] == "teacher['bias']", text
+    lines = [found[1], found[1].replace("teacher['weight']", found[2])]
+    torch.manual_seed(0)
+    student = nn.Linear(4, 4)
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    teacher = {k: v.detach().clone() for k, v in student.named_parameters()}
+    own, seen = {k: v.detach().clone() for k, v in student.named_parameters()}, [0]
+
+    def reference(i):  # its own EMA, updated under no_grad from the weights of each step
+        with torch.no_grad():
+            while seen[0] < i:
+                seen[0] += 1
+                own.update({k: 0.9 * own[k] + 0.1 * p for k, p in student.named_parameters()})
+        return (
+            (
+                xs[i] @ student.weight.T
+                + student.bias
+                - functional_call(student, own, (xs[i] + 0.1,))
+            )
+            .pow(2)
+            .mean()
+        )
+
+    def loss_of(i):
+        nonlocal teacher
+        if i:
+            teacher = {k: 0.9 * teacher[k] + 0.1 * p for k, p in student.named_parameters()}
+        for line in lines:  # the printed fix, at the step's start, for each place it names
+            exec(line, {}, {"teacher": teacher})
+        return (student(xs[i]) - functional_call(student, teacher, (xs[i] + 0.1,))).pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, student=student)
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    chunks, past = (
+        torch.randint(0, 32, (1, 6), generator=torch.Generator().manual_seed(1)).split(3, 1),
+        None,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(2):
+            mark_step()
+            out = model(chunks[i], past_key_values=past, labels=chunks[i], use_cache=True)
+            past = out.past_key_values
+            if i:
+                report = find_old_graph(out.loss, model=model, opt=opt, past=past)
+            else:
+                out.loss.backward()
+    text = str(report)
+    assert "and 11 more (optimizers' parameters)" in text, text  # 2 named + 11 = 13 weights
+    assert "and so for past.layers[0].values, past.layers[1].keys, past.layers[1].values" in text, (
+        text
+    )
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
