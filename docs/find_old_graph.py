@@ -35,7 +35,10 @@ and reports:
   loss does not use (any shape), or an item appended to a list, only holds memory: no error,
   listed apart, and ``bool(report)`` leaves it out.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
-  its own pose) are state too, not samples. It cannot know what you mean the value to be: it
+  its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
+  leaf no optimizer holds, equal in shape and within 10% in value to a parameter an optimizer
+  holds that its graph does not reach (fast weights loaded once with ``load_state_dict``, then
+  moved by a functional update), is **recompute**: made anew from that module at each step. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -47,8 +50,8 @@ and reports:
   term), and numbers replaced at each step rather than added to. Telling these apart needs
   ``mark_step()`` and a call in the step before: each call remembers which node each place held
   (ids, sequence numbers, weak references to the objects); a place is state when its graph
-  reaches the node it held then, and made from others when it enters the old part only through
-  what other places hold or held (a place is an attribute of that very object, whatever name the
+  reaches the node it held then (not only through what other places held then), and made from
+  others when it enters the old part only through what other places hold or held (a place is an attribute of that very object, whatever name the
   loop gives it; a name given at the top is its name). Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
@@ -978,11 +981,11 @@ def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set
     return found, met
 
 
-def _all_below(fn: object, kids: dict) -> set:
+def _all_below(fn: object, kids: dict, stop=frozenset()) -> set:
     seen, todo = {fn}, [fn]
     while todo:
         for child in kids.get(todo.pop(), ()):
-            if child not in seen:
+            if child not in seen and child not in stop:
                 seen.add(child)
                 todo.append(child)
     return seen
@@ -1398,9 +1401,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         step (mark_step() dates the calls), a node its graph does not reach; or its graph enters
         the old part only through what other places hold now or held at such a call."""
         key = place(path)  # the same attribute of the same object, whatever names it now
-        if key in record:
-            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
         others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
+        if key in record:  # not reached, or reached only through what other places held then
+            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, others)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
 
@@ -1449,6 +1452,27 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             carrier_slots.append(set())
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
+
+    def _copied_from(fn, reached) -> str | None:
+        """The trained parameter a value rebuilt from itself was copied from (load_state_dict,
+        copy_: no graph link, so matched by value): a leaf at the bottom of its history that
+        requires grad and no optimizer holds, equal in shape to a parameter an optimizer holds
+        that its graph does not reach, and within 10% of it (a meta-model's fast weights)."""
+        reached = {id(v) for v in reached}
+        bottoms = _leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), _ALL)
+        for bottom in bottoms:
+            for t in walk.tensors:
+                if (
+                    trains(t)
+                    and id(t) not in reached
+                    and t.shape == bottom.shape
+                    and t.dtype == bottom.dtype
+                    and t.numel() > 1
+                ):
+                    a, b = bottom.detach(), t.detach()
+                    if float((a - b).norm()) <= 0.1 * float(b.norm()) and float(b.norm()) > 0:
+                        return names[id(t)]
+        return None
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
@@ -1581,6 +1605,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     and not (group in this_step and group != here or _bounded(container))
                 )
             ):  # a number, or one tensor kept (prev = out), that this loss does not use
+                if use_record and not old(fn) and _made_from_others(here, fn):
+                    derived.append(shown)  # a loss term of this step (meta-learning's inner loss)
+                    continue
                 held_then = record.get(place(here))
                 kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
                 grows = not kept and (
@@ -1605,12 +1632,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "by backward(), only holds memory"
                     if appended
                     else "kept, not rebuilt: no error; its graph, freed by backward(), only holds memory"
-                    if old(fn) and (kept or tensor.dim())
+                    if old(fn) and (kept or tensor.dim() or "Add" not in type(fn).__name__)
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
-                # no error (bool(report) leaves it out); a number first seen may be a total
-                memory_only = old(fn) and not grows and (kept or appended or tensor.dim() > 0)
+                # no error (bool(report) leaves it out); a sum first seen may be a running total
+                memory_only = (
+                    old(fn)
+                    and not grows
+                    and (kept or appended or tensor.dim() > 0 or "Add" not in type(fn).__name__)
+                )
                 fix = (
                     "add loss.item() (a float) to it, or loss.detach()"
                     if not memory_only
@@ -1693,6 +1724,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix = (
                     f"compute it from {leaf_names} at each step (keep the start, apply the "
                     "step's factor, e.g. 0.99 ** k), not from its earlier value"
+                )
+            elif not old(fn) and (source := _copied_from(fn, leaves)):
+                kind, verdict = "rebuilt this step from its value of an earlier step", "recompute"
+                owner = re.split(r"[.\[]", here, maxsplit=1)[0]
+                origin = re.split(r"[.\[]", source, maxsplit=1)[0]
+                reason = (
+                    f"it starts from a copy of {source} (equal in shape, within 10% in value; a "
+                    "copy by load_state_dict or copy_ has no graph link), which still trains, and "
+                    "is updated from its earlier value at each step, so it drifts from it"
+                )
+                fix = (
+                    f"make {owner} anew from {origin} at each step's start (build it, then "
+                    f"{owner}.load_state_dict({origin}.state_dict()); loading into the old one "
+                    "keeps its graph), then update it; detached instead, it stops following the "
+                    "weights and an autograd.grad with respect to it raises"
                 )
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"

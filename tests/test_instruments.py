@@ -3536,6 +3536,92 @@ def test_places_on_one_line_get_one_fix_for_all_and_their_whole_reach():
     )
 
 
+def test_fast_weights_copied_from_a_trained_module_are_made_anew_from_it():
+    """Held-out trial 7 F2 (meta-weight-net#8): a meta-model loaded once from the trained
+    model (load_state_dict: no graph link) and moved by a functional inner step each step is
+    not state: detaching it breaks autograd.grad with respect to it. It is recompute, matched to
+    the module it was copied from by value, with the fix to make it anew from that module each
+    step; the names merely rebound each step (the inner loss, the outputs) are not carriers.
+    The printed fix trains the weighting net three steps against the meta-gradient written out
+    with torch.func.functional_call on copies of the model's current weights."""
+    from torch.func import functional_call
+
+    class Fast(nn.Module):  # weights kept as buffers, replaced by the inner step (MetaModule)
+        def __init__(self):
+            super().__init__()
+            for name, shape in (("weight", (3, 4)), ("bias", (3,))):
+                self.register_buffer(name, torch.zeros(shape, requires_grad=True))
+
+        def forward(self, x):
+            return F.linear(x, self.weight, self.bias)
+
+    torch.manual_seed(0)
+    xs, ys = torch.randn(4, 8, 4), torch.randint(0, 3, (4, 8))
+    xm, ym = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    model, weigh = nn.Linear(4, 3), nn.Linear(1, 1)
+    opt_model, opt_weigh = (
+        torch.optim.SGD(model.parameters(), 0.1),
+        torch.optim.SGD(weigh.parameters(), 0.5),
+    )
+
+    def meta_loss(fast, i):  # the inner step on weighted losses, then the loss on meta data
+        cost = F.cross_entropy(fast(xs[i]), ys[i], reduction="none")[:, None]
+        inner = (cost * torch.sigmoid(weigh(cost.detach()))).mean()
+        grads = torch.autograd.grad(inner, [fast.weight, fast.bias], create_graph=True)
+        fast.weight, fast.bias = fast.weight - 0.1 * grads[0], fast.bias - 0.1 * grads[1]
+        return F.cross_entropy(fast(xm), ym), inner
+
+    def model_step(i):
+        cost = F.cross_entropy(model(xs[i]), ys[i], reduction="none")[:, None]
+        opt_model.zero_grad()
+        (cost * torch.sigmoid(weigh(cost.detach())).detach()).mean().backward()
+        opt_model.step()
+
+    meta = Fast()
+    meta.load_state_dict(model.state_dict())  # once, before the loop: the mistake
+    for i in range(2):
+        mark_step()
+        outer, inner = meta_loss(meta, i)
+        report = find_old_graph(outer, meta=meta, model=model, weigh=weigh, inner=inner,
+                                opt_model=opt_model, opt_weigh=opt_weigh)  # fmt: skip
+        if i:  # called at each step, as the page says: step 0's call is the record
+            break
+        assert not report, str(report)
+        opt_weigh.zero_grad()
+        outer.backward()
+        opt_weigh.step()
+        model_step(i)
+    text = str(report)
+    assert [c.path for c in report.carriers] == ["meta.weight", "meta.bias"], text
+    assert {c.verdict for c in report.carriers} == {"recompute"}, text
+    assert "a copy of model.weight" in text, text
+    assert "make meta anew from model at each step's start" in text, text
+    assert "meta.load_state_dict(model.state_dict())" in text, text
+
+    def reference(i):  # the meta-gradient written out on the model's current weights
+        start = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
+        cost = F.cross_entropy(functional_call(model, start, (xs[i],)), ys[i], reduction="none")[
+            :, None
+        ]
+        inner = (cost * torch.sigmoid(cost.detach() * weigh.weight + weigh.bias)).mean()
+        grads = torch.autograd.grad(inner, list(start.values()), create_graph=True)
+        moved = {k: v - 0.1 * g for (k, v), g in zip(start.items(), grads)}
+        return F.cross_entropy(functional_call(model, moved, (xm,)), ym)
+
+    from outcome import checked
+
+    with checked(opt_weigh, reference, weigh=weigh) as done:
+        for i in range(3):
+            meta = Fast()  # the printed fix: made anew from model at each step's start
+            meta.load_state_dict(model.state_dict())
+            outer, _ = meta_loss(meta, i)
+            opt_weigh.zero_grad()
+            outer.backward()
+            opt_weigh.step()
+            model_step(i)
+    assert len(done) == 3
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
