@@ -285,7 +285,9 @@ def _one_line(group: list, reach: list, names: dict) -> str:
     else:
         listed = ", ".join(others)
     fix, line = first.fix, f"{first.path} = {first.path}.detach()"
-    if ", and so for each place like it" in fix:  # a cache's line: name the places
+    if first.path not in fix and all(c.fix == fix for c in group):
+        pass  # one line for all (hidden = tuple(x.detach() for x in hidden)), or no place named
+    elif ", and so for each place like it" in fix:  # a cache's line: name the places
         fix = fix.replace(", and so for each place like it", f", and so for {listed}", 1)
     elif line in fix:  # at the end of the clause of the line it repeats
         end = fix.find(";", fix.index(line))
