@@ -26,13 +26,19 @@ and reports:
   cache's every layer) is stored samples, not state, and so are rows written in place into a
   ring buffer (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows.
   Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
-  line order, or one tensor kept from an earlier step whose weights this step's own terms train
-  too) get **samples**: the fix by what they are for (constants stored detached, or a buffer
-  detached at each step's start; terms the loss trains through computed anew from stored
-  inputs); else detach. A value kept, not rebuilt, whose graph only holds memory is no error:
+  line order) get **samples**: the fix by what they are for (constants stored detached, or a
+  buffer detached at each step's start; terms the loss trains through computed anew from stored
+  inputs); else detach. One tensor kept from earlier weights that this step's own terms train
+  too (made before the loop, a closure cell, a default argument) is **recompute**, with the
+  question only you can answer: to follow the weights, compute it inside the step; a record the
+  loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
+  loss does not use (any shape), or an item appended to a list, only holds memory: no error,
   listed apart, and ``bool(report)`` leaves it out.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
-  its own pose) are state too, not samples. It cannot know what you mean the value to be: it
+  its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
+  leaf no optimizer holds, equal in shape and within 10% in value to a parameter an optimizer
+  holds that its graph does not reach (fast weights loaded once with ``load_state_dict``, then
+  moved by a functional update), is **recompute**: made anew from that module at each step. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -44,8 +50,8 @@ and reports:
   term), and numbers replaced at each step rather than added to. Telling these apart needs
   ``mark_step()`` and a call in the step before: each call remembers which node each place held
   (ids, sequence numbers, weak references to the objects); a place is state when its graph
-  reaches the node it held then, and made from others when it enters the old part only through
-  what other places hold or held (a place is an attribute of that very object, whatever name the
+  reaches the node it held then (not only through what other places held then), and made from
+  others when it enters the old part only through what other places hold or held (a place is an attribute of that very object, whatever name the
   loop gives it; a name given at the top is its name). Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
@@ -249,10 +255,51 @@ class Carrier:
     count: int = 1  # tensors the path stands for (a range of list items)
     enters: bool = False  # whether this loss's graph passes through it (else: kept, not used now)
     memory_only: bool = False  # no error, no growth: a freed graph kept (bool(report) skips it)
+    alike: str = field(default="", compare=False)  # printed for places on one line (_alike)
 
     def __str__(self) -> str:
         uses = "; this loss uses it" if self.enters else ""
         return f"{self.path}: {self.kind} ({self.node}){uses}\n    -> {self.verdict}: {self.reason}. Fix: {self.fix}"
+
+
+def _alike(carrier: Carrier) -> tuple:
+    """The places a report prints on one line (a cache's layers): one kind, node and verdict."""
+    return carrier.kind, carrier.node, carrier.verdict, carrier.enters, carrier.memory_only
+
+
+def _one_line(group: list, reach: list, names: dict) -> str:
+    """The text of places printed on one line: the reach over all of them, and a fix that names
+    every place (the first's, then "the same for" the others)."""
+    first = group[0]
+    reason = first.reason
+    found = re.search(r"reach(?:es)? (.+?) \((optimizers' parameters|a parameter)", reason)
+    if found and reach:
+        everything = _named(reach, names)
+        reason = reason.replace(found[1], everything, 1)
+        if len(reach) > 1:
+            reason = reason.replace("which still trains", "which still train")
+    others = [c.path for c in group[1:]]
+    if len(others) > 3:  # a cache's layers: by attribute, items collapsed
+        others = list(dict.fromkeys(_group(p) for p in [first.path, *others]))
+        listed = f"every place on this line ({len(group)}: {', '.join(others)})"
+    else:
+        listed = ", ".join(others)
+    fix, line = first.fix, f"{first.path} = {first.path}.detach()"
+    if first.path not in fix and all(c.fix == fix for c in group):
+        pass  # one line for all (hidden = tuple(x.detach() for x in hidden)), or no place named
+    elif ", and so for each place like it" in fix:  # a cache's line: name the places
+        fix = fix.replace(", and so for each place like it", f", and so for {listed}", 1)
+    elif line in fix:  # at the end of the clause of the line it repeats
+        end = fix.find(";", fix.index(line))
+        end = len(fix) if end < 0 else end
+        fix = f"{fix[:end]} (and so for {listed}){fix[end:]}"
+    else:
+        fix += f"; the same for {listed}"
+    return (
+        f"{first.path}: {first.kind} ({first.node})"
+        + ("; this loss uses it" if first.enters else "")
+        + f"\n    -> {first.verdict}: {reason}. Fix: {fix}"
+    )
 
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
@@ -357,14 +404,14 @@ class Report:
             alike = collections.defaultdict(list)
             for carrier in self.carriers:
                 if carrier.memory_only == kept:
-                    key = carrier.kind, carrier.node, carrier.verdict, carrier.enters
-                    alike[key].append(carrier)
+                    alike[_alike(carrier)].append(carrier)
             lines += [heading] if alike else []
             for group in alike.values():
                 paths = [c.path for c in group]
                 if len(paths) > 3:
                     paths = [*paths[:2], f"{len(paths) - 2} more places like them"]
-                lines.append(f"  {', '.join(paths)}: {str(group[0]).partition(': ')[2]}")
+                text = group[0].alike if len(group) > 1 and group[0].alike else str(group[0])
+                lines.append(f"  {', '.join(paths)}: {text.partition(': ')[2]}")
         if self.culprits:
             lines.append(
                 f"This loss enters an earlier step's graph ({len(self.freed)} of its "
@@ -936,11 +983,11 @@ def _old_reached(fn: object, kids: dict, old_nodes: set, held: set) -> tuple[set
     return found, met
 
 
-def _all_below(fn: object, kids: dict) -> set:
+def _all_below(fn: object, kids: dict, stop=frozenset()) -> set:
     seen, todo = {fn}, [fn]
     while todo:
         for child in kids.get(todo.pop(), ()):
-            if child not in seen:
+            if child not in seen and child not in stop:
                 seen.add(child)
                 todo.append(child)
     return seen
@@ -1356,9 +1403,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         step (mark_step() dates the calls), a node its graph does not reach; or its graph enters
         the old part only through what other places hold now or held at such a call."""
         key = place(path)  # the same attribute of the same object, whatever names it now
-        if key in record:
-            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids)}
         others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
+        if key in record:  # not reached, or reached only through what other places held then
+            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, others)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
 
@@ -1375,6 +1422,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         )
 
     state_slots: dict = {}  # (class, attribute) of a place rebuilt from its own value -> its path
+    reach_of: dict = {}  # a carrier's path -> the leaves that train its graph reaches
     carrier_slots: list = []  # (class, attribute) of each carrier's places
     derived_slots: dict = {}  # (class, attribute) of a place made this step from carried values
     loss_old = root is not None and mark is not None and old(root)
@@ -1406,6 +1454,27 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             carrier_slots.append(set())
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
+
+    def _copied_from(fn, reached) -> str | None:
+        """The trained parameter a value rebuilt from itself was copied from (load_state_dict,
+        copy_: no graph link, so matched by value): a leaf at the bottom of its history that
+        requires grad and no optimizer holds, equal in shape to a parameter an optimizer holds
+        that its graph does not reach, and within 10% of it (a meta-model's fast weights)."""
+        reached = {id(v) for v in reached}
+        bottoms = _leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), _ALL)
+        for bottom in bottoms:
+            for t in walk.tensors:
+                if (
+                    trains(t)
+                    and id(t) not in reached
+                    and t.shape == bottom.shape
+                    and t.dtype == bottom.dtype
+                    and t.numel() > 1
+                ):
+                    a, b = bottom.detach(), t.detach()
+                    if float((a - b).norm()) <= 0.1 * float(b.norm()) and float(b.norm()) > 0:
+                        return names[id(t)]
+        return None
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
@@ -1528,7 +1597,19 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
                     cache = _CACHE.format(detach=detach, added="written")
                     fix = _BY_PURPOSE.format(cache="" if frozen else cache)
-            elif root is not None and not enters and tensor.dim() == 0:
+            elif (
+                root is not None
+                and not enters
+                and (
+                    tensor.dim() == 0
+                    or count == 1
+                    and old(fn)
+                    and not (group in this_step and group != here or _bounded(container))
+                )
+            ):  # a number, or one tensor kept (prev = out), that this loss does not use
+                if use_record and not old(fn) and _made_from_others(here, fn):
+                    derived.append(shown)  # a loss term of this step (meta-learning's inner loss)
+                    continue
                 held_then = record.get(place(here))
                 kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
                 grows = not kept and (
@@ -1538,22 +1619,41 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 if held_then is not None and not grows and not kept:
                     overwritten.append(shown)
                     continue
-                kind, verdict = "a number kept across steps that this loss does not use", "detach"
+                appended = _grows(container)  # losses.append(loss)
+                kind = (
+                    "a number kept across steps that this loss does not use"
+                    if tensor.dim() == 0
+                    else "a tensor kept from an earlier step that this loss does not use"
+                )
+                verdict = "detach"
                 reason = (
                     "a running total or a log adds to itself: it keeps every earlier step's graph "
                     "alive (memory grows)"
                     if grows
+                    else "kept in a list that grows by append: no error; each item's graph, freed "
+                    "by backward(), only holds memory"
+                    if appended
                     else "kept, not rebuilt: no error; its graph, freed by backward(), only holds memory"
-                    if kept and old(fn)
+                    if old(fn) and (kept or tensor.dim() or "Add" not in type(fn).__name__)
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
-                memory_only = kept and old(fn) and not grows  # bool(report) leaves it out
+                # no error (bool(report) leaves it out); a sum first seen may be a running total
+                memory_only = (
+                    old(fn)
+                    and not grows
+                    and (kept or appended or tensor.dim() > 0 or "Add" not in type(fn).__name__)
+                )
                 fix = (
                     "add loss.item() (a float) to it, or loss.detach()"
-                    if grows or not kept
+                    if not memory_only
+                    else "none needed; to free that memory, append loss.item() (a float) or "
+                    "loss.detach() instead"
+                    if appended
                     else "none needed; to free that memory, store loss.detach() or loss.item() "
                     "there and call backward() on loss"
+                    if tensor.dim() == 0
+                    else f"none needed; to free that memory, keep a detached copy there ({detach})"
                 )
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
@@ -1627,6 +1727,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     f"compute it from {leaf_names} at each step (keep the start, apply the "
                     "step's factor, e.g. 0.99 ** k), not from its earlier value"
                 )
+            elif not old(fn) and (source := _copied_from(fn, leaves)):
+                kind, verdict = "rebuilt this step from its value of an earlier step", "recompute"
+                owner = re.split(r"[.\[]", here, maxsplit=1)[0]
+                origin = re.split(r"[.\[]", source, maxsplit=1)[0]
+                reason = (
+                    f"it starts from a copy of {source} (equal in shape, within 10% in value; a "
+                    "copy by load_state_dict or copy_ has no graph link), which still trains, and "
+                    "is updated from its earlier value at each step, so it drifts from it"
+                )
+                fix = (
+                    f"make {owner} anew from {origin} at each step's start (build it, then "
+                    f"{owner}.load_state_dict({origin}.state_dict()); loading into the old one "
+                    "keeps its graph), then update it; detached instead, it stops following the "
+                    "weights and an autograd.grad with respect to it raises"
+                )
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                 reason = "state carried from step to step"
@@ -1655,15 +1770,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
                 cache = _library_cache(here, tensor, walk.holders)
                 if not cache and all(id(v) in trained_now for v in leaves):
-                    verdict = "samples"  # as if kept in a list: a snapshot, or a term to follow
+                    # a term to follow the weights (the common case: errors-outside-loop) or a
+                    # record the loss compares against (PPO's old log-probs): only you know
                     reason += (
-                        ", and this step's own terms train them too: a value kept from earlier "
-                        "weights (a constant) or a term meant to follow them; it cannot tell which"
+                        ", and this step's own terms train them too; it cannot tell what it is for"
                     )
                     fix = (
-                        "by what it is for: a constant (old log-probs in a ratio, a target, a "
-                        f"teacher's output): {detach}; a term the loss trains through (a "
-                        "regulariser, an output of the current weights): compute it inside the step"
+                        "should it follow the weights as they train (features, an embedding, "
+                        "anything computed from the model)? compute it inside the step; is it a "
+                        "record of earlier values the loss compares against (PPO's old log-probs, "
+                        f"a target, an EMA teacher)? {detach}"
                     )
                 if cache:
                     store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
@@ -1727,6 +1843,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     shown, kind, type(fn).__name__, verdict, reason, fix, count, enters, memory_only
                 )
             )
+            reach_of[shown] = leaves
             carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
         if carriers or not derived:
             break  # else: made "from the carried values above" with none above: state, as unrecorded
@@ -1754,6 +1871,17 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 fix="fix the state above; then these are made anew at each visit",
             )  # fmt: skip
     carriers.sort(key=lambda c: not c.enters)  # those this loss uses first
+    lines_of = collections.defaultdict(list)  # places printed on one line: one reach, one fix
+    for carrier in carriers:
+        lines_of[_alike(carrier)].append(carrier)
+    for group in lines_of.values():
+        if len(group) > 1:
+            reach = list({id(v): v for c in group for v in reach_of.get(c.path, ())}.values())
+            text = _one_line(group, reach, names)
+            carriers[:] = [
+                dataclasses.replace(c, alike=text) if any(c is g for g in group) else c
+                for c in carriers
+            ]
     if mark is not None:  # what each place holds now, for the calls of later steps
         for t in walk.tensors:  # by (object, attribute), or by name for a name given: a name
             if t.grad_fn:  # rebound to another object (a loop variable) mixes no two objects

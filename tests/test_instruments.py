@@ -1978,8 +1978,8 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     assert not given.carriers and ".detach()" not in str(given), str(given)
     assert "held by none of the objects given" in str(given) and "**locals()" in str(given)
     (found,) = local.carriers
-    assert found.path == "reg" and found.verdict == "samples", str(local)  # by purpose (rev 15 M2)
-    assert found.fix.endswith("an output of the current weights): compute it inside the step")
+    assert found.path == "reg" and found.verdict == "recompute", str(local)  # review 18 M2
+    assert found.fix.index("compute it inside the step") < found.fix.index("reg = reg.detach()")
 
     def reference(i):  # written out from the formulas, at the current weights
         return (model(xs[i]) ** 2).mean() + (model(x0) ** 2).sum() + model(x0).abs().sum()
@@ -3286,10 +3286,11 @@ def test_a_caches_layers_get_one_verdict_and_a_line_the_reader_can_write():
 def test_old_log_probs_stacked_before_the_step_get_both_fixes_like_a_list():
     """Review 15 M2: PPO's old log-probs held as one tensor made before mark_step() were told
     'recompute: compute it inside the step' (then exp(new - old) is 1 and the gradient zero).
-    Kept as one tensor or as a list, they now get the same verdict, samples, with the constant
-    branch (detach) first; a value whose weights train only through it (the forum's y = t @ a,
-    measure/instrument_cases.py) stays recompute. The printed detach line trains the policy three
-    steps against the ratio loss written out, its old log-probs taken by the reference itself."""
+    Kept as a list they are samples, fixes by purpose; kept as one tensor made before the loop,
+    recompute with the question of what it is for (review 18 M2: a value made before the loop
+    most often follows the weights), whose record branch names PPO's old log-probs and prints the
+    detach line. The printed detach line trains the policy three steps against the ratio loss
+    written out, its old log-probs taken by the reference itself."""
     torch.manual_seed(0)
     pol, states = nn.Linear(3, 2), torch.randn(6, 3)
     actions, advantage = torch.randint(0, 2, (6,)), torch.randn(6)
@@ -3301,9 +3302,9 @@ def test_old_log_probs_stacked_before_the_step_get_both_fixes_like_a_list():
     mark_step()
     (stacked,) = find_old_graph(ratio_loss(store["old_lp"]), pol=pol, opt=opt, store=store).carriers
     (listed,) = find_old_graph(ratio_loss(torch.stack(olds)), pol=pol, opt=opt, olds=olds).carriers
-    assert stacked.verdict == listed.verdict == "samples", (stacked, listed)
+    assert (stacked.verdict, listed.verdict) == ("recompute", "samples"), (stacked, listed)
     fix = stacked.fix
-    assert fix.index("old log-probs in a ratio") < fix.index("compute it inside the step"), fix
+    assert fix.index("compute it inside the step") < fix.index("PPO's old log-probs"), fix
     line = re.search(r"(store\['old_lp'\] = store\['old_lp'\]\.detach\(\))", fix)[1]
     exec(line, {}, {"store": store})  # the constant branch, as printed
     with torch.no_grad():
@@ -3371,6 +3372,255 @@ def test_a_window_by_pad_and_add_gets_the_verdict_of_the_cat_window():
         return box.w.pow(2).mean()
 
     _three_checked_steps(loss_of, opt, reference, m=m)
+
+
+# ---- review 18: a value made before the loop (M2), kept values this loss does not use (F1, I4),
+# places printed on one line (M1, I1)
+
+
+def test_a_value_made_before_the_loop_is_recompute_with_compute_inside_first():
+    """Review 18 M2: a value computed once before the loop from weights that still train (a
+    name, a closure cell, a default argument) is recompute, and the first branch printed is
+    compute it inside the step (errors-outside-loop); the record branch (detach) comes second.
+    Compute inside, it trains three steps against a reference that recomputes it from the
+    formula; PPO's record branch is trained in the test above."""
+    torch.manual_seed(0)
+    enc, head, xs, one = nn.Linear(4, 4), nn.Linear(4, 1), torch.randn(4, 8, 4), torch.ones(1, 4)
+    opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+    ctx = enc(one)  # once, before the loop
+    scale = torch.sigmoid(enc.bias).sum()
+    penalty = lambda out, w=enc.weight.norm(): out.pow(2).mean() * w  # noqa: B008, E731
+    loss_fn = lambda out: out.pow(2).mean() * scale  # noqa: E731
+    found = {}
+    for i in range(2):
+        mark_step()
+        out = head(enc(xs[i]) + ctx)
+        loss = out.pow(2).mean() + loss_fn(out) + penalty(out)
+        if i:
+            report = find_old_graph(
+                loss, enc=enc, head=head, opt=opt, ctx=ctx, loss_fn=loss_fn, penalty=penalty
+            )
+            found = {c.path: c for c in report.carriers}
+        else:
+            loss.backward()
+    assert set(found) == {"ctx", "loss_fn.<closure scale>", "penalty.<default w>"}, str(report)
+    for carrier in found.values():
+        assert carrier.verdict == "recompute", str(report)
+        assert carrier.fix.startswith("should it follow the weights"), carrier.fix
+        assert carrier.fix.index("compute it inside the step") < carrier.fix.index("detach"), (
+            carrier.fix
+        )
+    assert found["ctx"].fix.endswith("ctx = ctx.detach()"), found["ctx"].fix
+
+    def reference(i):  # written from the formula at the current weights
+        value = one @ enc.weight.T + enc.bias
+        return ((xs[i] @ enc.weight.T + enc.bias + value) @ head.weight.T + head.bias).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: head(enc(xs[i]) + enc(one)).pow(2).mean(), opt, reference, enc=enc, head=head
+    )
+
+
+def test_a_value_kept_but_not_used_by_this_loss_holds_memory_only_whatever_its_shape():
+    """Review 18 F1 and I4: a tensor of any shape kept from an earlier step (prev = out,
+    obj.prev = out) that this loss does not use, and a list a loss is appended to, only hold
+    memory: bool(report) is False at every step, listed apart, and the list's fix says append."""
+    xs = torch.randn(5, 4, 3)
+    for case in ("prev", "obj", "losses"):
+        torch.manual_seed(0)
+        m = nn.Linear(3, 3)
+        opt, obj, prev, losses = torch.optim.SGD(m.parameters(), lr=0.1), nn.Module(), None, []
+        for i in range(4):
+            mark_step()
+            out = m(xs[i])
+            loss = out.pow(2).mean()
+            held = {"prev": prev, "obj": obj, "losses": losses}[case]
+            report = find_old_graph(loss, m=m, opt=opt, **{case: held})
+            assert not report, (case, i, str(report))
+            if i:
+                assert all(c.memory_only for c in report.carriers), (case, i, str(report))
+                assert "no error" in str(report), (case, i, str(report))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prev, obj.prev = out, out
+            losses.append(loss)
+    assert "append loss.item()" in str(report) and "adds to itself" not in str(report), str(report)
+
+
+def test_places_on_one_line_get_one_fix_for_all_and_their_whole_reach():
+    """Review 18 M1 and I1: places printed on one line (an EMA teacher kept as a dict without
+    no_grad; a real Llama's cache) get a fix that names every place and the reach of all of
+    them. The teacher's printed line, applied to each place it names, trains three steps
+    against a reference with its own EMA under no_grad; the 2-layer Llama's four places reach
+    13 weights (layer 1 alone reaches 12), and the fix names all four."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    student, xs = nn.Linear(4, 4), torch.randn(5, 6, 4)
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    teacher = {k: v.detach().clone() for k, v in student.named_parameters()}
+    for i in range(2):
+        mark_step()
+        loss = (student(xs[i]) - functional_call(student, teacher, (xs[i] + 0.1,))).pow(2).mean()
+        if i:
+            report = find_old_graph(loss, student=student, opt=opt, teacher=teacher)
+        else:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            teacher = {k: 0.9 * teacher[k] + 0.1 * p for k, p in student.named_parameters()}
+    text = str(report)
+    assert "reaches student.weight, student.bias" in text, text
+    found = re.search(
+        r"(teacher\['weight'\] = teacher\['weight'\]\.detach\(\)) \(and so for ([^)]+)\)", text
+    )
+    assert found and found[2] == "teacher['bias']", text
+    lines = [found[1], found[1].replace("teacher['weight']", found[2])]
+    torch.manual_seed(0)
+    student = nn.Linear(4, 4)
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    teacher = {k: v.detach().clone() for k, v in student.named_parameters()}
+    own, seen = {k: v.detach().clone() for k, v in student.named_parameters()}, [0]
+
+    def reference(i):  # its own EMA, updated under no_grad from the weights of each step
+        with torch.no_grad():
+            while seen[0] < i:
+                seen[0] += 1
+                own.update({k: 0.9 * own[k] + 0.1 * p for k, p in student.named_parameters()})
+        return (
+            (
+                xs[i] @ student.weight.T
+                + student.bias
+                - functional_call(student, own, (xs[i] + 0.1,))
+            )
+            .pow(2)
+            .mean()
+        )
+
+    def loss_of(i):
+        nonlocal teacher
+        if i:
+            teacher = {k: 0.9 * teacher[k] + 0.1 * p for k, p in student.named_parameters()}
+        for line in lines:  # the printed fix, at the step's start, for each place it names
+            exec(line, {}, {"teacher": teacher})
+        return (student(xs[i]) - functional_call(student, teacher, (xs[i] + 0.1,))).pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, student=student)
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    chunks, past = (
+        torch.randint(0, 32, (1, 6), generator=torch.Generator().manual_seed(1)).split(3, 1),
+        None,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(2):
+            mark_step()
+            out = model(chunks[i], past_key_values=past, labels=chunks[i], use_cache=True)
+            past = out.past_key_values
+            if i:
+                report = find_old_graph(out.loss, model=model, opt=opt, past=past)
+            else:
+                out.loss.backward()
+    text = str(report)
+    assert "and 11 more (optimizers' parameters)" in text, text  # 2 named + 11 = 13 weights
+    assert "and so for past.layers[0].values, past.layers[1].keys, past.layers[1].values" in text, (
+        text
+    )
+
+
+def test_fast_weights_copied_from_a_trained_module_are_made_anew_from_it():
+    """Held-out trial 7 F2 (meta-weight-net#8): a meta-model loaded once from the trained
+    model (load_state_dict: no graph link) and moved by a functional inner step each step is
+    not state: detaching it breaks autograd.grad with respect to it. It is recompute, matched to
+    the module it was copied from by value, with the fix to make it anew from that module each
+    step; the names merely rebound each step (the inner loss, the outputs) are not carriers.
+    The printed fix trains the weighting net three steps against the meta-gradient written out
+    with torch.func.functional_call on copies of the model's current weights."""
+    from torch.func import functional_call
+
+    class Fast(nn.Module):  # weights kept as buffers, replaced by the inner step (MetaModule)
+        def __init__(self):
+            super().__init__()
+            for name, shape in (("weight", (3, 4)), ("bias", (3,))):
+                self.register_buffer(name, torch.zeros(shape, requires_grad=True))
+
+        def forward(self, x):
+            return F.linear(x, self.weight, self.bias)
+
+    torch.manual_seed(0)
+    xs, ys = torch.randn(4, 8, 4), torch.randint(0, 3, (4, 8))
+    xm, ym = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    model, weigh = nn.Linear(4, 3), nn.Linear(1, 1)
+    opt_model, opt_weigh = (
+        torch.optim.SGD(model.parameters(), 0.1),
+        torch.optim.SGD(weigh.parameters(), 0.5),
+    )
+
+    def meta_loss(fast, i):  # the inner step on weighted losses, then the loss on meta data
+        cost = F.cross_entropy(fast(xs[i]), ys[i], reduction="none")[:, None]
+        inner = (cost * torch.sigmoid(weigh(cost.detach()))).mean()
+        grads = torch.autograd.grad(inner, [fast.weight, fast.bias], create_graph=True)
+        fast.weight, fast.bias = fast.weight - 0.1 * grads[0], fast.bias - 0.1 * grads[1]
+        return F.cross_entropy(fast(xm), ym), inner
+
+    def model_step(i):
+        cost = F.cross_entropy(model(xs[i]), ys[i], reduction="none")[:, None]
+        opt_model.zero_grad()
+        (cost * torch.sigmoid(weigh(cost.detach())).detach()).mean().backward()
+        opt_model.step()
+
+    meta = Fast()
+    meta.load_state_dict(model.state_dict())  # once, before the loop: the mistake
+    for i in range(2):
+        mark_step()
+        outer, inner = meta_loss(meta, i)
+        report = find_old_graph(outer, meta=meta, model=model, weigh=weigh, inner=inner,
+                                opt_model=opt_model, opt_weigh=opt_weigh)  # fmt: skip
+        if i:  # called at each step, as the page says: step 0's call is the record
+            break
+        assert not report, str(report)
+        opt_weigh.zero_grad()
+        outer.backward()
+        opt_weigh.step()
+        model_step(i)
+    text = str(report)
+    assert [c.path for c in report.carriers] == ["meta.weight", "meta.bias"], text
+    assert {c.verdict for c in report.carriers} == {"recompute"}, text
+    assert "a copy of model.weight" in text, text
+    assert "make meta anew from model at each step's start" in text, text
+    assert "meta.load_state_dict(model.state_dict())" in text, text
+
+    def reference(i):  # the meta-gradient written out on the model's current weights
+        start = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
+        cost = F.cross_entropy(functional_call(model, start, (xs[i],)), ys[i], reduction="none")[
+            :, None
+        ]
+        inner = (cost * torch.sigmoid(cost.detach() * weigh.weight + weigh.bias)).mean()
+        grads = torch.autograd.grad(inner, list(start.values()), create_graph=True)
+        moved = {k: v - 0.1 * g for (k, v), g in zip(start.items(), grads)}
+        return F.cross_entropy(functional_call(model, moved, (xm,)), ym)
+
+    from outcome import checked
+
+    with checked(opt_weigh, reference, weigh=weigh) as done:
+        for i in range(3):
+            meta = Fast()  # the printed fix: made anew from model at each step's start
+            meta.load_state_dict(model.state_dict())
+            outer, _ = meta_loss(meta, i)
+            opt_weigh.zero_grad()
+            outer.backward()
+            opt_weigh.step()
+            model_step(i)
+    assert len(done) == 3
 
 
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
