@@ -45,10 +45,11 @@ QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
 # The targets are what the search achieves, rounded down, since held-out set 6 (63 real reports,
 # 58.7 % right first when scored once) joined the queries on 2026-12-06 and gallery scripts score
-# less unless the query names them (91439eb): measured in Chromium, 78.0 % right first, 89.9 % in
-# the first three, 47.2 % page and section, on 672 queries (set 6 joining alone: 77.4 %, 90.0 %,
-# 46.0 %; before it, 0.79, 0.90 and 0.48 on 609). Raise them with the figures; never drop queries.
-RIGHT_FIRST_TARGET = 0.78  # share of queries whose first result is a right page
+# less unless the query names them (91439eb): measured in Chromium, 77.98 % right first (524 of
+# 672 queries), 89.9 % in the first three, 47.2 % page and section (set 6 joining alone: 77.4 %,
+# 90.0 %, 46.0 %; before it, 0.79, 0.90 and 0.48 on 609). Raise them with the figures; never drop
+# queries.
+RIGHT_FIRST_TARGET = 0.77  # share of queries whose first result is a right page
 TOP = 3  # a right page among this many first results ...
 TOP_TARGET = 0.89  # ... for this share of the queries
 # Of the queries that name a section: the right page first and linked to that section (29.5 %
