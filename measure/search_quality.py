@@ -43,17 +43,18 @@ from urllib.parse import quote, unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
-# The targets are what the search achieves, rounded down, since held-out set 5 (49 real reports,
-# 53.1 % right first when scored once) joined the queries on 2026-12-06 and the index gained the
-# entries of ea814c8: measured in Chromium, 79.3 % right first, 90.8 % in the first three, 48.7 %
-# page and section, on 609 queries (set 5 joining alone: 78.7 %, 89.8 %, 47.5 %; before it, 0.80,
-# 0.90 and 0.47 on 560). Raise them with the figures; never drop queries.
-RIGHT_FIRST_TARGET = 0.79  # share of queries whose first result is a right page
+# The targets are what the search achieves, rounded down, since held-out set 6 (63 real reports,
+# 58.7 % right first when scored once) joined the queries on 2026-12-06 and gallery scripts score
+# less unless the query names them (91439eb): measured in Chromium, 77.98 % right first (524 of
+# 672 queries), 89.9 % in the first three, 47.2 % page and section (set 6 joining alone: 77.4 %,
+# 90.0 %, 46.0 %; before it, 0.79, 0.90 and 0.48 on 609). Raise them with the figures; never drop
+# queries.
+RIGHT_FIRST_TARGET = 0.77  # share of queries whose first result is a right page
 TOP = 3  # a right page among this many first results ...
-TOP_TARGET = 0.90  # ... for this share of the queries
+TOP_TARGET = 0.89  # ... for this share of the queries
 # Of the queries that name a section: the right page first and linked to that section (29.5 %
 # before section-level links).
-SECTION_FIRST_TARGET = 0.48
+SECTION_FIRST_TARGET = 0.47
 # Built pages that are not content (nothing to find on them).
 NOT_CONTENT = {"search", "genindex", "404", "py-modindex"}
 # Pages merged or renamed since query files were written (old docname -> the page holding it now).

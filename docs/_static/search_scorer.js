@@ -50,6 +50,10 @@
  *    renamed, older, nox, mutation); their other signals (retain_variables, a release) are
  *    phrases and entries that still score. Their long index lines otherwise catch a generic
  *    question's words one by one ("purpose" in "a warning is shown on purpose").
+ *  - Gallery scripts (EXAMPLE_PAGES) score 0.6 unless the query names the example: at least three
+ *    quarters of its (idf-weighted) words are in the script's title and opening index line. A
+ *    worked example repeats its subject's words in its code and headings, so a report about MAML
+ *    or a GAN step otherwise finds the script above the section that explains its case.
  *  - Each page appears once, linked to the section that matches the query best: its heading and
  *    the `{index}` lines within it count together (the build links each index entry to the
  *    section holding it; the line under the page title to the page's top). Equal scores are
@@ -85,6 +89,8 @@ const SiteSearch = (() => {
     situation: 5, // per (idf-weighted) situation word in the page's best section (rank)
     sectionSituation: 3, // the same, in choosing the section a result links to
     reference: 0.5, // factor for reference pages whose own words the query lacks
+    example: 0.6, // factor for gallery scripts whose title and opening the query does not name
+    namesExample: 0.75, // share of the query's (idf-weighted) words there that names the example
     ownPages: 1, // a reference page's own word: in its title or top index entries, and in a
     // title, heading or index entry of at most this many pages that are not reference pages
   };
@@ -96,6 +102,8 @@ const SiteSearch = (() => {
   // Pages that route each situation to the page that owns it (the error reference): they list
   // every situation's words, so the situation does not count for them.
   const ROUTING_PAGES = /^docs\/errors$/;
+  // Worked examples (sphinx-gallery scripts): they show what a docs page explains.
+  const EXAMPLE_PAGES = /^auto_examples\//;
   const MIN_PHRASE_WORDS = 2; // a phrase match needs this many words (single words score as words)
 
   // Errors as older torch releases word them -> one wording. Applied to the query and to every
@@ -167,6 +175,8 @@ const SiteSearch = (() => {
       routing: ROUTING_PAGES.test(docname),
       reference: REFERENCE_PAGES.test(docname),
       own: new Set(), // a reference page's own words
+      example: EXAMPLE_PAGES.test(docname),
+      opening: new Set(), // a gallery script's title and top index entries
     }));
     for (const [title, places] of Object.entries(index.alltitles || {})) {
       for (const [file, anchor] of places) {
@@ -189,6 +199,12 @@ const SiteSearch = (() => {
         doc.entries.push([normal(entry), anchor || "", unit]);
         unit.forEach((s) => doc.entryStems.add(s));
       }
+    }
+    for (const doc of docs) {
+      if (!doc.example) continue;
+      doc.titleStems.forEach((s) => doc.opening.add(s));
+      for (const [, anchor, unit] of doc.entries)
+        if (anchor === "") unit.forEach((s) => doc.opening.add(s));
     }
     // A reference page's own words: stems of its title and top index entries that at most
     // `ownPages` other (not reference) pages hold in a title, heading or index entry.
@@ -366,6 +382,8 @@ const SiteSearch = (() => {
       let score = (wordScore + phraseScore + own) * share ** WEIGHT.share;
       if (doc.quoting) score *= WEIGHT.quoting;
       if (doc.reference && !known.some((s) => doc.own.has(s))) score *= WEIGHT.reference;
+      if (doc.example && totalIdf > 0 && idfIn(doc.opening, known) < WEIGHT.namesExample * totalIdf)
+        score *= WEIGHT.example;
       results.push({ doc, score, share, anchor, wordScore, phraseScore, best, situated });
     }
     results.sort(
