@@ -1500,7 +1500,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             f"called for this loss (a branch not taken, a layer defined but unused), or its output "
             f"is cut before the loss ({_CUTS})",
-            f"to see which, before the step: {_probe(owner, module)}; nothing printed: not called: None "
+            f"to see which, before the step: {_probe(owner, module)}; nothing printed: "
+            + _silent(module)
+            + ": None "
             "is right if it is not meant to train (skip parameters whose .grad is None where you "
             "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
@@ -1706,7 +1708,8 @@ def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
     """One line the reader pastes: a forward hook on the module that prints whether it ran, and
     with gradients on (this module adds no hook itself: it changes nothing). A class that
     overrides ``__call__`` (gpytorch's modules) may never run the hooks: then the line wraps the
-    instance's ``forward`` instead, which such a ``__call__`` still calls."""
+    instance's ``forward`` instead, which such a ``__call__`` usually calls (``_silent`` says
+    what its silence means when it does not)."""
     path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)  # encoder.convnet.0 -> encoder.convnet[0]
     said = f"print('{path} ran, grad on:', torch.is_grad_enabled())"
     if module is not None and type(module).__call__ is not torch.nn.Module.__call__:
@@ -1715,6 +1718,18 @@ def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
             f"({type(module).__name__} overrides __call__, so a forward hook may never fire)"
         )
     return f"{path}.register_forward_hook(lambda m, i, o: {said})"
+
+
+def _silent(module: torch.nn.Module | None) -> str:
+    """What the probe's silence means: for a class that overrides ``__call__``, only that its
+    ``forward`` did not run (its ``__call__`` may dispatch to another method)."""
+    if module is not None and type(module).__call__ is not torch.nn.Module.__call__:
+        name = type(module).__name__
+        return (
+            f"its forward did not run (not called, or {name}.__call__ runs another method and "
+            "not forward: wrap that method the same way to tell)"
+        )
+    return "not called"
 
 
 def _checkpointing(owner: str, modules: list) -> str | None:

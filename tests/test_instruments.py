@@ -5127,3 +5127,45 @@ def test_a_positional_encoding_buffer_puts_the_accidental_cut_first():
         return (h * torch.sigmoid(x[i] @ net.adapter.weight.T + net.adapter.bias)).pow(2).mean()
 
     _three_checked_steps(lambda i: net(x[i]).pow(2).mean(), opt, reference, net=net)
+
+
+def test_the_forward_probe_of_a_call_override_says_what_silence_means():
+    """Review 19 M3: a class whose ``__call__`` runs ``self._impl``, not ``forward``: the printed
+    probe (wrapping ``forward``) stays silent though the module ran, and the key read "nothing
+    printed: not called". Now silence means that forward did not run, which may be because its
+    ``__call__`` runs another method."""
+    torch.manual_seed(0)
+
+    class B(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 3))
+
+        def forward(self, x):
+            return x @ self.w
+
+        def _impl(self, x):
+            return x @ self.w
+
+        def __call__(self, x):
+            return self._impl(x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.head = B(), nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.head(self.inner(x).detach())
+
+    net, x = Net(), torch.randn(4, 3)
+    loss = net(x).pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, net=net)["net.inner.w"].fix
+    probe = re.search(r"before the step: (.+?) \(B overrides", fix)[1]
+    printed = []
+    exec(probe, {"net": net, "torch": torch, "print": lambda *a: printed.append(a)})
+    net(x)
+    assert printed == [], printed  # silent, though the module ran
+    assert "nothing printed: not called" not in fix, fix
+    assert "nothing printed: its forward did not run (not called, or B.__call__ runs another" in fix
