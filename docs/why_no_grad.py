@@ -564,10 +564,17 @@ def _in_eval(modules: list, tensors: list, findings: list) -> str:
     if all(f.rule == "has a gradient" for f in findings):
         return ""
     found = []
+    frozen = [  # modules with parameters, none requiring grad: frozen on purpose, or by mistake
+        name for name, module in modules
+        if list(module.parameters()) and not any(p.requires_grad for p in module.parameters())
+    ]  # fmt: skip
     for name, module in modules:
         if module.training or any(name.startswith(f"{top}.") or not top for top in found):
             continue
-        if any(p.requires_grad for p in module.parameters()) or not list(module.parameters()):
+        if any(p.requires_grad for p in module.parameters()) or (
+            not list(module.parameters())  # nothing to train: only where no frozen module holds it
+            and not any(name.startswith(f"{top}.") or not top for top in frozen)
+        ):
             found.append(name)
     if not found:
         return ""

@@ -5169,3 +5169,22 @@ def test_the_forward_probe_of_a_call_override_says_what_silence_means():
     assert printed == [], printed  # silent, though the module ran
     assert "nothing printed: not called" not in fix, fix
     assert "nothing printed: its forward did not run (not called, or B.__call__ runs another" in fix
+
+
+def test_no_eval_note_for_a_dropout_inside_a_frozen_backbone():
+    """Review 19 I2: a backbone frozen and put in eval on purpose, its Dropout (no parameters)
+    was named "in eval mode ... if it should train, call .train() on it". A parameterless module
+    inside a frozen one is no longer named; a parameterless one alone still is."""
+    torch.manual_seed(0)
+    bb, head = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)), nn.Linear(4, 2)
+    bb.requires_grad_(False)
+    bb.eval()
+    head.bias.requires_grad_(False)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    loss = head(bb(torch.randn(3, 4))).pow(2).sum()
+    loss.backward()
+    assert not any("eval mode" in n for n in why_no_grad(loss, bb=bb, head=head, opt=opt).notes)
+    drop = nn.Dropout(0.1).eval()
+    loss = head(drop(torch.randn(3, 4))).pow(2).sum()
+    loss.backward()
+    assert any(n.startswith("drop is in eval mode") for n in why_no_grad(loss, drop=drop, head=head).notes)
