@@ -538,7 +538,10 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the leaves named; its leaves: "
-            + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
+            + ", ".join(  # in the order of the ops' inputs, as the findings list them
+                g.label(v)
+                for v in (_leaves_below(loss.grad_fn, 4) or [v for v, _ in g.leaves.values()][:4])
+            )
         )
     if loss is not None and g.alive and not g.ran:  # remembered weakly: nothing is kept alive
         if len(_LAST) > 4096:  # forget tensors that are gone
@@ -1519,16 +1522,29 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
+    derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     return (
         "not on the graph",
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
-        "branch not taken, a layer not called)",
+        "branch not taken, a layer not called)"
+        + (
+            ", or, this loss being made from a gradient (autograd.grad with create_graph=True), "
+            "that derivative does not depend on it (a bias under a gradient penalty: d/dx of "
+            "x @ W + b has no b)"
+            if derived
+            else ""
+        ),
         "find where its value enters the loss; "
         + _cut_fix(g, t)
         + "; not used: None is right if your "
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
-        "forward does not reach it: find the path that skips it",
+        "forward does not reach it: find the path that skips it"
+        + (
+            "; a derivative without it: None is right, this loss does not train it"
+            if derived
+            else ""
+        ),
     )
 
 

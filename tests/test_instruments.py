@@ -5187,4 +5187,37 @@ def test_no_eval_note_for_a_dropout_inside_a_frozen_backbone():
     drop = nn.Dropout(0.1).eval()
     loss = head(drop(torch.randn(3, 4))).pow(2).sum()
     loss.backward()
-    assert any(n.startswith("drop is in eval mode") for n in why_no_grad(loss, drop=drop, head=head).notes)
+    assert any(
+        n.startswith("drop is in eval mode") for n in why_no_grad(loss, drop=drop, head=head).notes
+    )
+
+
+def test_a_bias_under_a_gradient_penalty_may_drop_out_of_the_derivative():
+    """Review 19 I4: a gradient penalty, autograd.grad(D(x).sum(), x, create_graph=True): the
+    output layer's bias drops out of dD/dx, yet the report offered only a cut or a layer not
+    called. Now it also says that the derivative may not depend on it."""
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    x = torch.randn(6, 4, requires_grad=True)
+    (g,) = torch.autograd.grad(D(x).sum(), x, create_graph=True)
+    penalty = ((g.norm(dim=1) - 1) ** 2).mean()
+    found = why_no_grad(penalty, D=D)["D.2.bias"]
+    assert found.rule == "not on the graph", found
+    assert "that derivative does not depend on it (a bias under a gradient penalty" in found.why
+    plain = why_no_grad(D(x).sum().detach().requires_grad_() * 0 + D[0](x).sum(), D=D)
+    assert "gradient penalty" not in plain["D.2.bias"].why, plain  # no derivative in this loss
+
+
+def test_the_its_leaves_note_lists_them_as_the_finding_does():
+    """Review 19 I5: the finding lists addmm's leaves in the op's input order (C, A, B); the
+    "its leaves" note listed them in another. Now both use one order."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 6)
+    a, b, c = (torch.randn(*s, requires_grad=True) for s in ((6, 32), (32, 6), (6, 6)))
+    W = torch.addmm(c, a, b)
+    loss = (x @ W).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, W=W)
+    shapes = "a leaf of shape (6, 6), a leaf of shape (6, 32), a leaf of shape (32, 6)"
+    assert f"from {shapes}," in report["W"].why, report
+    assert any(n.endswith(f"its leaves: {shapes}") for n in report.notes), report
