@@ -1308,8 +1308,9 @@ def _fast_pairs(g: _Context) -> dict:
     """{id of a plain leaf: the module name} for fast weights by evidence: a module named whose
     parameters an optimizer holds, none of them on the graph, while the graph reaches plain
     leaves (not ``nn.Parameter``, requiring grad, in no optimizer, held by no module) of the
-    shapes of all of them, one each. One input of a weight's shape (an adversarial ``x_adv``)
-    does not match a module that also has a bias. Computed once per report."""
+    shapes of all of them, one each, and at least two such leaves in all. One input of a weight's
+    shape (an adversarial ``x_adv``) matches neither a module that also has a bias nor, alone, a
+    module without one. Computed once per report."""
     if g.fast is None:
         g.fast = {}
         plain = [
@@ -1331,6 +1332,8 @@ def _fast_pairs(g: _Context) -> dict:
             else:
                 for v in matched:
                     g.fast.setdefault(id(v), name)
+        if len(g.fast) < 2:  # one tensor of one weight's shape (an input): not enough to tell
+            g.fast = {}
     return g.fast
 
 
@@ -1441,7 +1444,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     if fast is not None and id(t) in g.held["opt"]:
         named = id(fast) in g.names or id(fast) in g.held["module"]
         return _adapted(
-            g.label(fast) if named else "a plain leaf of its shape", owner.partition(".")[0]
+            g.label(fast) if named else "a plain leaf of its shape", owner.partition(".")[0], owner
         )
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
@@ -1654,7 +1657,7 @@ def _adapted_fix(copy: str, trained: str = "model") -> str:
     )
 
 
-def _adapted(copy: str, trained: str) -> tuple[str, str, str]:
+def _adapted(copy: str, trained: str, module: str = "") -> tuple[str, str, str]:
     """The loss reaches plain tensors (not ``nn.Parameter``) that require grad, of the shapes of
     all of a trained module's parameters, and none of those: maybe weights made from them and
     detached (fast weights of an inner loop, ``higher`` with ``track_higher_grads=False``,
@@ -1662,7 +1665,8 @@ def _adapted(copy: str, trained: str) -> tuple[str, str, str]:
     return (
         "not on the graph: the loss uses a detached copy",
         f"the loss reaches {copy} (same shape, a plain tensor that requires grad, not an "
-        f"nn.Parameter), and such tensors of the shapes of all of {trained}'s parameters, but not "
+        f"nn.Parameter), and such tensors of the shapes of all of {module or trained}'s "
+        "parameters, but not "
         f"this one: if it is a copy of this one made for an inner loop (fast weights an inner "
         "optimizer stepped: higher with track_higher_grads=False, first-order MAML; or a "
         "functional copy), a copy has no history, so this one gets no gradient; if it is a leaf "

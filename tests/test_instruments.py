@@ -5221,3 +5221,17 @@ def test_the_its_leaves_note_lists_them_as_the_finding_does():
     shapes = "a leaf of shape (6, 6), a leaf of shape (6, 32), a leaf of shape (32, 6)"
     assert f"from {shapes}," in report["W"].why, report
     assert any(n.endswith(f"its leaves: {shapes}") for n in report.notes), report
+
+
+def test_an_input_of_a_bias_free_weights_shape_is_no_detached_copy():
+    """Review 19 F3, the same with the unused head made without a bias: one plain tensor of one
+    weight's shape is not enough to call it a copy (fast weights of a whole layer or network are
+    two tensors or more)."""
+    torch.manual_seed(0)
+    net = nn.ModuleDict(dict(a=nn.Linear(8, 1), b=nn.Linear(8, 8, bias=False)))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x_adv = torch.randn(8, 8).requires_grad_()
+    loss = net["a"](x_adv).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, net=net, opt=opt, x_adv=x_adv)
+    assert "copy" not in report["net.b.weight"].rule and "copy" not in report["x_adv"].rule, report
