@@ -68,18 +68,21 @@ Where it stops:
   track it (within 10%: a target, EMA or teacher network), the fix is to predict with the trained
   module and keep the copy out of the graph, never to give the copy to the optimizer;
   ``functional_call`` only for a combination of several trained modules' weights.
-  A plain tensor (not an ``nn.Parameter``) that requires grad, of the shape of a parameter the
-  optimizer holds, on the graph instead of it, is a detached copy: fast weights an inner loop
-  stepped (first-order MAML, ``higher`` with ``track_higher_grads=False``) keep their adaptation
-  by adding their gradients to the trained parameters; predicting with the trained module drops it.
+  Plain tensors (not ``nn.Parameter``) that require grad, one of the shape of each parameter of
+  a module the optimizer holds, on the graph instead of all of them, may be a detached copy (said
+  as a possibility; one input of a weight's shape, ``x_adv``, does not match a module with a
+  bias): fast weights an inner loop stepped (first-order MAML, ``higher`` with
+  ``track_higher_grads=False``) keep their adaptation by adding their gradients to the trained
+  parameters, their ``.grad`` cleared before the outer backward; predicting with the trained
+  module drops it.
 * Library code it reads from the classes named, never calling it: a method under torch's
   ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
   no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
   function without it), a class that overrides ``__call__`` (its forward hooks may never fire:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
-  a code's size (``x + (q - x).detach()``) may be a straight-through estimator: the fix says
-  both purposes.
+  a code's size (``x + (q - x).detach()``) may be a straight-through estimator (or an add of a
+  buffer): the fix says the accidental cut first, then the straight-through purpose.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
@@ -94,7 +97,8 @@ Where it stops:
   left from before (``zero_grad(set_to_none=False)``) and zeros a ``backward(retain_graph=True)``
   wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
   has changed since (it remembers what each call saw, weakly: its own memory, not the program's);
-  one it saw non-zero and sees zero now was set to zero (a backward only adds to ``.grad``).
+  one it saw non-zero and sees zero now was likely set to zero (a backward adds to ``.grad``;
+  unless one added exactly the opposite).
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -222,16 +226,20 @@ class Report:
     def __str__(self) -> str:
         missing = [f for f in self.findings if f.rule != "has a gradient"]
         fine = [f.name for f in self.findings if f.rule == "has a gradient"]
+        flagged = [  # a gradient from this loss, flagged for another reason (in no optimizer)
+            f for f in missing if f.grad == "nonzero" and not f.rule.startswith("has a gradient")
+        ]
         lines = [
-            f"{len(missing)} of {len(self.findings)} named tensors have no gradient or a zero one"
+            f"{len(missing) - len(flagged)} of {len(self.findings)} named tensors have no gradient "
+            "or a zero one"
             + (
                 " (or none from this loss)"
                 if any(f.rule.startswith("has a gradient, but") for f in missing)
                 else ""
             )
             + (
-                " (or are in no optimizer)"
-                if any(f.rule == "not in the optimizer" for f in missing)
+                f"; {len(flagged)} more {'has' if len(flagged) == 1 else 'have'} one, flagged below"
+                if flagged
                 else ""
             )
         ]
@@ -530,7 +538,10 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     if loss is not None and g.leaves and not set(g.leaves) & set(g.names):
         notes.append(
             "the loss's graph reaches none of the leaves named; its leaves: "
-            + ", ".join(g.label(v) for v, _ in list(g.leaves.values())[:4])
+            + ", ".join(  # in the order of the ops' inputs, as the findings list them
+                g.label(v)
+                for v in (_leaves_below(loss.grad_fn, 4) or [v for v, _ in g.leaves.values()][:4])
+            )
         )
     if loss is not None and g.alive and not g.ran:  # remembered weakly: nothing is kept alive
         if len(_LAST) > 4096:  # forget tensors that are gone
@@ -556,10 +567,17 @@ def _in_eval(modules: list, tensors: list, findings: list) -> str:
     if all(f.rule == "has a gradient" for f in findings):
         return ""
     found = []
+    frozen = [  # modules with parameters, none requiring grad: frozen on purpose, or by mistake
+        name for name, module in modules
+        if list(module.parameters()) and not any(p.requires_grad for p in module.parameters())
+    ]  # fmt: skip
     for name, module in modules:
         if module.training or any(name.startswith(f"{top}.") or not top for top in found):
             continue
-        if any(p.requires_grad for p in module.parameters()) or not list(module.parameters()):
+        if any(p.requires_grad for p in module.parameters()) or (
+            not list(module.parameters())  # nothing to train: only where no frozen module holds it
+            and not any(name.startswith(f"{top}.") or not top for top in frozen)
+        ):
             found.append(name)
     if not found:
         return ""
@@ -589,6 +607,7 @@ class _Context:
     dead: set = field(default_factory=set)
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
     off_graph: set | None = None  # _off_graph_shapes, once
+    fast: dict | None = None  # _fast_pairs, once
     zero: dict | None = None  # _zero_nodes, once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
@@ -992,16 +1011,15 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:  # seen at run time
         if where := _per_call(g.held["module"].get(id(t), ""), g):
             return _recreated(where[0], _BY_OPT)
-    if (
-        g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]
-        and not isinstance(t, torch.nn.Parameter) and t.shape in _off_graph_shapes(g)
-    ):  # fmt: skip
+    if g.held["opt"] and t.is_leaf and id(t) in _fast_pairs(g):
+        module = _fast_pairs(g)[id(t)]
         return (
             "not in the optimizer: a detached copy",
             "it has a gradient, but no optimizer named holds it: a plain tensor (not an "
-            "nn.Parameter) of the shape of a parameter the optimizer holds that the loss does not "
-            "reach: weights made from those and detached (fast weights, a functional copy)",
-            _adapted_fix(g.label(t)),
+            f"nn.Parameter); the loss reaches such tensors of the shapes of all of {module}'s "
+            "parameters and none of those: if they are weights made from them and detached (fast "
+            "weights, a functional copy), see those parameters",
+            _adapted_fix(g.label(t), module.partition(".")[0]),
         )
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
         return (
@@ -1031,11 +1049,19 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             ),
         )  # fmt: skip
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:
+        plain = not isinstance(t, torch.nn.Parameter) and id(t) not in g.held["module"]
         return (
             "not in the optimizer",
             "it has a gradient, but no param group of the optimizers named holds it: it never moves "
-            "(left out when the groups were built, or replaced or added after the optimizer was made)",
-            "give it to the optimizer (opt.add_param_group({'params': [p]}), or build the groups from "
+            "(left out when the groups were built, or replaced or added after the optimizer was made)"
+            + ("; or it is an input whose gradient you read" if plain else ""),
+            (
+                "if it is an input whose gradient you read (an adversarial x_adv, a saliency map), "
+                "nothing is wrong; if it is a weight meant to train, "
+                if plain
+                else ""
+            )
+            + "give it to the optimizer (opt.add_param_group({'params': [p]}), or build the groups from "
             "model.parameters() after the model is final)"
             + (
                 "; or, if its values are copied in from parameters the optimizer holds (.data =, "
@@ -1278,6 +1304,39 @@ def _off_graph_shapes(g: _Context) -> set:
     return g.off_graph
 
 
+def _fast_pairs(g: _Context) -> dict:
+    """{id of a plain leaf: the module name} for fast weights by evidence: a module named whose
+    parameters an optimizer holds, none of them on the graph, while the graph reaches plain
+    leaves (not ``nn.Parameter``, requiring grad, in no optimizer, held by no module) of the
+    shapes of all of them, one each, and at least two such leaves in all. One input of a weight's
+    shape (an adversarial ``x_adv``) matches neither a module that also has a bias nor, alone, a
+    module without one. Computed once per report."""
+    if g.fast is None:
+        g.fast = {}
+        plain = [
+            v for v, _ in g.leaves.values() if v.requires_grad and v.is_leaf
+            and not isinstance(v, torch.nn.Parameter) and id(v) not in g.held["opt"]
+            and id(v) not in g.held["module"]
+        ]  # fmt: skip
+        for name, m in g.modules:
+            params = list(m.parameters(recurse=False))
+            if not params or any(id(p) not in g.held["opt"] or id(p) in g.leaves for p in params):
+                continue
+            free, matched = list(plain), []
+            for p in params:
+                v = next((v for v in free if v.shape == p.shape), None)
+                if v is None:
+                    break
+                free.remove(v)
+                matched.append(v)
+            else:
+                for v in matched:
+                    g.fast.setdefault(id(v), name)
+        if len(g.fast) < 2:  # one tensor of one weight's shape (an input): not enough to tell
+            g.fast = {}
+    return g.fast
+
+
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
     """A parameter or leaf that requires grad and shares ``t``'s memory, ``t`` itself not
     requiring grad: ``t`` is a detached view of it (``state_dict()``, ``.data``)."""
@@ -1380,15 +1439,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             + "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
         )  # fmt: skip
-    fast = [  # plain leaves of its shape that require grad and no optimizer holds
-        v for v, _ in g.leaves.values() if v.shape == t.shape and v.requires_grad
-        and not isinstance(v, torch.nn.Parameter) and id(v) not in g.held["opt"]
-    ]  # fmt: skip
-    if fast and id(t) in g.held["opt"]:
-        named = id(fast[0]) in g.names or id(fast[0]) in g.held["module"]
+    fast = next((v for v, _ in g.leaves.values() if _fast_pairs(g).get(id(v)) == owner
+                 and v.shape == t.shape), None) if owner else None  # fmt: skip
+    if fast is not None and id(t) in g.held["opt"]:
+        named = id(fast) in g.names or id(fast) in g.held["module"]
         return _adapted(
-            g.label(fast[0]) if named else "a plain leaf of its shape",
-            owner.partition(".")[0] or "model",
+            g.label(fast) if named else "a plain leaf of its shape", owner.partition(".")[0], owner
         )
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
@@ -1457,7 +1513,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             f"called for this loss (a branch not taken, a layer defined but unused), or its output "
             f"is cut before the loss ({_CUTS})",
-            f"to see which, before the step: {_probe(owner, module)}; nothing printed: not called: None "
+            f"to see which, before the step: {_probe(owner, module)}; nothing printed: "
+            + _silent(module)
+            + ": None "
             "is right if it is not meant to train (skip parameters whose .grad is None where you "
             "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
@@ -1465,21 +1523,31 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside, or inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
-            "its output is cut after it (or inside its forward): "
-            + _straight_through(g, t)
-            + _CUT_FIX,
+            "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
+    derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     return (
         "not on the graph",
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
-        "branch not taken, a layer not called)",
+        "branch not taken, a layer not called)"
+        + (
+            ", or, this loss being made from a gradient (autograd.grad with create_graph=True), "
+            "that derivative does not depend on it (a bias under a gradient penalty: d/dx of "
+            "x @ W + b has no b)"
+            if derived
+            else ""
+        ),
         "find where its value enters the loss; "
-        + _straight_through(g, t)
-        + _CUT_FIX
+        + _cut_fix(g, t)
         + "; not used: None is right if your "
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
-        "forward does not reach it: find the path that skips it",
+        "forward does not reach it: find the path that skips it"
+        + (
+            "; a derivative without it: None is right, this loss does not train it"
+            if derived
+            else ""
+        ),
     )
 
 
@@ -1554,12 +1622,20 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
             shape = tuple(getattr(meta[0], "shape", ())) if meta else None
             if shape is None or (shape and t.dim() and shape[-1] == t.shape[-1]):
                 return (
-                    "a straight-through estimator (x + (q - x).detach(), a quantizer) cuts on "
-                    "purpose: keep it, and train what makes q (a codebook) by a loss term on q "
-                    "itself, not on the straight-through output (VQ-VAE's codebook loss: (q - "
-                    "x.detach()).pow(2).mean()); a cut by accident: "
+                    "; if this is a straight-through estimator (x + (q - x).detach(), a "
+                    "quantizer; an add of a buffer, a positional encoding, has its form too), it "
+                    "cuts on purpose: keep it, and train what makes q (a codebook) by a loss term "
+                    "on q itself, not on the straight-through output (VQ-VAE's codebook loss: (q - "
+                    "x.detach()).pow(2).mean())"
                 )
     return ""
+
+
+def _cut_fix(g: _Context, t: torch.Tensor) -> str:
+    """``_CUT_FIX``, the accidental cut first, then the straight-through purpose where the graph
+    has its form."""
+    deliberate = _straight_through(g, t)
+    return ("a cut by accident: " if deliberate else "") + _CUT_FIX + deliberate
 
 
 def _adapted_fix(copy: str, trained: str = "model") -> str:
@@ -1571,26 +1647,30 @@ def _adapted_fix(copy: str, trained: str = "model") -> str:
     )  # fmt: skip
     return (
         "if an inner loop adapted them (an inner optimizer's steps), keep the adaptation: first "
-        "order, after backward() add their gradients to the trained parameters (for w, w_fast in "
-        f"zip({trained}.parameters(), {fast}): w.grad = w_fast.grad if w.grad is None else w.grad + "
-        "w_fast.grad); second order, keep the graph (higher: track_higher_grads=True); predicting with "
-        "the trained module instead drops the adaptation; if it is a target or EMA copy, predict "
-        "with the trained module and keep the copy out of the graph; do not give it to the "
-        "optimizer"
+        f"order, before the outer backward() clear their .grad (for w in {fast}: w.grad = None; "
+        "the inner loop's last gradient is still there and backward() adds to it), then after it "
+        f"add their gradients to the trained parameters (for w, w_fast in zip({trained}.parameters("
+        f"), {fast}): w.grad = w_fast.grad if w.grad is None else w.grad + w_fast.grad); second "
+        "order, keep the graph (higher: track_higher_grads=True); predicting with the trained "
+        "module instead drops the adaptation; if it is a target or EMA copy, predict with the "
+        "trained module and keep the copy out of the graph; do not give it to the optimizer"
     )
 
 
-def _adapted(copy: str, trained: str) -> tuple[str, str, str]:
-    """The loss reaches a plain tensor (not an ``nn.Parameter``) that requires grad, of a
-    trained parameter's shape: weights made from it and detached (fast weights of an inner loop,
-    ``higher`` with ``track_higher_grads=False``, first-order MAML; a functional copy)."""
+def _adapted(copy: str, trained: str, module: str = "") -> tuple[str, str, str]:
+    """The loss reaches plain tensors (not ``nn.Parameter``) that require grad, of the shapes of
+    all of a trained module's parameters, and none of those: maybe weights made from them and
+    detached (fast weights of an inner loop, ``higher`` with ``track_higher_grads=False``,
+    first-order MAML; a functional copy), said as a possibility."""
     return (
         "not on the graph: the loss uses a detached copy",
-        f"{copy} (same shape, a plain tensor that requires grad, not an nn.Parameter) is on the "
-        "loss's graph instead: weights made from this one and detached (fast weights an inner "
+        f"the loss reaches {copy} (same shape, a plain tensor that requires grad, not an "
+        f"nn.Parameter), and such tensors of the shapes of all of {module or trained}'s "
+        "parameters, but not "
+        f"this one: if it is a copy of this one made for an inner loop (fast weights an inner "
         "optimizer stepped: higher with track_higher_grads=False, first-order MAML; or a "
-        "functional copy), or a leaf made apart from it (then use the parameter itself); a copy "
-        "has no history, so this one gets no gradient",
+        "functional copy), a copy has no history, so this one gets no gradient; if it is a leaf "
+        "made apart from it, use the parameter itself",
         _adapted_fix(copy, trained),
     )
 
@@ -1655,7 +1735,8 @@ def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
     """One line the reader pastes: a forward hook on the module that prints whether it ran, and
     with gradients on (this module adds no hook itself: it changes nothing). A class that
     overrides ``__call__`` (gpytorch's modules) may never run the hooks: then the line wraps the
-    instance's ``forward`` instead, which such a ``__call__`` still calls."""
+    instance's ``forward`` instead, which such a ``__call__`` usually calls (``_silent`` says
+    what its silence means when it does not)."""
     path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)  # encoder.convnet.0 -> encoder.convnet[0]
     said = f"print('{path} ran, grad on:', torch.is_grad_enabled())"
     if module is not None and type(module).__call__ is not torch.nn.Module.__call__:
@@ -1664,6 +1745,18 @@ def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
             f"({type(module).__name__} overrides __call__, so a forward hook may never fire)"
         )
     return f"{path}.register_forward_hook(lambda m, i, o: {said})"
+
+
+def _silent(module: torch.nn.Module | None) -> str:
+    """What the probe's silence means: for a class that overrides ``__call__``, only that its
+    ``forward`` did not run (its ``__call__`` may dispatch to another method)."""
+    if module is not None and type(module).__call__ is not torch.nn.Module.__call__:
+        name = type(module).__name__
+        return (
+            f"its forward did not run (not called, or {name}.__call__ runs another method and "
+            "not forward: wrap that method the same way to tell)"
+        )
+    return "not called"
 
 
 def _checkpointing(owner: str, modules: list) -> str | None:
@@ -1877,8 +1970,9 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             return (
                 "zero: set to zero after an earlier call saw it non-zero",
                 "an earlier why_no_grad call on this loss saw a non-zero .grad; a backward adds to "
-                ".grad, so something set it to zero since (zero_grad(set_to_none=False), "
-                ".grad.zero_(), a hook that writes it)" + every,
+                ".grad, so most likely something set it to zero since (zero_grad(set_to_none=False), "
+                ".grad.zero_(), a hook that writes it), unless a later backward added exactly the "
+                "opposite (a backward of -loss)" + every,
                 "read .grad before zero_grad() (set_to_none=False leaves zeros, not None)"
                 + (f"; for the zero: {fix}" if what else ""),
             )

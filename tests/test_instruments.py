@@ -4902,10 +4902,8 @@ def test_a_straight_through_cut_is_said_to_be_deliberate_or_not():
     loss.backward()
     found = why_no_grad(loss, model=model)["model.codebook.weight"]
     assert found.rule == "not on the graph: its module is not used or is cut", found
-    assert (
-        "a straight-through estimator (x + (q - x).detach(), a quantizer) cuts on purpose: keep it"
-        in (found.fix)
-    )
+    assert "if this is a straight-through estimator (x + (q - x).detach(), a quantizer" in found.fix
+    assert "cuts on purpose: keep it" in found.fix, found
     assert (
         "a loss term on q itself" in found.fix and "a cut by accident: remove the cut" in found.fix
     )
@@ -4952,7 +4950,8 @@ def test_adapted_fast_weights_keep_their_adaptation():
     for named in (dict(net=net, opt=meta_opt, fast=fast), dict(net=net, opt=meta_opt)):
         found = why_no_grad(loss, **named)["net.weight"]
         assert found.rule == "not on the graph: the loss uses a detached copy", found
-        assert "keep the adaptation: first order, after backward() add their gradients" in found.fix
+        assert "keep the adaptation: first order, before the outer backward() clear" in found.fix
+        assert "then after it add their gradients" in found.fix, found
         assert "zip(net.parameters()," in found.fix and "drops the adaptation" in found.fix, found
     copy = why_no_grad(loss, net=net, opt=meta_opt, fast=fast)["fast[0]"]
     assert copy.rule == "not in the optimizer: a detached copy", copy
@@ -4983,3 +4982,256 @@ def test_adapted_fast_weights_keep_their_adaptation():
             fomaml(i)
             meta_opt.step()
     assert len(done) == 3
+
+
+# ---- review 19 (inst22)
+
+
+def test_an_input_of_a_weights_shape_is_no_detached_copy():
+    """Review 19 F3, I3: FGSM adversarial training, ``x_adv`` of shape (8, 8) like an unused
+    head's weight. It was called "a detached copy" (fast weights) of that weight, with a fix that
+    poured its gradient into the weights, and counted among tensors without a gradient. Now the
+    head is "not used or is cut", ``x_adv`` is possibly an input, and the header counts it apart."""
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.head_a, self.head_b = nn.Linear(8, 8), nn.Linear(8, 1), nn.Linear(8, 8)
+
+        def forward(self, x, task):
+            return (self.head_a if task == "a" else self.head_b)(torch.relu(self.body(x)))
+
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x_adv = torch.randn(8, 8).requires_grad_()
+    loss = net(x_adv, "a").pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, net=net, opt=opt, x_adv=x_adv)
+    text = str(report)
+    assert "copy" not in report["net.head_b.weight"].rule, report["net.head_b.weight"]
+    assert "x_adv" not in report["net.head_b.weight"].why + report["net.head_b.weight"].fix
+    assert "copy" not in report["x_adv"].rule and "w_fast" not in report["x_adv"].fix
+    assert report["x_adv"].fix.startswith("if it is an input whose gradient you read"), report
+    assert text.startswith("2 of 7 named tensors have no gradient or a zero one; 1 more has one"), (
+        text
+    )
+
+
+def test_first_order_maml_with_an_inner_optimizer_trains_as_printed():
+    """Review 19 F4: fast weights stepped by an inner ``torch.optim.SGD`` keep the last inner
+    gradient in their ``.grad``, and the outer backward adds to it. The printed first-order fix
+    now clears their ``.grad`` before the outer backward; applied as printed, it trains three
+    checked steps equal to first-order MAML computed with ``torch.func`` (said as a possibility:
+    "if it is a copy of this one made for an inner loop")."""
+    from torch.func import functional_call
+    from torch.func import grad as fgrad
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    meta_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xs, ys, xq, yq = (torch.randn(3, 8, n) for n in (4, 2, 4, 2))
+
+    def adapt(i):  # the reader's inner loop
+        fast = [p.detach().clone().requires_grad_() for p in model.parameters()]
+        inner = torch.optim.SGD(fast, lr=0.5)
+        for _ in range(2):
+            inner.zero_grad()
+            F.mse_loss(F.linear(xs[i], *fast), ys[i]).backward()
+            inner.step()
+        return fast
+
+    fast = adapt(0)
+    loss = F.mse_loss(F.linear(xq[0], *fast), yq[0])
+    loss.backward()
+    report = why_no_grad(loss, model=model, meta_opt=meta_opt, fast=fast)
+    found = report["model.weight"]
+    assert found.rule == "not on the graph: the loss uses a detached copy", found
+    assert "if it is a copy of this one made for an inner loop" in found.why, found
+    clear = re.search(r"\((for w in fast: w\.grad = None);", found.fix)[1]
+    add = re.search(r"\((for w, w_fast in zip\(model\.parameters\(\), fast\): .*?)\);", found.fix)[
+        1
+    ]
+    assert report.findings[-1].name == "fast[1]" and str(report).startswith("2 of 4"), report
+
+    def reference(i):  # first-order MAML by torch.func: the query gradient at the adapted weights
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        for _ in range(2):
+            step = fgrad(lambda p: F.mse_loss(functional_call(model, p, (xs[i],)), ys[i]))(params)
+            params = {k: params[k] - 0.5 * step[k] for k in params}
+        shift = {k: params[k] - v.detach() for k, v in model.named_parameters()}
+        return F.mse_loss(
+            F.linear(xq[i], model.weight + shift["weight"], model.bias + shift["bias"]), yq[i]
+        )
+
+    from outcome import checked
+
+    with checked(meta_opt, reference, model=model) as done:
+        for i in range(3):
+            fast = adapt(i)
+            meta_opt.zero_grad()
+            exec(clear, {"fast": fast})  # the printed fix, as printed
+            F.mse_loss(F.linear(xq[i], *fast), yq[i]).backward()
+            exec(add, {"fast": fast, "model": model})
+            meta_opt.step()
+    assert len(done) == 3
+
+
+def test_a_zero_after_a_call_may_be_an_exact_cancellation():
+    """Review 19 F6: backward of loss, a call that sees .grad non-zero, then backward of -loss:
+    the additions cancel exactly. "A backward only adds, so a zero was set" is the likely cause,
+    not a rule: the report now names the exception."""
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 1)
+    loss = lin(torch.randn(4, 3)).pow(2).mean()
+    loss.backward(retain_graph=True)
+    assert not why_no_grad(loss, lin=lin)
+    (-loss).backward(retain_graph=True)
+    assert not lin.weight.grad.any()
+    found = why_no_grad(loss, lin=lin)["lin.weight"]
+    assert "most likely something set it to zero" in found.why, found
+    assert "unless a later backward added exactly the opposite" in found.why, found
+
+
+def test_a_positional_encoding_buffer_puts_the_accidental_cut_first():
+    """Review 19 M2: ``emb(x) + self.pos`` (a buffer, no quantizer anywhere) has the form of a
+    straight-through estimator, and a gate cut by a stray ``.detach()`` was told first to keep
+    the cut. Now the accidental cut comes first and the straight-through purpose is conditional;
+    removing the cut, as printed first, trains the adapter three checked steps."""
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self, cut=True):
+            super().__init__()
+            self.register_buffer("pos", torch.randn(5, 8))
+            self.emb, self.adapter, self.head = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+            self.cut = cut
+
+        def forward(self, x):
+            gate = torch.sigmoid(self.adapter(x))
+            return self.head(self.emb(x) + self.pos) * (gate.detach() if self.cut else gate)
+
+    net, x = Net(), torch.randn(3, 5, 8)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    loss = net(x[0]).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, net=net, opt=opt)["net.adapter.weight"].fix
+    accident = fix.index(
+        "True: its output is cut after it (or inside its forward): a cut by accident"
+    )
+    assert accident < fix.index("if this is a straight-through estimator"), fix
+    net.cut = False  # the first branch: remove the cut
+
+    def reference(i):  # by hand, from the parameters
+        h = (x[i] @ net.emb.weight.T + net.emb.bias + net.pos) @ net.head.weight.T + net.head.bias
+        return (h * torch.sigmoid(x[i] @ net.adapter.weight.T + net.adapter.bias)).pow(2).mean()
+
+    _three_checked_steps(lambda i: net(x[i]).pow(2).mean(), opt, reference, net=net)
+
+
+def test_the_forward_probe_of_a_call_override_says_what_silence_means():
+    """Review 19 M3: a class whose ``__call__`` runs ``self._impl``, not ``forward``: the printed
+    probe (wrapping ``forward``) stays silent though the module ran, and the key read "nothing
+    printed: not called". Now silence means that forward did not run, which may be because its
+    ``__call__`` runs another method."""
+    torch.manual_seed(0)
+
+    class B(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 3))
+
+        def forward(self, x):
+            return x @ self.w
+
+        def _impl(self, x):
+            return x @ self.w
+
+        def __call__(self, x):
+            return self._impl(x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.head = B(), nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.head(self.inner(x).detach())
+
+    net, x = Net(), torch.randn(4, 3)
+    loss = net(x).pow(2).sum()
+    loss.backward()
+    fix = why_no_grad(loss, net=net)["net.inner.w"].fix
+    probe = re.search(r"before the step: (.+?) \(B overrides", fix)[1]
+    printed = []
+    exec(probe, {"net": net, "torch": torch, "print": lambda *a: printed.append(a)})
+    net(x)
+    assert printed == [], printed  # silent, though the module ran
+    assert "nothing printed: not called" not in fix, fix
+    assert "nothing printed: its forward did not run (not called, or B.__call__ runs another" in fix
+
+
+def test_no_eval_note_for_a_dropout_inside_a_frozen_backbone():
+    """Review 19 I2: a backbone frozen and put in eval on purpose, its Dropout (no parameters)
+    was named "in eval mode ... if it should train, call .train() on it". A parameterless module
+    inside a frozen one is no longer named; a parameterless one alone still is."""
+    torch.manual_seed(0)
+    bb, head = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)), nn.Linear(4, 2)
+    bb.requires_grad_(False)
+    bb.eval()
+    head.bias.requires_grad_(False)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    loss = head(bb(torch.randn(3, 4))).pow(2).sum()
+    loss.backward()
+    assert not any("eval mode" in n for n in why_no_grad(loss, bb=bb, head=head, opt=opt).notes)
+    drop = nn.Dropout(0.1).eval()
+    loss = head(drop(torch.randn(3, 4))).pow(2).sum()
+    loss.backward()
+    assert any(
+        n.startswith("drop is in eval mode") for n in why_no_grad(loss, drop=drop, head=head).notes
+    )
+
+
+def test_a_bias_under_a_gradient_penalty_may_drop_out_of_the_derivative():
+    """Review 19 I4: a gradient penalty, autograd.grad(D(x).sum(), x, create_graph=True): the
+    output layer's bias drops out of dD/dx, yet the report offered only a cut or a layer not
+    called. Now it also says that the derivative may not depend on it."""
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    x = torch.randn(6, 4, requires_grad=True)
+    (g,) = torch.autograd.grad(D(x).sum(), x, create_graph=True)
+    penalty = ((g.norm(dim=1) - 1) ** 2).mean()
+    found = why_no_grad(penalty, D=D)["D.2.bias"]
+    assert found.rule == "not on the graph", found
+    assert "that derivative does not depend on it (a bias under a gradient penalty" in found.why
+    plain = why_no_grad(D(x).sum().detach().requires_grad_() * 0 + D[0](x).sum(), D=D)
+    assert "gradient penalty" not in plain["D.2.bias"].why, plain  # no derivative in this loss
+
+
+def test_the_its_leaves_note_lists_them_as_the_finding_does():
+    """Review 19 I5: the finding lists addmm's leaves in the op's input order (C, A, B); the
+    "its leaves" note listed them in another. Now both use one order."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 6)
+    a, b, c = (torch.randn(*s, requires_grad=True) for s in ((6, 32), (32, 6), (6, 6)))
+    W = torch.addmm(c, a, b)
+    loss = (x @ W).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, W=W)
+    shapes = "a leaf of shape (6, 6), a leaf of shape (6, 32), a leaf of shape (32, 6)"
+    assert f"from {shapes}," in report["W"].why, report
+    assert any(n.endswith(f"its leaves: {shapes}") for n in report.notes), report
+
+
+def test_an_input_of_a_bias_free_weights_shape_is_no_detached_copy():
+    """Review 19 F3, the same with the unused head made without a bias: one plain tensor of one
+    weight's shape is not enough to call it a copy (fast weights of a whole layer or network are
+    two tensors or more)."""
+    torch.manual_seed(0)
+    net = nn.ModuleDict(dict(a=nn.Linear(8, 1), b=nn.Linear(8, 8, bias=False)))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x_adv = torch.randn(8, 8).requires_grad_()
+    loss = net["a"](x_adv).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, net=net, opt=opt, x_adv=x_adv)
+    assert "copy" not in report["net.b.weight"].rule and "copy" not in report["x_adv"].rule, report
