@@ -83,7 +83,8 @@ Where it stops:
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
-  (always 1: sigmoid or the class dimension is the fix) and an MSE, L1 or BCE loss whose
+  (always 1: sigmoid or the class dimension is the fix), a clamp, hardtanh or threshold whose
+  saved input is where its derivative is zero on every element, and an MSE, L1 or BCE loss whose
   saved outputs equal its targets, on every path from the loss to the tensor (not LogSoftmax:
   whether its zero holds depends on the loss); before and after ``backward()``, step ops on the way (floor, ceil, round,
   trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
@@ -615,6 +616,53 @@ _SATURATES = {  # result exactly at these values: the node's derivative there is
     "TanhBackward0": (-1.0, 1.0, "tanh (outputs exactly -1 or 1)"),
 }
 _AT_MINIMUM = ("MseLossBackward0", "L1LossBackward0", "BinaryCrossEntropyBackward0")
+_CLAMPS = {  # node: (its name, its saved bounds); where the derivative is zero is in _clamped
+    "ClampMinBackward0": ("clamp_min", ("min",)), "ClampMinBackward1": ("clamp_min", ("min",)),
+    "ClampMaxBackward0": ("clamp_max", ("max",)), "ClampMaxBackward1": ("clamp_max", ("max",)),
+    "ClampBackward0": ("clamp", ("min", "max")), "ClampBackward1": ("clamp", ("min", "max")),
+    "HardtanhBackward0": ("hardtanh", ("min_val", "max_val")),
+    "ThresholdBackward0": ("threshold", ("threshold",)),
+}  # fmt: skip
+
+
+def _clamped(fn) -> str | None:
+    """A clamp, hardtanh or threshold node whose saved input lies where its derivative is zero on
+    every element (clamp: below min or above max, or NaN; hardtanh: at or beyond a bound;
+    threshold: at or below it), read through ``_raw_saved_*`` without running an unpack hook."""
+    kind = _CLAMPS.get(type(fn).__name__)
+    if kind is None or not _SHOWS_HOOKS:
+        return None
+    raw = getattr(fn, "_raw_saved_self", None)
+    x = raw.data if raw is not None and raw.unpack_hook is None else None
+    if x is None or not x.is_floating_point() or not x.numel():
+        return None
+    bounds = []
+    for name in kind[1]:
+        b = getattr(fn, f"_raw_saved_{name}", None)  # a tensor bound
+        if b is not None:
+            if b.unpack_hook is not None:
+                return None
+            b = b.data  # None: no bound on that side
+        else:
+            b = getattr(fn, f"_saved_{name}", None)  # a number, or None (no bound)
+        bounds.append(b)
+    if kind[0] == "hardtanh":
+        zero = (x <= bounds[0]) | (x >= bounds[1])
+    elif kind[0] == "threshold":
+        zero = x <= bounds[0]
+    else:
+        low = bounds[0] if kind[0] != "clamp_max" else None
+        high = bounds[-1] if kind[0] != "clamp_min" else None
+        passes = torch.ones_like(x, dtype=torch.bool)
+        passes = passes & (x >= low) if low is not None else passes
+        passes = passes & (x <= high) if high is not None else passes
+        zero = ~passes
+    if not bool(zero.all()):
+        return None
+    shown = ", ".join(
+        f"{b:g}" if isinstance(b, (int, float)) else "a tensor" for b in bounds if b is not None
+    )
+    return f"a clamp ({kind[0]}({shown})) that kept every value at its bound: its derivative is zero there"
 
 
 def _zero_nodes(g: _Context) -> dict:
@@ -636,6 +684,7 @@ def _zero_nodes(g: _Context) -> dict:
                     found[fn] = "a softmax over a dimension of size 1 (always 1)"
                 elif bool(((data == bounds[0]) | (data == bounds[1])).all()):
                     found[fn] = f"a saturated {_SATURATES[type(fn).__name__][2]}"
+        found.update((fn, c) for fn in g.nodes if (c := _clamped(fn)))  # clamp at its bound
         for fn in g.nodes:  # a loss at its minimum: predictions equal the targets exactly
             if type(fn).__name__ in _AT_MINIMUM:
                 raw = [getattr(fn, f"_raw_saved_{n}", None) for n in ("self", "target")]
@@ -1797,7 +1846,7 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if what
             else "; no zero cause it reads is on "
             "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
-            "an exact fit, a step op)"
+            "a clamp at its bound, an exact fit, a step op)"
         ),
         "call loss.backward() first, then read .grad"
         + (
@@ -1823,6 +1872,10 @@ _ZERO_FIX = {
     "class dimension",
     "an exact fit": "nothing to fix if the fit is meant; otherwise check that the targets are not "
     "made from the outputs",
+    "a clamp at its bound": "if the bound is right, the value's scale or initialisation is not: "
+    "start it inside the range (or rescale what feeds the clamp); else change the bound; to let a "
+    "gradient through at the bound, a straight-through clamp (x + (x.clamp(lo, hi) - x).detach()) "
+    "or a soft one (lo + (hi - lo) * torch.sigmoid(x); F.softplus for one side)",
     "a step op": "a straight-through estimator (x + (torch.round(x) - x).detach()) or a "
     "differentiable surrogate (a sigmoid for a step, a soft rounding)",
 }
@@ -1830,8 +1883,8 @@ _ZERO_FIX = {
 
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
-    ("a step op", "derivative"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"),
+    ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
+    ("a softmax over one element", "size 1"), ("a clamp at its bound", "a clamp ("),
 )  # fmt: skip
 
 
@@ -1861,7 +1914,9 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     found = [name for name, word in _KINDS if any(word in k for k in kinds)]
     what = ", ".join(found)
     fix = "; ".join(_ZERO_FIX[name] for name in found)
-    steps = sorted({k.partition(" (zero derivative)")[0] for k in kinds if "derivative" in k})
+    steps = sorted(
+        {k.partition(" (zero derivative)")[0] for k in kinds if "(zero derivative)" in k}
+    )
     fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
     return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
 
@@ -1889,7 +1944,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
                 "backward with retain_graph=True ran, or it was set): it was written as zero"
                 + every,
                 fix
-                or "a cause it does not read (a mask made by a comparison, a clip to zero, a hook "
+                or "a cause it does not read (a mask made by a comparison, a hook "
                 "on an activation): retain_grad() on the activations; it lies between the last "
                 "one from the loss down whose .grad is not zero and the first whose .grad is",
             )
@@ -1929,13 +1984,13 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         why = (
             "the gradient written is zero, and no op on the way is zero by itself: a multiplication "
             "by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
-            "(outputs exactly 0 or 1), a loss at its minimum (an exact fit), a clip to zero, a hook "
+            "(outputs exactly 0 or 1), a clamp at its bound, a loss at its minimum (an exact fit), a hook "
             "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )
         fix = (
             "to see which, call why_no_grad(loss, ...) before backward() (or after "
             "backward(retain_graph=True)): it names a multiplication by zero, a dead ReLU, a "
-            "saturated softmax, sigmoid or tanh, and an exact fit"
+            "saturated softmax, sigmoid or tanh, a clamp at its bound, and an exact fit"
         )
     if hooks:
         why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"

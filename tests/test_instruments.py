@@ -4983,3 +4983,62 @@ def test_adapted_fast_weights_keep_their_adaptation():
             fomaml(i)
             meta_opt.step()
     assert len(done) == 3
+
+
+# ---- held-out trial 8 (inst23)
+
+
+class _ClampedScale(nn.Module):
+    """HypHC's normalize_embeddings at toy size: a learned scale clamped into [0.01, 0.999]."""
+
+    def __init__(self, init):
+        super().__init__()
+        self.e = nn.Parameter(torch.randn(6, 2))
+        self.scale = nn.Parameter(torch.tensor([init]))
+
+    def forward(self):
+        return F.normalize(self.e, dim=1) * self.scale.clamp_min(1e-2).clamp_max(1 - 1e-3)
+
+
+def test_a_clamp_at_its_bound_on_every_element_is_named_before_backward():
+    torch.manual_seed(0)
+    target = torch.randn(6, 2)
+    model = _ClampedScale(1e-3)  # below clamp_min: every element at the bound
+    loss = (model() - target).pow(2).mean()
+    versions = [p._version for p in model.parameters()]
+    found = why_no_grad(loss, model=model)["model.scale"]
+    assert [p._version for p in model.parameters()] == versions  # reading _saved_* changes nothing
+    assert "a clamp (clamp_min(0.01)) that kept every value at its bound" in found.why, found
+    assert "start it inside the range" in found.fix and "straight-through clamp" in found.fix
+    assert "kept every value" not in why_no_grad(loss, model=model)["model.e"].why  # not behind it
+    loss.backward()  # the graph was left whole, and the gradient is zero as said
+    assert model.scale.grad is not None and not model.scale.grad.any()
+    # the printed fix by purpose: start the value inside the range; it trains
+    model = _ClampedScale(0.05)
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+
+    def reference(i):  # by hand, no clamp: the scale is inside the range at these steps
+        return (F.normalize(model.e, dim=1) * model.scale - target).pow(2).mean()
+
+    _three_checked_steps(lambda i: (model() - target).pow(2).mean(), opt, reference, model=model)
+
+
+@pytest.mark.parametrize(
+    "op, saturated",
+    [
+        (lambda x: x.clamp(-1, 1), True),
+        (lambda x: x.clamp(min=torch.full((4,), 5.0)), True),
+        (lambda x: F.hardtanh(x, -0.5, 0.5), True),
+        (lambda x: F.threshold(x, 10.0, 0.0), True),
+        (lambda x: x.clone().clamp_(-1, 1), True),
+        (lambda x: x.clamp(-2.5, 2.5), False),  # one element inside: a gradient passes
+        (lambda x: F.hardtanh(x, -3.0, 3.0), False),
+    ],
+)
+def test_a_clamp_is_named_only_where_its_gradient_is_zero_everywhere(op, saturated):
+    x = torch.tensor([-3.0, -2.0, 2.0, 3.0], requires_grad=True)
+    loss = op(x).sum()
+    found = why_no_grad(loss, x=x)["x"]
+    assert ("clamp at its bound" in found.rule) == saturated, found
+    loss.backward()
+    assert bool(x.grad.any()) != saturated  # what autograd writes agrees with the report
