@@ -168,14 +168,16 @@ _CUTS = (  # the ways a value enters a loss without history, as the reports name
     "torch.no_grad() or inference_mode, .detach(), .data, state_dict() or Variable(x.data) (Variable(x) too "
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
     "of results (torch.stack or torch.cat keeps the graph), an argmax "
-    "or another integer result, a reentrant checkpoint whose inputs need no grad"
+    "or another integer result, a reentrant checkpoint whose inputs need no grad, a draw by a "
+    "distribution's .sample() (.rsample() keeps the graph)"
 )
 _CUT_FIX = (
     "remove the cut where the value enters the loss (use the tensor itself, not its .detach(), "
     ".data or Variable(...); torch.stack or torch.cat, not torch.tensor([...]) of results; no "
     "no_grad there; a checkpoint: use_reentrant=False); an argmax or "
     "integer result has no gradient: use a differentiable surrogate (softmax, "
-    "F.gumbel_softmax(hard=True)), or keep the loss from going through it"
+    "F.gumbel_softmax(hard=True)), or keep the loss from going through it; a draw by "
+    "Distribution.sample(): .rsample() where the distribution has it (has_rsample)"
 )
 _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
     "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
@@ -1347,8 +1349,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
-            "torch.tensor(...), an argmax or another integer result), or no input required grad"
-            + _where_cut(g),
+            "torch.tensor(...), an argmax or another integer result, a distribution's .sample(): "
+            ".rsample() keeps the graph), or no input required grad" + _where_cut(g),
             f"compute it with gradients enabled: {_INFERENCE_FIX}"
             if g.loss.is_inference()
             else "compute it with gradients enabled, with torch operations on the model's outputs; "
@@ -1552,12 +1554,13 @@ def _inner_no_grad(g: _Context) -> str:
         + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     )
     return (
-        "; if gradients were on where you called it, a no_grad inside a function it called (a "
-        "@torch.no_grad() decorator, as on diffusers pipelines' __call__ and transformers' "
-        f"generate(){here}; or a with block in the library) wins over your enable_grad(): call "
-        "the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) where the decorator "
-        "keeps it (__wrapped__), or the library's differentiable API, or recompute the "
-        "differentiable part yourself (one forward pass on what it returned)"
+        "; if gradients were on where you called it, a no_grad inside a function it called wins "
+        "over your enable_grad() (a @torch.no_grad() decorator, as on diffusers pipelines' "
+        f"__call__ and transformers' generate(){here}; or a with block in the library): a "
+        "decorator: call the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) "
+        "where it keeps it (__wrapped__); a with torch.no_grad() block (Distribution.sample() has "
+        "one) cannot be unwrapped: use the library's differentiable API (.rsample() for .sample()), "
+        "or recompute the differentiable part yourself (one forward pass on what it returned)"
     )
 
 

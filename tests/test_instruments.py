@@ -5042,3 +5042,33 @@ def test_a_clamp_is_named_only_where_its_gradient_is_zero_everywhere(op, saturat
     assert ("clamp at its bound" in found.rule) == saturated, found
     loss.backward()
     assert bool(x.grad.any()) != saturated  # what autograd writes agrees with the report
+
+
+def test_a_draw_by_distribution_sample_names_rsample():
+    from torch.distributions import Normal
+
+    torch.manual_seed(0)
+    mean, std = nn.Parameter(torch.zeros(3)), nn.Parameter(torch.ones(3))
+    target = torch.tensor([1.0, -1.0, 2.0])
+
+    def loss_of(i, draw):
+        torch.manual_seed(i)
+        return (getattr(Normal(mean, std), draw)((8,)) - target).pow(2).mean()
+
+    alone = why_no_grad(loss_of(0, "sample"), mean=mean, std=std)["mean"]  # the loss has no graph
+    assert alone.rule == "not on the graph: the loss has no graph", alone
+    assert "distribution's .sample(): .rsample() keeps the graph" in alone.why, alone
+    assert "Distribution.sample() has one) cannot be unwrapped" in alone.fix, alone
+    assert ".rsample() for .sample()" in alone.fix, alone
+    head = nn.Linear(3, 1)  # the draw meets a module's output: the loss has a graph
+    torch.manual_seed(0)
+    mixed = head(Normal(mean, std).sample((8,))).pow(2).mean()
+    found = why_no_grad(mixed, head=head, mean=mean, std=std)["mean"]
+    assert ".rsample()" in found.why and ".rsample() where the distribution has it" in found.fix
+    opt = torch.optim.SGD([mean, std], 0.1)
+
+    def reference(i):  # the reparameterisation by hand, on its own generator
+        eps = torch.randn(8, 3, generator=torch.Generator().manual_seed(i))
+        return (mean + std * eps - target).pow(2).mean()
+
+    _three_checked_steps(lambda i: loss_of(i, "rsample"), opt, reference, mean=mean, std=std)
