@@ -1990,14 +1990,45 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "(outputs exactly 0 or 1), a clamp at its bound, a loss at its minimum (an exact fit), a hook "
             "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )
+        cancel = _cancel(g, node)
+        why += cancel
         fix = (
             "to see which, call why_no_grad(loss, ...) before backward() (or after "
             "backward(retain_graph=True)): it names a multiplication by zero, a dead ReLU, a "
             "saturated softmax, sigmoid or tanh, a clamp at its bound, and an exact fit"
+        ) + (
+            "; paths that cancel (a sample by rsample scored by log_prob): if the sample is data "
+            "there, as in a policy gradient, draw it with .sample() or .detach() it"
+            if cancel
+            else ""
         )
     if hooks:
         why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"
     return ("zero" + (f": {what}" if what else ""), why, fix)
+
+
+def _cancel(g: _Context, node) -> str:
+    """Where some node on the way from the loss to ``node`` has two inputs from it (the value is
+    used twice), a possibility, not a diagnosis: the two paths may cancel exactly."""
+    if node is None or g.loss is None or g.loss.grad_fn is None:
+        return ""
+    parents = collections.defaultdict(list)
+    for fn, kids in g.kids.items():
+        for child in kids:
+            parents[child].append(fn)
+    below, todo = {node}, [node]  # node and the nodes it is reached through, up to the loss
+    while todo:
+        for up in parents[todo.pop()]:
+            if up not in below:
+                below.add(up)
+                todo.append(up)
+    if not any(sum(p in below for p in parents[fn]) > 1 for fn in below):
+        return ""
+    return (
+        "; it reaches the loss by more than one path, and two paths from it may cancel exactly "
+        "(log_prob of a sample drawn from the same distribution by rsample: the mean's derivative "
+        "is zero)"
+    )
 
 
 def _leaves_below(fn, most: int = 3) -> list[torch.Tensor]:

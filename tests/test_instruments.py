@@ -5072,3 +5072,39 @@ def test_a_draw_by_distribution_sample_names_rsample():
         return (mean + std * eps - target).pow(2).mean()
 
     _three_checked_steps(lambda i: loss_of(i, "rsample"), opt, reference, mean=mean, std=std)
+
+
+def test_paths_that_may_cancel_are_said_for_log_prob_of_rsample_not_for_a_dead_relu():
+    from torch.distributions import Normal
+
+    torch.manual_seed(0)
+    mean, x = nn.Linear(3, 2), torch.randn(5, 3)
+    dist = Normal(mean(x), torch.ones(5, 2))
+    loss = -dist.log_prob(dist.rsample()).sum()  # SB3 #2096: the two paths to the mean cancel
+    loss.backward()
+    assert mean.weight.grad is not None and not mean.weight.grad.any()
+    found = why_no_grad(loss, mean=mean)["mean.weight"]
+    assert found.rule == "zero", found
+    assert "two paths from it may cancel exactly (log_prob of a sample" in found.why, found
+    assert "draw it with .sample() or .detach() it" in found.fix, found
+    m, head = nn.Linear(3, 4), nn.Linear(4, 1)
+    with torch.no_grad():
+        m.bias.fill_(-20.0)  # a dead ReLU: a plain zero, one path
+    loss = head(torch.relu(m(x))).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, m=m, head=head)["m.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    opt = torch.optim.SGD(mean.parameters(), 0.1)  # the printed fix: the sample is data
+
+    def policy_loss(i):
+        torch.manual_seed(i)
+        dist = Normal(mean(x), torch.ones(5, 2))
+        return -dist.log_prob(dist.rsample().detach()).sum()
+
+    def reference(i):  # by hand: -log N(a; mu, 1) = (a - mu)^2 / 2 + const, a drawn as data
+        torch.manual_seed(i)
+        with torch.no_grad():
+            a = Normal(mean(x), torch.ones(5, 2)).rsample()
+        return ((a - mean(x)) ** 2 / 2).sum()
+
+    _three_checked_steps(policy_loss, opt, reference, mean=mean)
