@@ -1452,17 +1452,18 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 f"the loss's graph reaches only {shown} (nn.Parameter, of a module you did not "
                 f"name), none of yours: your tensors' values enter it without history ({_CUTS}), "
                 "or are not used; name that module too to see which of yours it reaches",
-                _CUT_FIX,
+                _CUT_FIX + _probe_owner(t, g),
             )
         return (
-            "not on the graph: the loss starts from a new leaf",
+            "not on the graph: the loss reaches only leaves you did not name",
             f"the loss's graph reaches only {shown} (leaves you did not name, not nn.Parameter), "
-            "none of yours: a tensor made as a leaf from values (torch.tensor([...], "
+            "none of yours: a new leaf made from values (torch.tensor([...], "
             "requires_grad=True) of losses, Variable(x.data, requires_grad=True), "
             ".detach().requires_grad_(), numpy) stands between your model and the loss, or "
-            "these are tensors of yours you did not name",
-            "combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
-            "torch.tensor([...]); use the tensor itself where a rewrap of it is used",
+            "these are inputs or tensors of yours you did not name and yours are cut or not used",
+            "a new leaf: combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), "
+            "not torch.tensor([...]); use the tensor itself where a rewrap of it is used"
+            + _probe_owner(t, g),
         )
     checkpointed = _checkpointing(owner, g.modules)
     if checkpointed:
@@ -1530,7 +1531,23 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         + _CUT_FIX
         + "; not used: None is right if your "
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
-        "forward does not reach it: find the path that skips it",
+        "forward does not reach it: find the path that skips it" + _probe_owner(t, g),
+    )
+
+
+def _probe_owner(t: torch.Tensor, g: _Context) -> str:
+    """The forward-hook probe for the named module that holds ``t``, and what None means for a
+    parameter that only steers a random or rounded choice (nothing differentiable uses it)."""
+    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    module = next((m for n, m in g.modules if n == owner), None) if owner else None
+    if module is None:
+        return ""
+    return (
+        f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
+        "(nothing printed: not called; False: under no_grad; True: its output is cut after it, "
+        "or used only to draw or round a random choice, such as a crop box's size, which has no "
+        "gradient by construction: None is right, and learning it needs a differentiable form of "
+        "that choice)"
     )
 
 

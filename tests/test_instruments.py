@@ -5108,3 +5108,29 @@ def test_paths_that_may_cancel_are_said_for_log_prob_of_rsample_not_for_a_dead_r
         return ((a - mean(x)) ** 2 / 2).sum()
 
     _three_checked_steps(policy_loss, opt, reference, mean=mean)
+
+
+class _RandomCrop(nn.Module):
+    """kornia's RandomResizedCrop at toy size: a learned scale only steers a random, rounded box."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor([0.5, 1.0]))
+
+    def forward(self, img):
+        area = torch.empty(()).uniform_(*self.scale.tolist())  # drawn from it, no history
+        side = int((area.sqrt() * img.shape[-1]).round())
+        return img[..., :side, :side]
+
+
+def test_a_parameter_that_only_steers_a_random_crop_gets_the_probe_not_a_new_leaf_claim():
+    torch.manual_seed(0)
+    crop, img = _RandomCrop(), torch.rand(1, 3, 8, 8, requires_grad=True)
+    loss = crop(img).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, crop=crop)["crop.scale"]
+    assert found.rule == "not on the graph: the loss reaches only leaves you did not name", found
+    assert "inputs or tensors of yours you did not name" in found.why, found
+    assert "crop.register_forward_hook(lambda m, i, o: print(" in found.fix, found
+    assert "random choice, such as a crop box's size" in found.fix, found
+    assert crop.scale.grad is None and img.grad is not None  # None is right: nothing used it
