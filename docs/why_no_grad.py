@@ -1515,7 +1515,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
             "cut: compute the combination inside the forward (torch.func.functional_call with the "
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
-            "predict() wrapper, a with block): call it outside, or inside a reentrant checkpoint "
+            "predict() wrapper, a with block): call it outside (in a library, the forward that calls "
+            "it may switch it by an option, set_grad_enabled(not <option>): set that option), or "
+            "inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): "
             + _straight_through(g, t)

@@ -5134,3 +5134,33 @@ def test_a_parameter_that_only_steers_a_random_crop_gets_the_probe_not_a_new_lea
     assert "crop.register_forward_hook(lambda m, i, o: print(" in found.fix, found
     assert "random choice, such as a crop box's size" in found.fix, found
     assert crop.scale.grad is None and img.grad is not None  # None is right: nothing used it
+
+
+class _Critic(nn.Module):
+    """SB3's ContinuousCritic at toy size: the features run under set_grad_enabled(not share)."""
+
+    def __init__(self, share):
+        super().__init__()
+        self.share, self.features, self.q = share, nn.Linear(3, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        with torch.set_grad_enabled(not self.share):
+            h = self.features(x)
+        return self.q(h)
+
+
+def test_a_library_option_that_switches_grad_off_is_pointed_to():
+    torch.manual_seed(0)
+    x, critic = torch.randn(3, 5, 3), _Critic(share=True)
+    loss = critic(x[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, critic=critic)["critic.features.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert "set_grad_enabled(not <option>): set that option" in found.fix, found
+    critic = _Critic(share=False)  # the option set: the features train with the critic's loss
+    opt = torch.optim.SGD(critic.parameters(), 0.1)
+
+    def reference(i):  # by hand, no grad-mode switch
+        return critic.q(critic.features(x[i])).pow(2).mean()
+
+    _three_checked_steps(lambda i: critic(x[i]).pow(2).mean(), opt, reference, critic=critic)
