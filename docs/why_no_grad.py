@@ -86,7 +86,8 @@ Where it stops:
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
-  (always 1: sigmoid or the class dimension is the fix) and an MSE, L1 or BCE loss whose
+  (always 1: sigmoid or the class dimension is the fix), a clamp, hardtanh or threshold whose
+  saved input is where its derivative is zero on every element, and an MSE, L1 or BCE loss whose
   saved outputs equal its targets, on every path from the loss to the tensor (not LogSoftmax:
   whether its zero holds depends on the loss); before and after ``backward()``, step ops on the way (floor, ceil, round,
   trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
@@ -171,14 +172,16 @@ _CUTS = (  # the ways a value enters a loss without history, as the reports name
     "torch.no_grad() or inference_mode, .detach(), .data, state_dict() or Variable(x.data) (Variable(x) too "
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
     "of results (torch.stack or torch.cat keeps the graph), an argmax "
-    "or another integer result, a reentrant checkpoint whose inputs need no grad"
+    "or another integer result, a reentrant checkpoint whose inputs need no grad, a draw by a "
+    "distribution's .sample() (.rsample() keeps the graph)"
 )
 _CUT_FIX = (
     "remove the cut where the value enters the loss (use the tensor itself, not its .detach(), "
     ".data or Variable(...); torch.stack or torch.cat, not torch.tensor([...]) of results; no "
     "no_grad there; a checkpoint: use_reentrant=False); an argmax or "
     "integer result has no gradient: use a differentiable surrogate (softmax, "
-    "F.gumbel_softmax(hard=True)), or keep the loss from going through it"
+    "F.gumbel_softmax(hard=True)), or keep the loss from going through it; a draw by "
+    "Distribution.sample(): .rsample() where the distribution has it (has_rsample)"
 )
 _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
     "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
@@ -634,6 +637,53 @@ _SATURATES = {  # result exactly at these values: the node's derivative there is
     "TanhBackward0": (-1.0, 1.0, "tanh (outputs exactly -1 or 1)"),
 }
 _AT_MINIMUM = ("MseLossBackward0", "L1LossBackward0", "BinaryCrossEntropyBackward0")
+_CLAMPS = {  # node: (its name, its saved bounds); where the derivative is zero is in _clamped
+    "ClampMinBackward0": ("clamp_min", ("min",)), "ClampMinBackward1": ("clamp_min", ("min",)),
+    "ClampMaxBackward0": ("clamp_max", ("max",)), "ClampMaxBackward1": ("clamp_max", ("max",)),
+    "ClampBackward0": ("clamp", ("min", "max")), "ClampBackward1": ("clamp", ("min", "max")),
+    "HardtanhBackward0": ("hardtanh", ("min_val", "max_val")),
+    "ThresholdBackward0": ("threshold", ("threshold",)),
+}  # fmt: skip
+
+
+def _clamped(fn) -> str | None:
+    """A clamp, hardtanh or threshold node whose saved input lies where its derivative is zero on
+    every element (clamp: below min or above max, or NaN; hardtanh: at or beyond a bound;
+    threshold: at or below it), read through ``_raw_saved_*`` without running an unpack hook."""
+    kind = _CLAMPS.get(type(fn).__name__)
+    if kind is None or not _SHOWS_HOOKS:
+        return None
+    raw = getattr(fn, "_raw_saved_self", None)
+    x = raw.data if raw is not None and raw.unpack_hook is None else None
+    if x is None or not x.is_floating_point() or not x.numel():
+        return None
+    bounds = []
+    for name in kind[1]:
+        b = getattr(fn, f"_raw_saved_{name}", None)  # a tensor bound
+        if b is not None:
+            if b.unpack_hook is not None:
+                return None
+            b = b.data  # None: no bound on that side
+        else:
+            b = getattr(fn, f"_saved_{name}", None)  # a number, or None (no bound)
+        bounds.append(b)
+    if kind[0] == "hardtanh":
+        zero = (x <= bounds[0]) | (x >= bounds[1])
+    elif kind[0] == "threshold":
+        zero = x <= bounds[0]
+    else:
+        low = bounds[0] if kind[0] != "clamp_max" else None
+        high = bounds[-1] if kind[0] != "clamp_min" else None
+        passes = torch.ones_like(x, dtype=torch.bool)
+        passes = passes & (x >= low) if low is not None else passes
+        passes = passes & (x <= high) if high is not None else passes
+        zero = ~passes
+    if not bool(zero.all()):
+        return None
+    shown = ", ".join(
+        f"{b:g}" if isinstance(b, (int, float)) else "a tensor" for b in bounds if b is not None
+    )
+    return f"a clamp ({kind[0]}({shown})) that kept every value at its bound: its derivative is zero there"
 
 
 def _zero_nodes(g: _Context) -> dict:
@@ -655,6 +705,7 @@ def _zero_nodes(g: _Context) -> dict:
                     found[fn] = "a softmax over a dimension of size 1 (always 1)"
                 elif bool(((data == bounds[0]) | (data == bounds[1])).all()):
                     found[fn] = f"a saturated {_SATURATES[type(fn).__name__][2]}"
+        found.update((fn, c) for fn in g.nodes if (c := _clamped(fn)))  # clamp at its bound
         for fn in g.nodes:  # a loss at its minimum: predictions equal the targets exactly
             if type(fn).__name__ in _AT_MINIMUM:
                 raw = [getattr(fn, f"_raw_saved_{n}", None) for n in ("self", "target")]
@@ -1357,8 +1408,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
-            "torch.tensor(...), an argmax or another integer result), or no input required grad"
-            + _where_cut(g),
+            "torch.tensor(...), an argmax or another integer result, a distribution's .sample(): "
+            ".rsample() keeps the graph), or no input required grad" + _where_cut(g),
             f"compute it with gradients enabled: {_INFERENCE_FIX}"
             if g.loss.is_inference()
             else "compute it with gradients enabled, with torch operations on the model's outputs; "
@@ -1457,17 +1508,18 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 f"the loss's graph reaches only {shown} (nn.Parameter, of a module you did not "
                 f"name), none of yours: your tensors' values enter it without history ({_CUTS}), "
                 "or are not used; name that module too to see which of yours it reaches",
-                _CUT_FIX,
+                _CUT_FIX + _probe_owner(t, g),
             )
         return (
-            "not on the graph: the loss starts from a new leaf",
+            "not on the graph: the loss reaches only leaves you did not name",
             f"the loss's graph reaches only {shown} (leaves you did not name, not nn.Parameter), "
-            "none of yours: a tensor made as a leaf from values (torch.tensor([...], "
+            "none of yours: a new leaf made from values (torch.tensor([...], "
             "requires_grad=True) of losses, Variable(x.data, requires_grad=True), "
             ".detach().requires_grad_(), numpy) stands between your model and the loss, or "
-            "these are tensors of yours you did not name",
-            "combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), not "
-            "torch.tensor([...]); use the tensor itself where a rewrap of it is used",
+            "these are inputs or tensors of yours you did not name and yours are cut or not used",
+            "a new leaf: combine losses with torch operations (torch.stack(losses).sum(), l1 + l2), "
+            "not torch.tensor([...]); use the tensor itself where a rewrap of it is used"
+            + _probe_owner(t, g),
         )
     checkpointed = _checkpointing(owner, g.modules)
     if checkpointed:
@@ -1521,7 +1573,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
             "cut: compute the combination inside the forward (torch.func.functional_call with the "
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
-            "predict() wrapper, a with block): call it outside, or inside a reentrant checkpoint "
+            "predict() wrapper, a with block): call it outside (in a library, the forward that calls "
+            "it may switch it by an option, set_grad_enabled(not <option>): set that option), or "
+            "inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
@@ -1547,7 +1601,25 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "; a derivative without it: None is right, this loss does not train it"
             if derived
             else ""
-        ),
+        )
+        + _probe_owner(t, g),
+    )
+
+
+def _probe_owner(t: torch.Tensor, g: _Context) -> str:
+    """The forward-hook probe for the named module that holds ``t``, and what None means for a
+    parameter that only steers a random or rounded choice (nothing differentiable uses it)."""
+    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    module = next((m for n, m in g.modules if n == owner), None) if owner else None
+    if module is None:
+        return ""
+    return (
+        f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
+        "(nothing printed: its forward did not run; False: under no_grad; True: its output is cut "
+        "after it, "
+        "or used only to draw or round a random choice, such as a crop box's size, which has no "
+        "gradient by construction: None is right, and learning it needs a differentiable form of "
+        "that choice)"
     )
 
 
@@ -1571,12 +1643,13 @@ def _inner_no_grad(g: _Context) -> str:
         + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     )
     return (
-        "; if gradients were on where you called it, a no_grad inside a function it called (a "
-        "@torch.no_grad() decorator, as on diffusers pipelines' __call__ and transformers' "
-        f"generate(){here}; or a with block in the library) wins over your enable_grad(): call "
-        "the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) where the decorator "
-        "keeps it (__wrapped__), or the library's differentiable API, or recompute the "
-        "differentiable part yourself (one forward pass on what it returned)"
+        "; if gradients were on where you called it, a no_grad inside a function it called wins "
+        "over your enable_grad() (a @torch.no_grad() decorator, as on diffusers pipelines' "
+        f"__call__ and transformers' generate(){here}; or a with block in the library): a "
+        "decorator: call the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) "
+        "where it keeps it (__wrapped__); a with torch.no_grad() block (Distribution.sample() has "
+        "one) cannot be unwrapped: use the library's differentiable API (.rsample() for .sample()), "
+        "or recompute the differentiable part yourself (one forward pass on what it returned)"
     )
 
 
@@ -1890,7 +1963,7 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if what
             else "; no zero cause it reads is on "
             "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
-            "an exact fit, a step op)"
+            "a clamp at its bound, an exact fit, a step op)"
         ),
         "call loss.backward() first, then read .grad"
         + (
@@ -1916,6 +1989,10 @@ _ZERO_FIX = {
     "class dimension",
     "an exact fit": "nothing to fix if the fit is meant; otherwise check that the targets are not "
     "made from the outputs",
+    "a clamp at its bound": "if the bound is right, the value's scale or initialisation is not: "
+    "start it inside the range (or rescale what feeds the clamp); else change the bound; to let a "
+    "gradient through at the bound, a straight-through clamp (x + (x.clamp(lo, hi) - x).detach()) "
+    "or a soft one (lo + (hi - lo) * torch.sigmoid(x); F.softplus for one side)",
     "a step op": "a straight-through estimator (x + (torch.round(x) - x).detach()) or a "
     "differentiable surrogate (a sigmoid for a step, a soft rounding)",
 }
@@ -1923,8 +2000,8 @@ _ZERO_FIX = {
 
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
-    ("a step op", "derivative"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"),
+    ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
+    ("a softmax over one element", "size 1"), ("a clamp at its bound", "a clamp ("),
 )  # fmt: skip
 
 
@@ -1954,7 +2031,9 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     found = [name for name, word in _KINDS if any(word in k for k in kinds)]
     what = ", ".join(found)
     fix = "; ".join(_ZERO_FIX[name] for name in found)
-    steps = sorted({k.partition(" (zero derivative)")[0] for k in kinds if "derivative" in k})
+    steps = sorted(
+        {k.partition(" (zero derivative)")[0] for k in kinds if "(zero derivative)" in k}
+    )
     fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
     return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
 
@@ -1983,7 +2062,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
                 "backward with retain_graph=True ran, or it was set): it was written as zero"
                 + every,
                 fix
-                or "a cause it does not read (a mask made by a comparison, a clip to zero, a hook "
+                or "a cause it does not read (a mask made by a comparison, a hook "
                 "on an activation): retain_grad() on the activations; it lies between the last "
                 "one from the loss down whose .grad is not zero and the first whose .grad is",
             )
@@ -2023,17 +2102,48 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         why = (
             "the gradient written is zero, and no op on the way is zero by itself: a multiplication "
             "by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
-            "(outputs exactly 0 or 1), a loss at its minimum (an exact fit), a clip to zero, a hook "
+            "(outputs exactly 0 or 1), a clamp at its bound, a loss at its minimum (an exact fit), a hook "
             "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )
+        cancel = _cancel(g, node)
+        why += cancel
         fix = (
             "to see which, call why_no_grad(loss, ...) before backward() (or after "
             "backward(retain_graph=True)): it names a multiplication by zero, a dead ReLU, a "
-            "saturated softmax, sigmoid or tanh, and an exact fit"
+            "saturated softmax, sigmoid or tanh, a clamp at its bound, and an exact fit"
+        ) + (
+            "; paths that cancel (a sample by rsample scored by log_prob): if the sample is data "
+            "there, as in a policy gradient, draw it with .sample() or .detach() it"
+            if cancel
+            else ""
         )
     if hooks:
         why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"
     return ("zero" + (f": {what}" if what else ""), why, fix)
+
+
+def _cancel(g: _Context, node) -> str:
+    """Where some node on the way from the loss to ``node`` has two inputs from it (the value is
+    used twice), a possibility, not a diagnosis: the two paths may cancel exactly."""
+    if node is None or g.loss is None or g.loss.grad_fn is None:
+        return ""
+    parents = collections.defaultdict(list)
+    for fn, kids in g.kids.items():
+        for child in kids:
+            parents[child].append(fn)
+    below, todo = {node}, [node]  # node and the nodes it is reached through, up to the loss
+    while todo:
+        for up in parents[todo.pop()]:
+            if up not in below:
+                below.add(up)
+                todo.append(up)
+    if not any(sum(p in below for p in parents[fn]) > 1 for fn in below):
+        return ""
+    return (
+        "; it reaches the loss by more than one path, and two paths from it may cancel exactly "
+        "(log_prob of a sample drawn from the same distribution by rsample: the mean's derivative "
+        "is zero)"
+    )
 
 
 def _leaves_below(fn, most: int = 3) -> list[torch.Tensor]:

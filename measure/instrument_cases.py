@@ -653,7 +653,7 @@ def full_backward_hook():
     "why_no_grad",
     "https://github.com/MC-E/Deep-Generalized-Unfolding-Networks-for-Image-Restoration/issues/6",
     "losses gathered with torch.tensor([...], requires_grad=True): PSNR does not change",
-    cause=["the loss starts from a new leaf"],
+    cause=["a new leaf made from values"],
     fix=["torch.stack(losses).sum()"],
 )
 def losses_in_torch_tensor():

@@ -5235,3 +5235,184 @@ def test_an_input_of_a_bias_free_weights_shape_is_no_detached_copy():
     loss.backward()
     report = why_no_grad(loss, net=net, opt=opt, x_adv=x_adv)
     assert "copy" not in report["net.b.weight"].rule and "copy" not in report["x_adv"].rule, report
+
+
+# ---- held-out trial 8 (inst23)
+
+
+class _ClampedScale(nn.Module):
+    """HypHC's normalize_embeddings at toy size: a learned scale clamped into [0.01, 0.999]."""
+
+    def __init__(self, init):
+        super().__init__()
+        self.e = nn.Parameter(torch.randn(6, 2))
+        self.scale = nn.Parameter(torch.tensor([init]))
+
+    def forward(self):
+        return F.normalize(self.e, dim=1) * self.scale.clamp_min(1e-2).clamp_max(1 - 1e-3)
+
+
+def test_a_clamp_at_its_bound_on_every_element_is_named_before_backward():
+    torch.manual_seed(0)
+    target = torch.randn(6, 2)
+    model = _ClampedScale(1e-3)  # below clamp_min: every element at the bound
+    loss = (model() - target).pow(2).mean()
+    versions = [p._version for p in model.parameters()]
+    found = why_no_grad(loss, model=model)["model.scale"]
+    assert [p._version for p in model.parameters()] == versions  # reading _saved_* changes nothing
+    assert "a clamp (clamp_min(0.01)) that kept every value at its bound" in found.why, found
+    assert "start it inside the range" in found.fix and "straight-through clamp" in found.fix
+    assert "kept every value" not in why_no_grad(loss, model=model)["model.e"].why  # not behind it
+    loss.backward()  # the graph was left whole, and the gradient is zero as said
+    assert model.scale.grad is not None and not model.scale.grad.any()
+    # the printed fix by purpose: start the value inside the range; it trains
+    model = _ClampedScale(0.05)
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+
+    def reference(i):  # by hand, no clamp: the scale is inside the range at these steps
+        return (F.normalize(model.e, dim=1) * model.scale - target).pow(2).mean()
+
+    _three_checked_steps(lambda i: (model() - target).pow(2).mean(), opt, reference, model=model)
+
+
+@pytest.mark.parametrize(
+    "op, saturated",
+    [
+        (lambda x: x.clamp(-1, 1), True),
+        (lambda x: x.clamp(min=torch.full((4,), 5.0)), True),
+        (lambda x: F.hardtanh(x, -0.5, 0.5), True),
+        (lambda x: F.threshold(x, 10.0, 0.0), True),
+        (lambda x: x.clone().clamp_(-1, 1), True),
+        (lambda x: x.clamp(-2.5, 2.5), False),  # one element inside: a gradient passes
+        (lambda x: F.hardtanh(x, -3.0, 3.0), False),
+    ],
+)
+def test_a_clamp_is_named_only_where_its_gradient_is_zero_everywhere(op, saturated):
+    x = torch.tensor([-3.0, -2.0, 2.0, 3.0], requires_grad=True)
+    loss = op(x).sum()
+    found = why_no_grad(loss, x=x)["x"]
+    assert ("clamp at its bound" in found.rule) == saturated, found
+    loss.backward()
+    assert bool(x.grad.any()) != saturated  # what autograd writes agrees with the report
+
+
+def test_a_draw_by_distribution_sample_names_rsample():
+    from torch.distributions import Normal
+
+    torch.manual_seed(0)
+    mean, std = nn.Parameter(torch.zeros(3)), nn.Parameter(torch.ones(3))
+    target = torch.tensor([1.0, -1.0, 2.0])
+
+    def loss_of(i, draw):
+        torch.manual_seed(i)
+        return (getattr(Normal(mean, std), draw)((8,)) - target).pow(2).mean()
+
+    alone = why_no_grad(loss_of(0, "sample"), mean=mean, std=std)["mean"]  # the loss has no graph
+    assert alone.rule == "not on the graph: the loss has no graph", alone
+    assert "distribution's .sample(): .rsample() keeps the graph" in alone.why, alone
+    assert "Distribution.sample() has one) cannot be unwrapped" in alone.fix, alone
+    assert ".rsample() for .sample()" in alone.fix, alone
+    head = nn.Linear(3, 1)  # the draw meets a module's output: the loss has a graph
+    torch.manual_seed(0)
+    mixed = head(Normal(mean, std).sample((8,))).pow(2).mean()
+    found = why_no_grad(mixed, head=head, mean=mean, std=std)["mean"]
+    assert ".rsample()" in found.why and ".rsample() where the distribution has it" in found.fix
+    opt = torch.optim.SGD([mean, std], 0.1)
+
+    def reference(i):  # the reparameterisation by hand, on its own generator
+        eps = torch.randn(8, 3, generator=torch.Generator().manual_seed(i))
+        return (mean + std * eps - target).pow(2).mean()
+
+    _three_checked_steps(lambda i: loss_of(i, "rsample"), opt, reference, mean=mean, std=std)
+
+
+def test_paths_that_may_cancel_are_said_for_log_prob_of_rsample_not_for_a_dead_relu():
+    from torch.distributions import Normal
+
+    torch.manual_seed(0)
+    mean, x = nn.Linear(3, 2), torch.randn(5, 3)
+    dist = Normal(mean(x), torch.ones(5, 2))
+    loss = -dist.log_prob(dist.rsample()).sum()  # SB3 #2096: the two paths to the mean cancel
+    loss.backward()
+    assert mean.weight.grad is not None and not mean.weight.grad.any()
+    found = why_no_grad(loss, mean=mean)["mean.weight"]
+    assert found.rule == "zero", found
+    assert "two paths from it may cancel exactly (log_prob of a sample" in found.why, found
+    assert "draw it with .sample() or .detach() it" in found.fix, found
+    m, head = nn.Linear(3, 4), nn.Linear(4, 1)
+    with torch.no_grad():
+        m.bias.fill_(-20.0)  # a dead ReLU: a plain zero, one path
+    loss = head(torch.relu(m(x))).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, m=m, head=head)["m.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    opt = torch.optim.SGD(mean.parameters(), 0.1)  # the printed fix: the sample is data
+
+    def policy_loss(i):
+        torch.manual_seed(i)
+        dist = Normal(mean(x), torch.ones(5, 2))
+        return -dist.log_prob(dist.rsample().detach()).sum()
+
+    def reference(i):  # by hand: -log N(a; mu, 1) = (a - mu)^2 / 2 + const, a drawn as data
+        torch.manual_seed(i)
+        with torch.no_grad():
+            a = Normal(mean(x), torch.ones(5, 2)).rsample()
+        return ((a - mean(x)) ** 2 / 2).sum()
+
+    _three_checked_steps(policy_loss, opt, reference, mean=mean)
+
+
+class _RandomCrop(nn.Module):
+    """kornia's RandomResizedCrop at toy size: a learned scale only steers a random, rounded box."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor([0.5, 1.0]))
+
+    def forward(self, img):
+        area = torch.empty(()).uniform_(*self.scale.tolist())  # drawn from it, no history
+        side = int((area.sqrt() * img.shape[-1]).round())
+        return img[..., :side, :side]
+
+
+def test_a_parameter_that_only_steers_a_random_crop_gets_the_probe_not_a_new_leaf_claim():
+    torch.manual_seed(0)
+    crop, img = _RandomCrop(), torch.rand(1, 3, 8, 8, requires_grad=True)
+    loss = crop(img).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, crop=crop)["crop.scale"]
+    assert found.rule == "not on the graph: the loss reaches only leaves you did not name", found
+    assert "inputs or tensors of yours you did not name" in found.why, found
+    assert "crop.register_forward_hook(lambda m, i, o: print(" in found.fix, found
+    assert "random choice, such as a crop box's size" in found.fix, found
+    assert crop.scale.grad is None and img.grad is not None  # None is right: nothing used it
+
+
+class _Critic(nn.Module):
+    """SB3's ContinuousCritic at toy size: the features run under set_grad_enabled(not share)."""
+
+    def __init__(self, share):
+        super().__init__()
+        self.share, self.features, self.q = share, nn.Linear(3, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        with torch.set_grad_enabled(not self.share):
+            h = self.features(x)
+        return self.q(h)
+
+
+def test_a_library_option_that_switches_grad_off_is_pointed_to():
+    torch.manual_seed(0)
+    x, critic = torch.randn(3, 5, 3), _Critic(share=True)
+    loss = critic(x[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, critic=critic)["critic.features.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert "set_grad_enabled(not <option>): set that option" in found.fix, found
+    critic = _Critic(share=False)  # the option set: the features train with the critic's loss
+    opt = torch.optim.SGD(critic.parameters(), 0.1)
+
+    def reference(i):  # by hand, no grad-mode switch
+        return critic.q(critic.features(x[i])).pow(2).mean()
+
+    _three_checked_steps(lambda i: critic(x[i]).pow(2).mean(), opt, reference, critic=critic)
