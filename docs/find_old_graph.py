@@ -36,9 +36,10 @@ and reports:
   listed apart, and ``bool(report)`` leaves it out.
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
-  leaf no optimizer holds, equal in shape and within 10% in value to a parameter an optimizer
-  holds that its graph does not reach (fast weights loaded once with ``load_state_dict``, then
-  moved by a functional update), is **recompute**: made anew from that module at each step. It cannot know what you mean the value to be: it
+  leaf that requires grad and that no optimizer holds is **state** with both fixes, by purpose:
+  a recurrent state is detached at each step's start; fast weights copied from a module
+  (``load_state_dict``: no graph link) and moved functionally are made anew from it (nothing in
+  the graph tells the two apart, a value neither). It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -1455,26 +1456,13 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
 
-    def _copied_from(fn, reached) -> str | None:
-        """The trained parameter a value rebuilt from itself was copied from (load_state_dict,
-        copy_: no graph link, so matched by value): a leaf at the bottom of its history that
-        requires grad and no optimizer holds, equal in shape to a parameter an optimizer holds
-        that its graph does not reach, and within 10% of it (a meta-model's fast weights)."""
-        reached = {id(v) for v in reached}
-        bottoms = _leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), _ALL)
-        for bottom in bottoms:
-            for t in walk.tensors:
-                if (
-                    trains(t)
-                    and id(t) not in reached
-                    and t.shape == bottom.shape
-                    and t.dtype == bottom.dtype
-                    and t.numel() > 1
-                ):
-                    a, b = bottom.detach(), t.detach()
-                    if float((a - b).norm()) <= 0.1 * float(b.norm()) and float(b.norm()) > 0:
-                        return names[id(t)]
-        return None
+    def _starts_at_free_leaf(fn) -> bool:
+        """A value rebuilt from itself whose history starts at a leaf that requires grad and that
+        no optimizer holds: a recurrent state started from such a leaf, or weights copied from a
+        module (load_state_dict, copy_: no graph link) and moved functionally. Nothing in the graph
+        tells the two apart (a value match fires on a state equal to a norm's ones and misses a
+        copy that drifted), so both fixes are printed, by purpose."""
+        return bool(_leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), 1))
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
@@ -1727,20 +1715,26 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     f"compute it from {leaf_names} at each step (keep the start, apply the "
                     "step's factor, e.g. 0.99 ** k), not from its earlier value"
                 )
-            elif not old(fn) and (source := _copied_from(fn, leaves)):
-                kind, verdict = "rebuilt this step from its value of an earlier step", "recompute"
+            elif not old(fn) and _starts_at_free_leaf(fn):
+                kind, verdict = "rebuilt this step from its value of an earlier step", "state"
+                holder = walk.holders.get(id(tensor))
                 owner = re.split(r"[.\[]", here, maxsplit=1)[0]
-                origin = re.split(r"[.\[]", source, maxsplit=1)[0]
+                anew = (  # what can be done with what holds it: a module is built again and loaded
+                    f"build {owner} again, then {owner}.load_state_dict(m.state_dict()), m the module it "
+                    "copies; loading into the old one keeps its graph"
+                    if isinstance(holder, torch.nn.Module)
+                    else f"{here_shown} = p.clone(), p the parameter it copies; "
+                    "p.detach().clone().requires_grad_() if p must not train through it"
+                )
                 reason = (
-                    f"it starts from a copy of {source} (equal in shape, within 10% in value; a "
-                    "copy by load_state_dict or copy_ has no graph link), which still trains, and "
-                    "is updated from its earlier value at each step, so it drifts from it"
+                    "its history starts at a leaf that requires grad and that no optimizer holds: "
+                    "a state, or weights copied from a module (nothing in the graph tells which)"
                 )
                 fix = (
-                    f"make {owner} anew from {origin} at each step's start (build it, then "
-                    f"{owner}.load_state_dict({origin}.state_dict()); loading into the old one "
-                    "keeps its graph), then update it; detached instead, it stops following the "
-                    "weights and an autograd.grad with respect to it raises"
+                    f"by what it is: a state carried between steps (a recurrent state): {detach} "
+                    "at each step's start; weights moved functionally from a module (fast weights, "
+                    f"a meta-model): make them anew from the module at each step's start ({anew}), "
+                    "not detach (that breaks autograd.grad through them)"
                 )
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"

@@ -3594,10 +3594,11 @@ def test_fast_weights_copied_from_a_trained_module_are_made_anew_from_it():
         model_step(i)
     text = str(report)
     assert [c.path for c in report.carriers] == ["meta.weight", "meta.bias"], text
-    assert {c.verdict for c in report.carriers} == {"recompute"}, text
-    assert "a copy of model.weight" in text, text
-    assert "make meta anew from model at each step's start" in text, text
-    assert "meta.load_state_dict(model.state_dict())" in text, text
+    # review 19 F1/F2: no value match; both purposes printed, the module's fix for a module
+    assert {c.verdict for c in report.carriers} == {"state"}, text
+    assert "make them anew from the module at each step's start" in text, text
+    assert "build meta again, then meta.load_state_dict(m.state_dict())" in text, text
+    assert "not detach (that breaks autograd.grad through them)" in text, text
 
     def reference(i):  # the meta-gradient written out on the model's current weights
         start = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
@@ -3621,6 +3622,107 @@ def test_fast_weights_copied_from_a_trained_module_are_made_anew_from_it():
             opt_weigh.step()
             model_step(i)
     assert len(done) == 3
+
+
+# ---- review 19 (inst21) -----------------------------------------------------------------------
+
+
+def test_state_from_a_leaf_of_ones_is_state_not_a_copy_of_a_norm_weight():
+    """Review 19 F1: a recurrent state started from torch.ones(d, requires_grad=True), read
+    through a LayerNorm whose weight is all ones, was called a copy of norm.weight, with the fix
+    h.load_state_dict(...) (a tensor has none). Now it is state with both purposes; the fix for
+    a tensor names no module method, and the detach branch trains three checked steps."""
+    torch.manual_seed(0)
+    d = 8
+    cell, norm, head = nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, 1)
+    params = [*cell.parameters(), *norm.parameters(), *head.parameters()]
+    opt = torch.optim.SGD(params, lr=0.1)
+    xs = torch.randn(5, d)
+    h = torch.ones(d, requires_grad=True)
+    for i in range(2):
+        mark_step()
+        h = torch.tanh(cell(xs[i]) + h)
+        loss = head(norm(h)).pow(2).sum()
+        report = find_old_graph(loss, cell=cell, norm=norm, head=head, opt=opt, h=h)
+        if i:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    text = str(report)
+    (carrier,) = report.carriers
+    assert (carrier.path, carrier.verdict) == ("h", "state"), text
+    assert "copy of norm.weight" not in text and "load_state_dict" not in carrier.fix, text
+    assert "h = h.detach() at each step's start" in carrier.fix, text
+    assert "weights moved functionally from a module" in carrier.fix, text
+
+    torch.manual_seed(0)
+    cell, norm, head = nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, 1)
+    params = [*cell.parameters(), *norm.parameters(), *head.parameters()]
+    opt = torch.optim.SGD(params, lr=0.1)
+    box, ref = [torch.ones(d, requires_grad=True)], [torch.ones(d)]
+
+    def loss_of(i):  # the printed state branch: h = h.detach() at each step's start
+        box[0] = box[0].detach()
+        box[0] = torch.tanh(cell(xs[i]) + box[0])
+        return head(norm(box[0])).pow(2).sum()
+
+    def reference(i):  # its own state, carried as a constant at the weights of each step
+        now = torch.tanh(cell(xs[i]) + ref[0])
+        ref[0] = now.detach()
+        return head(norm(now)).pow(2).sum()
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell, norm=norm, head=head)
+
+
+def test_fast_weights_that_drifted_get_the_same_answer_as_fresh_ones():
+    """Review 19 F2: fast weights loaded once from a model that then trained far (116 % drift)
+    were called state with only the detach fix (then autograd.grad raises). The answer must not
+    depend on the drift: the same verdict, reason and fix as without it."""
+
+    class Fast(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("weight", torch.zeros(3, 4, requires_grad=True))
+            self.register_buffer("bias", torch.zeros(3, requires_grad=True))
+
+        def forward(self, x):
+            return F.linear(x, self.weight, self.bias)
+
+    def answer(drift):
+        torch.manual_seed(0)
+        xs, ys = torch.randn(6, 8, 4), torch.randint(0, 3, (6, 8))
+        model, weigh = nn.Linear(4, 3), nn.Linear(1, 1)
+        opt_w = torch.optim.SGD(weigh.parameters(), 0.5)
+        opt_m = torch.optim.SGD(model.parameters(), 0.1)
+        meta = Fast()
+        meta.load_state_dict(model.state_dict())
+        for _ in range(200 if drift else 0):
+            opt_m.zero_grad()
+            F.cross_entropy(model(xs[0] * 3), ys[0]).backward()
+            opt_m.step()
+        moved = float((meta.weight - model.weight).detach().norm() / model.weight.detach().norm())
+        assert (moved > 0.5) == drift, moved
+        for i in range(2):
+            mark_step()
+            cost = F.cross_entropy(meta(xs[i]), ys[i], reduction="none")[:, None]
+            inner = (cost * torch.sigmoid(weigh(cost.detach()))).mean()
+            g = torch.autograd.grad(inner, [meta.weight, meta.bias], create_graph=True)
+            meta.weight, meta.bias = meta.weight - 0.1 * g[0], meta.bias - 0.1 * g[1]
+            outer = F.cross_entropy(meta(xs[5]), ys[5])
+            report = find_old_graph(outer, meta=meta, model=model, weigh=weigh, opt_w=opt_w,
+                                    opt_m=opt_m)  # fmt: skip
+            if i:
+                return report
+            opt_w.zero_grad()
+            outer.backward()
+            opt_w.step()
+
+    drifted, fresh = answer(True), answer(False)
+    pick = lambda r: [(c.path, c.verdict, c.reason, c.fix, c.alike) for c in r.carriers]  # noqa: E731
+    assert pick(drifted) == pick(fresh), f"{drifted}\n{fresh}"
+    assert {c.verdict for c in drifted.carriers} == {"state"}, str(drifted)
+    assert "build meta again, then meta.load_state_dict(m.state_dict())" in str(drifted)
 
 
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
