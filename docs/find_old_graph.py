@@ -32,8 +32,12 @@ and reports:
   too (made before the loop, a closure cell, a default argument) is **recompute**, with the
   question only you can answer: to follow the weights, compute it inside the step; a record the
   loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
-  loss does not use (any shape), or an item appended to a list, only holds memory: no error,
-  listed apart, and ``bool(report)`` leaves it out.
+  loss does not use (any shape), or items appended to a list (any number of them), only holds
+  memory: no error, listed apart, and ``bool(report)`` leaves it out; but items whose saved
+  tensors are still alive (no backward ran through them: validation outputs appended without
+  ``no_grad``) grow memory at each step: ``bool(report)`` counts them, with the fix to compute them
+  under ``torch.no_grad()`` or append them detached. A running max or average of the loss gets a
+  float's fix by its op (``best = max(best, loss.item())``).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
   leaf that requires grad and that no optimizer holds is **state** with both fixes, by purpose:
@@ -1590,11 +1594,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 and not enters
                 and (
                     tensor.dim() == 0
-                    or count == 1
+                    or (count == 1 or _grows(container) and group.endswith("[*]"))
                     and old(fn)
                     and not (group in this_step and group != here or _bounded(container))
                 )
-            ):  # a number, or one tensor kept (prev = out), that this loss does not use
+            ):  # a number, one tensor kept (prev = out), or a list's items, this loss does not use
                 if use_record and not old(fn) and _made_from_others(here, fn):
                     derived.append(shown)  # a loss term of this step (meta-learning's inner loss)
                     continue
@@ -1608,21 +1612,37 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     overwritten.append(shown)
                     continue
                 appended = _grows(container)  # losses.append(loss)
+                # "freed" only where it shows: a saved tensor below still alive means no backward
+                # ran through it (validation outputs appended without no_grad)
+                below = [f for _, m in members for f in _all_below(m, kids)]
+                saved_alive = any(alive.get(f) and not state.get(f) for f in below)
+                graph = (
+                    "graph (saved activations alive: no backward ran through it)"
+                    if saved_alive
+                    else "graph, freed by backward(),"
+                    if any(state.get(f) for f in below)
+                    else "graph"
+                )
                 kind = (
                     "a number kept across steps that this loss does not use"
-                    if tensor.dim() == 0
+                    if tensor.dim() == 0 and count == 1
                     else "a tensor kept from an earlier step that this loss does not use"
+                    if count == 1
+                    else f"{count} tensors of earlier steps kept in {group} that this loss does not use"
                 )
                 verdict = "detach"
+                op = type(fn).__name__
                 reason = (
                     "a running total or a log adds to itself: it keeps every earlier step's graph "
                     "alive (memory grows)"
                     if grows
-                    else "kept in a list that grows by append: no error; each item's graph, freed "
-                    "by backward(), only holds memory"
+                    else "kept in a list that grows by append, each item with its graph (saved "
+                    "activations alive: no backward ran through it): memory grows"
+                    if appended and saved_alive
+                    else f"kept in a list that grows by append: no error; each item's {graph} only holds memory"
                     if appended
-                    else "kept, not rebuilt: no error; its graph, freed by backward(), only holds memory"
-                    if old(fn) and (kept or tensor.dim() or "Add" not in type(fn).__name__)
+                    else f"kept, not rebuilt: no error; its {graph} only holds memory"
+                    if old(fn) and (kept or tensor.dim() or "Add" not in op)
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
@@ -1630,13 +1650,32 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 memory_only = (
                     old(fn)
                     and not grows
-                    and (kept or appended or tensor.dim() > 0 or "Add" not in type(fn).__name__)
+                    and not (appended and saved_alive)
+                    and (kept or appended or tensor.dim() > 0 or "Add" not in op)
+                )
+                run = here_shown
+                running = (  # the fix by the op: a max or an average keeps a float, not a sum
+                    f"keep it as a float: {run} = max({run}, loss.item())"
+                    if re.match(r"(Maximum|Max|Amax)Backward", op)
+                    else f"keep it as a float: {run} = min({run}, loss.item())"
+                    if re.match(r"(Minimum|Min|Amin)Backward", op)
+                    else f"keep it as a float: {run} = 0.9 * {run} + 0.1 * loss.item() (your factor)"
+                    if op.startswith("LerpBackward")
+                    else "add loss.item() (a float) to it, or loss.detach()"
+                    if "Add" in op
+                    else "keep it as a float (loss.item() in it), or use loss.detach() in it"
                 )
                 fix = (
-                    "add loss.item() (a float) to it, or loss.detach()"
+                    "compute each item under torch.no_grad(), or append x.detach() (or x.item(), "
+                    "a number) instead"
+                    if appended and saved_alive
+                    else running
                     if not memory_only
                     else "none needed; to free that memory, append loss.item() (a float) or "
                     "loss.detach() instead"
+                    if appended and tensor.dim() == 0
+                    else "none needed; to free that memory, append x.detach() instead (x: what "
+                    "you append)"
                     if appended
                     else "none needed; to free that memory, store loss.detach() or loss.item() "
                     "there and call backward() on loss"
