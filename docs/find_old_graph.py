@@ -1401,6 +1401,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         or (key[0] in objects_now and (ref is None or ref() is objects_now[key[0]]))
     }
     recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
+    new_held = [f for f in by_node if f not in old_held]  # this step's tensors that places hold
 
     def _made_from_others(path: str, fn) -> bool:
         """Whether a tensor made this step is computed from carried values (an output, a loss
@@ -1409,10 +1410,26 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         the old part only through what other places hold now or held at such a call."""
         key = place(path)  # the same attribute of the same object, whatever names it now
         others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
-        if key in record:  # not reached, or reached only through what other places held then
-            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, others)}
+        if key in record:  # not reached, or reached only through what other places hold now or
+            # held then (h = f(tracker.h); tracker.h = h: the loop reads tracker.h, h is made from it)
+            stop = others | (old_held - {fn})
+            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, stop)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
+
+    def _passed_on(path: str, fn) -> bool:
+        """An earlier step's tensor that carries a state: its graph reaches what this place held
+        at the call in the step before (tracker.h = h after each step), or another place held this
+        very node then and this step's value of that place is made from it (h, then tracker.h)."""
+        key, mine = place(path), (id(fn), _seq(fn))
+        then = record.get(key)
+        if then is not None and then != mine:
+            if then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}:
+                return True
+        return any(
+            q != key and r == mine and any(fn in _all_below(g, kids) - {g} for g in new_held)
+            for q, r in record.items()
+        )
 
     def _own_history(fn, met) -> bool:
         """Whether an old node met holds an earlier value of ``fn``'s own tensor, kept in a
@@ -1796,6 +1813,19 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         "weight), keep the start and compute the value from it each step"
                     )
                 state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+            elif use_record and old(fn) and _passed_on(here, fn):
+                kind, verdict = (
+                    "a state passed on from step to step, made from its earlier value",
+                    "state",
+                )
+                reason = (
+                    "the loop reads it and stores the value made from it back in it (or in the name "
+                    "it was made under): the carrier of a state"
+                )
+                fix = (
+                    f"within one sequence, {detach} at each step's start (this name: the one the "
+                    "loop reads); between independent batches, reset it as a new tensor"
+                )
             elif reaches_trained.get(fn):
                 kind, verdict = old_kind(fn), "recompute"
                 verb = "train" if len(leaves) > 1 else "trains"

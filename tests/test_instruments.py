@@ -3805,6 +3805,55 @@ def test_a_running_max_and_average_of_the_loss_get_a_float_by_their_op():
     _three_checked_steps(loss_of, opt, lambda i: m(xs[i]).pow(2).mean(), m=m)
 
 
+def test_a_state_under_two_names_gets_one_verdict_naming_the_carrier_the_loop_reads():
+    """Review 19 M1: h = tanh(cell(x) + tracker.h); ...; tracker.h = h. h got state with
+    h = h.detach() (which changes nothing: the loop reads tracker.h) and tracker.h got
+    recompute ("compute it inside the step": impossible for a state). Now tracker.h alone is
+    the carrier, state, and its printed fix runs three checked steps without retain_graph."""
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = torch.randn(4, 2, 4)
+
+    class Tracker:  # the reader's object that keeps the state
+        h = None
+
+    tracker = Tracker()
+    tracker.h, h = torch.zeros(2, 4), None
+    for i in range(3):
+        mark_step()
+        h = torch.tanh(cell(xs[i]) + tracker.h)
+        loss = h.pow(2).mean()
+        report = find_old_graph(loss, cell=cell, opt=opt, tracker=tracker, h=h)
+        opt.zero_grad()
+        if i < 2:
+            loss.backward(retain_graph=True)
+        opt.step()
+        tracker.h = h
+    text = str(report)
+    assert [(c.path, c.verdict) for c in report.carriers] == [("tracker.h", "state")], text
+    assert "tracker.h = tracker.h.detach() at each step's start" in text, text
+    assert "compute it inside the step" not in text, text
+
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    tracker.h, ref = torch.zeros(2, 4), [torch.zeros(2, 4)]
+
+    def loss_of(i):  # the printed fix, then the reader's loop unchanged
+        tracker.h = tracker.h.detach()
+        h = torch.tanh(cell(xs[i]) + tracker.h)
+        tracker.h = h
+        return h.pow(2).mean()
+
+    def reference(i):  # its own state, a constant at each step's weights
+        now = torch.tanh(cell(xs[i]) + ref[0])
+        ref[0] = now.detach()
+        return now.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell)
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
