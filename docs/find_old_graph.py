@@ -268,8 +268,18 @@ class Carrier:
 
 
 def _alike(carrier: Carrier) -> tuple:
-    """The places a report prints on one line (a cache's layers): one kind, node and verdict."""
-    return carrier.kind, carrier.node, carrier.verdict, carrier.enters, carrier.memory_only
+    """The places a report prints on one line (a cache's layers): one kind, node and verdict,
+    and one kind of place: one that takes an assignment (an attribute) is not merged with one that
+    does not (a closure cell), whose fix is written where the value is made."""
+    writable = f"{carrier.path} = " in carrier.fix
+    return (
+        carrier.kind,
+        carrier.node,
+        carrier.verdict,
+        carrier.enters,
+        carrier.memory_only,
+        writable,
+    )
 
 
 def _one_line(group: list, reach: list, names: dict) -> str:

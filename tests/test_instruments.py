@@ -3854,6 +3854,65 @@ def test_a_state_under_two_names_gets_one_verdict_naming_the_carrier_the_loop_re
     _three_checked_steps(loss_of, opt, reference, cell=cell)
 
 
+def test_an_attribute_and_a_closure_cell_are_not_merged_into_one_assignment():
+    """Review 19 M4: cfg.center (an attribute) and a closure cell made alike were printed on one
+    line whose fix assigned into the cell ("and so for reg.<closure center>"). Each kind now
+    gets its own line and its own writable fix; both record branches train three checked steps
+    against a reference whose centres come from a copy of the encoder made before the loop."""
+    import copy
+
+    def setup():
+        torch.manual_seed(0)
+        enc, head = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+        return enc, head, opt, torch.randn(4, 8, 4), torch.randn(2, 4)
+
+    def make(center):
+        return lambda out: (out - center.mean()).pow(2).mean()
+
+    class Cfg:
+        center = None
+
+    enc, head, opt, xs, anchor = setup()
+    cfg = Cfg()
+    cfg.center = enc(anchor).sum(0)
+    reg = make(enc(anchor).sum(0))
+    for i in range(2):
+        mark_step()
+        h = enc(xs[i])
+        loss = head(h - cfg.center).pow(2).mean() + reg(h)
+        report = find_old_graph(loss, enc=enc, head=head, opt=opt, cfg=cfg, reg=reg)
+        if i:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    text = str(report)
+    fixes = {c.path: c.fix for c in report.carriers}
+    assert set(fixes) == {"cfg.center", "reg.<closure center>"}, text
+    assert not any(c.alike for c in report.carriers), text
+    assert "cfg.center = cfg.center.detach()" in fixes["cfg.center"], text
+    assert "reg.<closure center> =" not in text, text
+    assert "detach it where it is made" in fixes["reg.<closure center>"], text
+
+    enc, head, opt, xs, anchor = setup()
+    frozen = copy.deepcopy(enc)
+    cfg.center = enc(anchor).sum(0)
+    cfg.center = cfg.center.detach()  # the attribute's printed fix
+    reg = make(enc(anchor).sum(0).detach())  # the cell's: detached where it is made
+
+    def reference(i):
+        center = frozen(anchor).sum(0).detach()
+        h = enc(xs[i])
+        return head(h - center).pow(2).mean() + (h - center.mean()).pow(2).mean()
+
+    def loss_of(i):
+        h = enc(xs[i])
+        return head(h - cfg.center).pow(2).mean() + reg(h)
+
+    _three_checked_steps(loss_of, opt, reference, enc=enc, head=head)
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
