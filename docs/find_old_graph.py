@@ -254,7 +254,7 @@ class Carrier:
     path: str  # e.g. "sampler.history[2]"; several list items are shown as one range
     kind: str  # "old tensor", "rebuilt from an old value", "reset in place", "samples"
     node: str  # the tensor's grad_fn
-    verdict: str  # "recompute", "detach", "samples", "state" or "reset"
+    verdict: str  # "recompute", "detach", "samples", "state", "reset", or two by purpose ("recompute or record")
     reason: str
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
@@ -1845,6 +1845,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 if not cache and all(id(v) in trained_now for v in leaves):
                     # a term to follow the weights (the common case: errors-outside-loop) or a
                     # record the loss compares against (PPO's old log-probs): only you know
+                    verdict = "recompute or record"  # PPO's reader takes the second: by purpose
                     reason += (
                         ", and this step's own terms train them too; it cannot tell what it is for"
                     )
