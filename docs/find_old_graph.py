@@ -1422,7 +1422,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
         if key in record:  # not reached, or reached only through what other places hold now or
             # held then (h = f(tracker.h); tracker.h = h: the loop reads tracker.h, h is made from it)
-            stop = others | (old_held - {fn})
+            stop = others | {f for f in old_held - {fn} if _read_slot(f)}
             return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, stop)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
@@ -1432,6 +1432,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         at the call in the step before (tracker.h = h after each step), or another place held this
         very node then and this step's value of that place is made from it (h, then tracker.h)."""
         key, mine = place(path), (id(fn), _seq(fn))
+        if not _read_slot(fn):  # an item appended to a list is a log of the state, not its carrier
+            return False
         then = record.get(key)
         if then is not None and then != mine:
             if then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}:
@@ -1439,6 +1441,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         return any(
             q != key and r == mine and any(fn in _all_below(g, kids) - {g} for g in new_held)
             for q, r in record.items()
+        )
+
+    def _read_slot(fn) -> bool:
+        """Whether a place holding ``fn``'s tensor is one a loop reads a state back from (a name,
+        an attribute), not an item of a list that grows (a log of earlier values)."""
+        return any(
+            not (p.endswith("]") and _grows(_container(tensor_at[p], walk.holders)[0]))
+            for p in by_node.get(fn, ())
         )
 
     def _own_history(fn, met) -> bool:

@@ -3859,6 +3859,34 @@ def test_a_state_under_two_names_gets_one_verdict_naming_the_carrier_the_loop_re
     _three_checked_steps(loss_of, opt, reference, cell=cell)
 
 
+def test_a_state_logged_in_a_list_keeps_its_own_carrier():
+    """Review 19 M1, the other side: model.h rebuilt from itself and appended to a history each
+    step. The list item holds the earlier value too, but the loop reads model.h: model.h stays
+    the state (the history is a log of it, not the carrier), at the failing step and later."""
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = torch.randn(4, 2, 4)
+
+    class Model:
+        h = None
+
+    model, history = Model(), []
+    model.h = torch.zeros(2, 4)
+    for i in range(3):
+        mark_step()
+        model.h = torch.tanh(cell(xs[i]) + model.h)
+        loss = model.h.pow(2).mean()
+        report = find_old_graph(loss, cell=cell, opt=opt, model=model, history=history)
+        if i:
+            found = {c.path: c.verdict for c in report.carriers}
+            assert found.get("model.h") == "state", (i, str(report))
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        opt.step()
+        history.append(model.h)
+
+
 def test_an_attribute_and_a_closure_cell_are_not_merged_into_one_assignment():
     """Review 19 M4: cfg.center (an attribute) and a closure cell made alike were printed on one
     line whose fix assigned into the cell ("and so for reg.<closure center>"). Each kind now
