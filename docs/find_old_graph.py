@@ -57,7 +57,10 @@ and reports:
   (ids, sequence numbers, weak references to the objects); a place is state when its graph
   reaches the node it held then (not only through what other places held then), and made from
   others when it enters the old part only through what other places hold or held (a place is an attribute of that very object, whatever name the
-  loop gives it; a name given at the top is its name). Without that record, or when it leaves no
+  loop gives it; a name given at the top is its name). A state under two names
+  (``h = f(tracker.h)``, then ``tracker.h = h``) is named once, by the name or attribute the
+  loop reads it back from, not by an item of a list it is also appended to (a log); the other
+  name is made from it. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
