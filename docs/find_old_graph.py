@@ -1506,6 +1506,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         module (load_state_dict, copy_: no graph link) and moved functionally. Nothing in the graph
         tells the two apart (a value match fires on a state equal to a norm's ones and misses a
         copy that drifted), so both fixes are printed, by purpose."""
+        if not held:  # no optimizer known: every parameter would look free (plain state then)
+            return False
         return bool(_leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), 1))
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
