@@ -40,7 +40,8 @@ and reports:
   float's fix by its op (``best = max(best, loss.item())``).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
-  leaf that requires grad and that no optimizer holds is **state** with both fixes, by purpose:
+  leaf that requires grad and that no optimizer given or found holds is **state** with both
+  fixes, by purpose:
   a recurrent state is detached at each step's start; fast weights copied from a module
   (``load_state_dict``: no graph link) and moved functionally are made anew from it (nothing in
   the graph tells the two apart, a value neither). It cannot know what you mean the value to be: it
