@@ -32,13 +32,19 @@ and reports:
   too (made before the loop, a closure cell, a default argument) is **recompute**, with the
   question only you can answer: to follow the weights, compute it inside the step; a record the
   loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
-  loss does not use (any shape), or an item appended to a list, only holds memory: no error,
-  listed apart, and ``bool(report)`` leaves it out.
+  loss does not use (any shape), or items appended to a list (any number of them), only holds
+  memory: no error, listed apart, and ``bool(report)`` leaves it out; but items whose saved
+  tensors are still alive (no backward ran through them: validation outputs appended without
+  ``no_grad``) grow memory at each step: ``bool(report)`` counts them, with the fix to compute them
+  under ``torch.no_grad()`` or append them detached. A running max or average of the loss gets a
+  float's fix by its op (``best = max(best, loss.item())``).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
-  leaf no optimizer holds, equal in shape and within 10% in value to a parameter an optimizer
-  holds that its graph does not reach (fast weights loaded once with ``load_state_dict``, then
-  moved by a functional update), is **recompute**: made anew from that module at each step. It cannot know what you mean the value to be: it
+  leaf that requires grad and that no optimizer given or found holds is **state** with both
+  fixes, by purpose:
+  a recurrent state is detached at each step's start; fast weights copied from a module
+  (``load_state_dict``: no graph link) and moved functionally are made anew from it (nothing in
+  the graph tells the two apart, a value neither). It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -52,7 +58,10 @@ and reports:
   (ids, sequence numbers, weak references to the objects); a place is state when its graph
   reaches the node it held then (not only through what other places held then), and made from
   others when it enters the old part only through what other places hold or held (a place is an attribute of that very object, whatever name the
-  loop gives it; a name given at the top is its name). Without that record, or when it leaves no
+  loop gives it; a name given at the top is its name). A state under two names
+  (``h = f(tracker.h)``, then ``tracker.h = h``) is named once, by the name or attribute the
+  loop reads it back from, not by an item of a list it is also appended to (a log); the other
+  name is made from it. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
@@ -249,7 +258,7 @@ class Carrier:
     path: str  # e.g. "sampler.history[2]"; several list items are shown as one range
     kind: str  # "old tensor", "rebuilt from an old value", "reset in place", "samples"
     node: str  # the tensor's grad_fn
-    verdict: str  # "recompute", "detach", "samples", "state" or "reset"
+    verdict: str  # "recompute", "detach", "samples", "state", "reset", or two by purpose ("recompute or record")
     reason: str
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
@@ -263,8 +272,18 @@ class Carrier:
 
 
 def _alike(carrier: Carrier) -> tuple:
-    """The places a report prints on one line (a cache's layers): one kind, node and verdict."""
-    return carrier.kind, carrier.node, carrier.verdict, carrier.enters, carrier.memory_only
+    """The places a report prints on one line (a cache's layers): one kind, node and verdict,
+    and one kind of place: one that takes an assignment (an attribute) is not merged with one that
+    does not (a closure cell), whose fix is written where the value is made."""
+    writable = f"{carrier.path} = " in carrier.fix
+    return (
+        carrier.kind,
+        carrier.node,
+        carrier.verdict,
+        carrier.enters,
+        carrier.memory_only,
+        writable,
+    )
 
 
 def _one_line(group: list, reach: list, names: dict) -> str:
@@ -1396,6 +1415,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         or (key[0] in objects_now and (ref is None or ref() is objects_now[key[0]]))
     }
     recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
+    new_held = [f for f in by_node if f not in old_held]  # this step's tensors that places hold
 
     def _made_from_others(path: str, fn) -> bool:
         """Whether a tensor made this step is computed from carried values (an output, a loss
@@ -1404,10 +1424,36 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         the old part only through what other places hold now or held at such a call."""
         key = place(path)  # the same attribute of the same object, whatever names it now
         others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
-        if key in record:  # not reached, or reached only through what other places held then
-            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, others)}
+        if key in record:  # not reached, or reached only through what other places hold now or
+            # held then (h = f(tracker.h); tracker.h = h: the loop reads tracker.h, h is made from it)
+            stop = others | {f for f in old_held - {fn} if _read_slot(f)}
+            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, stop)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
+
+    def _passed_on(path: str, fn) -> bool:
+        """An earlier step's tensor that carries a state: its graph reaches what this place held
+        at the call in the step before (tracker.h = h after each step), or another place held this
+        very node then and this step's value of that place is made from it (h, then tracker.h)."""
+        key, mine = place(path), (id(fn), _seq(fn))
+        if not _read_slot(fn):  # an item appended to a list is a log of the state, not its carrier
+            return False
+        then = record.get(key)
+        if then is not None and then != mine:
+            if then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}:
+                return True
+        return any(
+            q != key and r == mine and any(fn in _all_below(g, kids) - {g} for g in new_held)
+            for q, r in record.items()
+        )
+
+    def _read_slot(fn) -> bool:
+        """Whether a place holding ``fn``'s tensor is one a loop reads a state back from (a name,
+        an attribute), not an item of a list that grows (a log of earlier values)."""
+        return any(
+            not (p.endswith("]") and _grows(_container(tensor_at[p], walk.holders)[0]))
+            for p in by_node.get(fn, ())
+        )
 
     def _own_history(fn, met) -> bool:
         """Whether an old node met holds an earlier value of ``fn``'s own tensor, kept in a
@@ -1455,26 +1501,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     groups: dict = collections.defaultdict(list)  # a container's items, side by side
     this_step: set = set()  # groups that also hold a tensor of this step: a bank longer than a step
 
-    def _copied_from(fn, reached) -> str | None:
-        """The trained parameter a value rebuilt from itself was copied from (load_state_dict,
-        copy_: no graph link, so matched by value): a leaf at the bottom of its history that
-        requires grad and no optimizer holds, equal in shape to a parameter an optimizer holds
-        that its graph does not reach, and within 10% of it (a meta-model's fast weights)."""
-        reached = {id(v) for v in reached}
-        bottoms = _leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), _ALL)
-        for bottom in bottoms:
-            for t in walk.tensors:
-                if (
-                    trains(t)
-                    and id(t) not in reached
-                    and t.shape == bottom.shape
-                    and t.dtype == bottom.dtype
-                    and t.numel() > 1
-                ):
-                    a, b = bottom.detach(), t.detach()
-                    if float((a - b).norm()) <= 0.1 * float(b.norm()) and float(b.norm()) > 0:
-                        return names[id(t)]
-        return None
+    def _starts_at_free_leaf(fn) -> bool:
+        """A value rebuilt from itself whose history starts at a leaf that requires grad and that
+        no optimizer holds: a recurrent state started from such a leaf, or weights copied from a
+        module (load_state_dict, copy_: no graph link) and moved functionally. Nothing in the graph
+        tells the two apart (a value match fires on a state equal to a norm's ones and misses a
+        copy that drifted), so both fixes are printed, by purpose."""
+        if not held:  # no optimizer known: every parameter would look free (plain state then)
+            return False
+        return bool(_leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), 1))
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
@@ -1602,11 +1637,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 and not enters
                 and (
                     tensor.dim() == 0
-                    or count == 1
+                    or (count == 1 or _grows(container) and group.endswith("[*]"))
                     and old(fn)
                     and not (group in this_step and group != here or _bounded(container))
                 )
-            ):  # a number, or one tensor kept (prev = out), that this loss does not use
+            ):  # a number, one tensor kept (prev = out), or a list's items, this loss does not use
                 if use_record and not old(fn) and _made_from_others(here, fn):
                     derived.append(shown)  # a loss term of this step (meta-learning's inner loss)
                     continue
@@ -1620,21 +1655,37 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     overwritten.append(shown)
                     continue
                 appended = _grows(container)  # losses.append(loss)
+                # "freed" only where it shows: a saved tensor below still alive means no backward
+                # ran through it (validation outputs appended without no_grad)
+                below = [f for _, m in members for f in _all_below(m, kids)]
+                saved_alive = any(alive.get(f) and not state.get(f) for f in below)
+                graph = (
+                    "graph (saved activations alive: no backward ran through it)"
+                    if saved_alive
+                    else "graph, freed by backward(),"
+                    if any(state.get(f) for f in below)
+                    else "graph"
+                )
                 kind = (
                     "a number kept across steps that this loss does not use"
-                    if tensor.dim() == 0
+                    if tensor.dim() == 0 and count == 1
                     else "a tensor kept from an earlier step that this loss does not use"
+                    if count == 1
+                    else f"{count} tensors of earlier steps kept in {group} that this loss does not use"
                 )
                 verdict = "detach"
+                op = type(fn).__name__
                 reason = (
                     "a running total or a log adds to itself: it keeps every earlier step's graph "
                     "alive (memory grows)"
                     if grows
-                    else "kept in a list that grows by append: no error; each item's graph, freed "
-                    "by backward(), only holds memory"
+                    else "kept in a list that grows by append, each item with its graph (saved "
+                    "activations alive: no backward ran through it): memory grows"
+                    if appended and saved_alive
+                    else f"kept in a list that grows by append: no error; each item's {graph} only holds memory"
                     if appended
-                    else "kept, not rebuilt: no error; its graph, freed by backward(), only holds memory"
-                    if old(fn) and (kept or tensor.dim() or "Add" not in type(fn).__name__)
+                    else f"kept, not rebuilt: no error; its {graph} only holds memory"
+                    if old(fn) and (kept or tensor.dim() or "Add" not in op)
                     else "it keeps an earlier step's graph alive until it is replaced; memory grows "
                     "only if it adds to itself (a running total)"
                 )
@@ -1642,13 +1693,32 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 memory_only = (
                     old(fn)
                     and not grows
-                    and (kept or appended or tensor.dim() > 0 or "Add" not in type(fn).__name__)
+                    and not (appended and saved_alive)
+                    and (kept or appended or tensor.dim() > 0 or "Add" not in op)
+                )
+                run = here_shown
+                running = (  # the fix by the op: a max or an average keeps a float, not a sum
+                    f"keep it as a float: {run} = max({run}, loss.item())"
+                    if re.match(r"(Maximum|Max|Amax)Backward", op)
+                    else f"keep it as a float: {run} = min({run}, loss.item())"
+                    if re.match(r"(Minimum|Min|Amin)Backward", op)
+                    else f"keep it as a float: {run} = 0.9 * {run} + 0.1 * loss.item() (your factor)"
+                    if op.startswith("LerpBackward")
+                    else "add loss.item() (a float) to it, or loss.detach()"
+                    if "Add" in op
+                    else "keep it as a float (loss.item() in it), or use loss.detach() in it"
                 )
                 fix = (
-                    "add loss.item() (a float) to it, or loss.detach()"
+                    "compute each item under torch.no_grad(), or append x.detach() (or x.item(), "
+                    "a number) instead"
+                    if appended and saved_alive
+                    else running
                     if not memory_only
                     else "none needed; to free that memory, append loss.item() (a float) or "
                     "loss.detach() instead"
+                    if appended and tensor.dim() == 0
+                    else "none needed; to free that memory, append x.detach() instead (x: what "
+                    "you append)"
                     if appended
                     else "none needed; to free that memory, store loss.detach() or loss.item() "
                     "there and call backward() on loss"
@@ -1727,20 +1797,26 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     f"compute it from {leaf_names} at each step (keep the start, apply the "
                     "step's factor, e.g. 0.99 ** k), not from its earlier value"
                 )
-            elif not old(fn) and (source := _copied_from(fn, leaves)):
-                kind, verdict = "rebuilt this step from its value of an earlier step", "recompute"
+            elif not old(fn) and _starts_at_free_leaf(fn):
+                kind, verdict = "rebuilt this step from its value of an earlier step", "state"
+                holder = walk.holders.get(id(tensor))
                 owner = re.split(r"[.\[]", here, maxsplit=1)[0]
-                origin = re.split(r"[.\[]", source, maxsplit=1)[0]
+                anew = (  # what can be done with what holds it: a module is built again and loaded
+                    f"build {owner} again, then {owner}.load_state_dict(m.state_dict()), m the module it "
+                    "copies; loading into the old one keeps its graph"
+                    if isinstance(holder, torch.nn.Module)
+                    else f"{here_shown} = p.clone(), p the parameter it copies; "
+                    "p.detach().clone().requires_grad_() if p must not train through it"
+                )
                 reason = (
-                    f"it starts from a copy of {source} (equal in shape, within 10% in value; a "
-                    "copy by load_state_dict or copy_ has no graph link), which still trains, and "
-                    "is updated from its earlier value at each step, so it drifts from it"
+                    "its history starts at a leaf that requires grad and that no optimizer holds: "
+                    "a state, or weights copied from a module (nothing in the graph tells which)"
                 )
                 fix = (
-                    f"make {owner} anew from {origin} at each step's start (build it, then "
-                    f"{owner}.load_state_dict({origin}.state_dict()); loading into the old one "
-                    "keeps its graph), then update it; detached instead, it stops following the "
-                    "weights and an autograd.grad with respect to it raises"
+                    f"by what it is: a state carried between steps (a recurrent state): {detach} "
+                    "at each step's start; weights moved functionally from a module (fast weights, "
+                    f"a meta-model): make them anew from the module at each step's start ({anew}), "
+                    "not detach (that breaks autograd.grad through them)"
                 )
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"
@@ -1763,6 +1839,19 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         "weight), keep the start and compute the value from it each step"
                     )
                 state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+            elif use_record and old(fn) and _passed_on(here, fn):
+                kind, verdict = (
+                    "a state passed on from step to step, made from its earlier value",
+                    "state",
+                )
+                reason = (
+                    "the loop reads it and stores the value made from it back in it (or in the name "
+                    "it was made under): the carrier of a state"
+                )
+                fix = (
+                    f"within one sequence, {detach} at each step's start (this name: the one the "
+                    "loop reads); between independent batches, reset it as a new tensor"
+                )
             elif reaches_trained.get(fn):
                 kind, verdict = old_kind(fn), "recompute"
                 verb = "train" if len(leaves) > 1 else "trains"
@@ -1772,6 +1861,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 if not cache and all(id(v) in trained_now for v in leaves):
                     # a term to follow the weights (the common case: errors-outside-loop) or a
                     # record the loss compares against (PPO's old log-probs): only you know
+                    verdict = "recompute or record"  # PPO's reader takes the second: by purpose
                     reason += (
                         ", and this step's own terms train them too; it cannot tell what it is for"
                     )

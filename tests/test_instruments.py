@@ -1978,7 +1978,9 @@ def test_a_loss_from_a_term_no_place_given_holds_is_not_told_to_detach_the_loss(
     assert not given.carriers and ".detach()" not in str(given), str(given)
     assert "held by none of the objects given" in str(given) and "**locals()" in str(given)
     (found,) = local.carriers
-    assert found.path == "reg" and found.verdict == "recompute", str(local)  # review 18 M2
+    assert found.path == "reg" and found.verdict == "recompute or record", str(
+        local
+    )  # review 18 M2
     assert found.fix.index("compute it inside the step") < found.fix.index("reg = reg.detach()")
 
     def reference(i):  # written out from the formulas, at the current weights
@@ -3302,7 +3304,10 @@ def test_old_log_probs_stacked_before_the_step_get_both_fixes_like_a_list():
     mark_step()
     (stacked,) = find_old_graph(ratio_loss(store["old_lp"]), pol=pol, opt=opt, store=store).carriers
     (listed,) = find_old_graph(ratio_loss(torch.stack(olds)), pol=pol, opt=opt, olds=olds).carriers
-    assert (stacked.verdict, listed.verdict) == ("recompute", "samples"), (stacked, listed)
+    assert (stacked.verdict, listed.verdict) == ("recompute or record", "samples"), (
+        stacked,
+        listed,
+    )
     fix = stacked.fix
     assert fix.index("compute it inside the step") < fix.index("PPO's old log-probs"), fix
     line = re.search(r"(store\['old_lp'\] = store\['old_lp'\]\.detach\(\))", fix)[1]
@@ -3405,7 +3410,7 @@ def test_a_value_made_before_the_loop_is_recompute_with_compute_inside_first():
             loss.backward()
     assert set(found) == {"ctx", "loss_fn.<closure scale>", "penalty.<default w>"}, str(report)
     for carrier in found.values():
-        assert carrier.verdict == "recompute", str(report)
+        assert carrier.verdict == "recompute or record", str(report)
         assert carrier.fix.startswith("should it follow the weights"), carrier.fix
         assert carrier.fix.index("compute it inside the step") < carrier.fix.index("detach"), (
             carrier.fix
@@ -3594,10 +3599,11 @@ def test_fast_weights_copied_from_a_trained_module_are_made_anew_from_it():
         model_step(i)
     text = str(report)
     assert [c.path for c in report.carriers] == ["meta.weight", "meta.bias"], text
-    assert {c.verdict for c in report.carriers} == {"recompute"}, text
-    assert "a copy of model.weight" in text, text
-    assert "make meta anew from model at each step's start" in text, text
-    assert "meta.load_state_dict(model.state_dict())" in text, text
+    # review 19 F1/F2: no value match; both purposes printed, the module's fix for a module
+    assert {c.verdict for c in report.carriers} == {"state"}, text
+    assert "make them anew from the module at each step's start" in text, text
+    assert "build meta again, then meta.load_state_dict(m.state_dict())" in text, text
+    assert "not detach (that breaks autograd.grad through them)" in text, text
 
     def reference(i):  # the meta-gradient written out on the model's current weights
         start = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
@@ -3621,6 +3627,368 @@ def test_fast_weights_copied_from_a_trained_module_are_made_anew_from_it():
             opt_weigh.step()
             model_step(i)
     assert len(done) == 3
+
+
+# ---- review 19 (inst21) -----------------------------------------------------------------------
+
+
+def test_state_from_a_leaf_of_ones_is_state_not_a_copy_of_a_norm_weight():
+    """Review 19 F1: a recurrent state started from torch.ones(d, requires_grad=True), read
+    through a LayerNorm whose weight is all ones, was called a copy of norm.weight, with the fix
+    h.load_state_dict(...) (a tensor has none). Now it is state with both purposes; the fix for
+    a tensor names no module method, and the detach branch trains three checked steps."""
+    torch.manual_seed(0)
+    d = 8
+    cell, norm, head = nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, 1)
+    params = [*cell.parameters(), *norm.parameters(), *head.parameters()]
+    opt = torch.optim.SGD(params, lr=0.1)
+    xs = torch.randn(5, d)
+    h = torch.ones(d, requires_grad=True)
+    for i in range(2):
+        mark_step()
+        h = torch.tanh(cell(xs[i]) + h)
+        loss = head(norm(h)).pow(2).sum()
+        report = find_old_graph(loss, cell=cell, norm=norm, head=head, opt=opt, h=h)
+        if i:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    text = str(report)
+    (carrier,) = report.carriers
+    assert (carrier.path, carrier.verdict) == ("h", "state"), text
+    assert "copy of norm.weight" not in text and "load_state_dict" not in carrier.fix, text
+    assert "h = h.detach() at each step's start" in carrier.fix, text
+    assert "weights moved functionally from a module" in carrier.fix, text
+
+    torch.manual_seed(0)
+    cell, norm, head = nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, 1)
+    params = [*cell.parameters(), *norm.parameters(), *head.parameters()]
+    opt = torch.optim.SGD(params, lr=0.1)
+    box, ref = [torch.ones(d, requires_grad=True)], [torch.ones(d)]
+
+    def loss_of(i):  # the printed state branch: h = h.detach() at each step's start
+        box[0] = box[0].detach()
+        box[0] = torch.tanh(cell(xs[i]) + box[0])
+        return head(norm(box[0])).pow(2).sum()
+
+    def reference(i):  # its own state, carried as a constant at the weights of each step
+        now = torch.tanh(cell(xs[i]) + ref[0])
+        ref[0] = now.detach()
+        return head(norm(now)).pow(2).sum()
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell, norm=norm, head=head)
+
+
+def test_fast_weights_that_drifted_get_the_same_answer_as_fresh_ones():
+    """Review 19 F2: fast weights loaded once from a model that then trained far (116 % drift)
+    were called state with only the detach fix (then autograd.grad raises). The answer must not
+    depend on the drift: the same verdict, reason and fix as without it."""
+
+    class Fast(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("weight", torch.zeros(3, 4, requires_grad=True))
+            self.register_buffer("bias", torch.zeros(3, requires_grad=True))
+
+        def forward(self, x):
+            return F.linear(x, self.weight, self.bias)
+
+    def answer(drift):
+        torch.manual_seed(0)
+        xs, ys = torch.randn(6, 8, 4), torch.randint(0, 3, (6, 8))
+        model, weigh = nn.Linear(4, 3), nn.Linear(1, 1)
+        opt_w = torch.optim.SGD(weigh.parameters(), 0.5)
+        opt_m = torch.optim.SGD(model.parameters(), 0.1)
+        meta = Fast()
+        meta.load_state_dict(model.state_dict())
+        for _ in range(200 if drift else 0):
+            opt_m.zero_grad()
+            F.cross_entropy(model(xs[0] * 3), ys[0]).backward()
+            opt_m.step()
+        moved = float((meta.weight - model.weight).detach().norm() / model.weight.detach().norm())
+        assert (moved > 0.5) == drift, moved
+        for i in range(2):
+            mark_step()
+            cost = F.cross_entropy(meta(xs[i]), ys[i], reduction="none")[:, None]
+            inner = (cost * torch.sigmoid(weigh(cost.detach()))).mean()
+            g = torch.autograd.grad(inner, [meta.weight, meta.bias], create_graph=True)
+            meta.weight, meta.bias = meta.weight - 0.1 * g[0], meta.bias - 0.1 * g[1]
+            outer = F.cross_entropy(meta(xs[5]), ys[5])
+            report = find_old_graph(outer, meta=meta, model=model, weigh=weigh, opt_w=opt_w,
+                                    opt_m=opt_m)  # fmt: skip
+            if i:
+                return report
+            opt_w.zero_grad()
+            outer.backward()
+            opt_w.step()
+
+    drifted, fresh = answer(True), answer(False)
+    pick = lambda r: [(c.path, c.verdict, c.reason, c.fix, c.alike) for c in r.carriers]  # noqa: E731
+    assert pick(drifted) == pick(fresh), f"{drifted}\n{fresh}"
+    assert {c.verdict for c in drifted.carriers} == {"state"}, str(drifted)
+    assert "build meta again, then meta.load_state_dict(m.state_dict())" in str(drifted)
+
+
+def test_validation_outputs_appended_with_their_graph_grow_memory_at_any_count():
+    """Review 19 F5 and I1: validation outputs appended without no_grad were "freed by
+    backward(), only holds memory" (bool False) at one item and samples (bool True) at two. No
+    backward ran through them: one verdict at any count, memory grows, no "freed". The printed
+    fix (computed under no_grad) leaves nothing to report and trains three checked steps."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    xs, xv = torch.randn(4, 32, 64), torch.randn(32, 64)
+    val_outs, seen = [], []
+    for i in range(3):
+        mark_step()
+        loss = m(xs[i]).pow(2).mean()
+        report = find_old_graph(loss, m=m, opt=opt, val_outs=val_outs)
+        if i:
+            (carrier,) = report.carriers
+            seen.append((carrier.verdict, carrier.reason, carrier.fix, bool(report)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        val_outs.append(m(xv))
+    assert seen[0] == seen[1], seen
+    verdict, reason, fix, truthy = seen[0]
+    assert verdict == "detach" and truthy, seen
+    assert "freed" not in reason and "saved activations alive" in reason, reason
+    assert "memory grows" in reason and "torch.no_grad()" in fix and "loss" not in fix, fix
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    val_outs = []
+
+    def loss_of(i):  # the printed fix: each item computed under torch.no_grad()
+        mark_step()
+        loss = m(xs[i]).pow(2).mean()
+        assert not find_old_graph(loss, m=m, opt=opt, val_outs=val_outs).carriers
+        with torch.no_grad():
+            val_outs.append(m(xv))
+        return loss
+
+    _three_checked_steps(loss_of, opt, lambda i: m(xs[i]).pow(2).mean(), m=m)
+
+
+def test_a_running_max_and_average_of_the_loss_get_a_float_by_their_op():
+    """Review 19 I6: a running max and an EMA of the loss were told to "add loss.item() to it".
+    The fix is worded by the op; applied, nothing is carried and three checked steps train."""
+    torch.manual_seed(0)
+    m = nn.Linear(16, 16)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    xs = torch.randn(6, 8, 16)
+    best, ema = torch.tensor(0.0), torch.tensor(0.0)
+    for i in range(4):
+        mark_step()
+        loss = m(xs[i]).pow(2).mean()
+        report = find_old_graph(loss, m=m, opt=opt, best=best, ema=ema)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        best, ema = torch.maximum(best, loss), torch.lerp(ema, loss, 0.1)
+    fixes = {c.path: c.fix for c in report.carriers}
+    assert "best = max(best, loss.item())" in fixes["best"], str(report)
+    assert "ema = 0.9 * ema + 0.1 * loss.item()" in fixes["ema"], str(report)
+    assert not any("add loss.item()" in f for f in fixes.values()) and report, str(report)
+
+    torch.manual_seed(0)
+    m = nn.Linear(16, 16)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    kept = {"best": 0.0, "ema": 0.0}
+
+    def loss_of(i):  # the printed fixes: floats
+        mark_step()
+        loss = m(xs[i]).pow(2).mean()
+        assert not find_old_graph(loss, m=m, opt=opt, kept=kept).carriers
+        kept["best"] = max(kept["best"], loss.item())
+        kept["ema"] = 0.9 * kept["ema"] + 0.1 * loss.item()
+        return loss
+
+    _three_checked_steps(loss_of, opt, lambda i: m(xs[i]).pow(2).mean(), m=m)
+
+
+def test_a_state_under_two_names_gets_one_verdict_naming_the_carrier_the_loop_reads():
+    """Review 19 M1: h = tanh(cell(x) + tracker.h); ...; tracker.h = h. h got state with
+    h = h.detach() (which changes nothing: the loop reads tracker.h) and tracker.h got
+    recompute ("compute it inside the step": impossible for a state). Now tracker.h alone is
+    the carrier, state, and its printed fix runs three checked steps without retain_graph."""
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = torch.randn(4, 2, 4)
+
+    class Tracker:  # the reader's object that keeps the state
+        h = None
+
+    tracker = Tracker()
+    tracker.h, h = torch.zeros(2, 4), None
+    for i in range(3):
+        mark_step()
+        h = torch.tanh(cell(xs[i]) + tracker.h)
+        loss = h.pow(2).mean()
+        report = find_old_graph(loss, cell=cell, opt=opt, tracker=tracker, h=h)
+        opt.zero_grad()
+        if i < 2:
+            loss.backward(retain_graph=True)
+        opt.step()
+        tracker.h = h
+    text = str(report)
+    assert [(c.path, c.verdict) for c in report.carriers] == [("tracker.h", "state")], text
+    assert "tracker.h = tracker.h.detach() at each step's start" in text, text
+    assert "compute it inside the step" not in text, text
+
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    tracker.h, ref = torch.zeros(2, 4), [torch.zeros(2, 4)]
+
+    def loss_of(i):  # the printed fix, then the reader's loop unchanged
+        tracker.h = tracker.h.detach()
+        h = torch.tanh(cell(xs[i]) + tracker.h)
+        tracker.h = h
+        return h.pow(2).mean()
+
+    def reference(i):  # its own state, a constant at each step's weights
+        now = torch.tanh(cell(xs[i]) + ref[0])
+        ref[0] = now.detach()
+        return now.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell)
+
+
+def test_a_state_logged_in_a_list_keeps_its_own_carrier():
+    """Review 19 M1, the other side: model.h rebuilt from itself and appended to a history each
+    step. The list item holds the earlier value too, but the loop reads model.h: model.h stays
+    the state (the history is a log of it, not the carrier), at the failing step and later."""
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = torch.randn(4, 2, 4)
+
+    class Model:
+        h = None
+
+    model, history = Model(), []
+    model.h = torch.zeros(2, 4)
+    for i in range(3):
+        mark_step()
+        model.h = torch.tanh(cell(xs[i]) + model.h)
+        loss = model.h.pow(2).mean()
+        report = find_old_graph(loss, cell=cell, opt=opt, model=model, history=history)
+        if i:
+            found = {c.path: c.verdict for c in report.carriers}
+            assert found.get("model.h") == "state", (i, str(report))
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        opt.step()
+        history.append(model.h)
+
+
+def test_an_attribute_and_a_closure_cell_are_not_merged_into_one_assignment():
+    """Review 19 M4: cfg.center (an attribute) and a closure cell made alike were printed on one
+    line whose fix assigned into the cell ("and so for reg.<closure center>"). Each kind now
+    gets its own line and its own writable fix; both record branches train three checked steps
+    against a reference whose centres come from a copy of the encoder made before the loop."""
+    import copy
+
+    def setup():
+        torch.manual_seed(0)
+        enc, head = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+        return enc, head, opt, torch.randn(4, 8, 4), torch.randn(2, 4)
+
+    def make(center):
+        return lambda out: (out - center.mean()).pow(2).mean()
+
+    class Cfg:
+        center = None
+
+    enc, head, opt, xs, anchor = setup()
+    cfg = Cfg()
+    cfg.center = enc(anchor).sum(0)
+    reg = make(enc(anchor).sum(0))
+    for i in range(2):
+        mark_step()
+        h = enc(xs[i])
+        loss = head(h - cfg.center).pow(2).mean() + reg(h)
+        report = find_old_graph(loss, enc=enc, head=head, opt=opt, cfg=cfg, reg=reg)
+        if i:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    text = str(report)
+    fixes = {c.path: c.fix for c in report.carriers}
+    assert set(fixes) == {"cfg.center", "reg.<closure center>"}, text
+    assert not any(c.alike for c in report.carriers), text
+    assert "cfg.center = cfg.center.detach()" in fixes["cfg.center"], text
+    assert "reg.<closure center> =" not in text, text
+    assert "detach it where it is made" in fixes["reg.<closure center>"], text
+
+    enc, head, opt, xs, anchor = setup()
+    frozen = copy.deepcopy(enc)
+    cfg.center = enc(anchor).sum(0)
+    cfg.center = cfg.center.detach()  # the attribute's printed fix
+    reg = make(enc(anchor).sum(0).detach())  # the cell's: detached where it is made
+
+    def reference(i):
+        center = frozen(anchor).sum(0).detach()
+        h = enc(xs[i])
+        return head(h - center).pow(2).mean() + (h - center.mean()).pow(2).mean()
+
+    def loss_of(i):
+        h = enc(xs[i])
+        return head(h - cfg.center).pow(2).mean() + reg(h)
+
+    _three_checked_steps(loss_of, opt, reference, enc=enc, head=head)
+
+
+def test_ppo_old_log_probs_get_a_verdict_that_names_both_purposes():
+    """Review 19 I7: PPO's old log-probs made before the K epochs got the verdict word
+    "recompute", though the PPO reader must take the record branch. The verdict names both;
+    the record branch trains three checked steps against old log-probs from a copy of the policy
+    made before the updates."""
+    import copy
+
+    torch.manual_seed(0)
+    obs, act, adv = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+
+    def logp(net):
+        return torch.log_softmax(net(obs), -1).gather(1, act[:, None]).squeeze(1)
+
+    def ppo(new, old):
+        r = torch.exp(new - old)
+        return -torch.min(r * adv, r.clamp(0.8, 1.2) * adv).mean()
+
+    pi = nn.Linear(4, 3)
+    opt = torch.optim.SGD(pi.parameters(), lr=0.1)
+    old_logp = logp(pi)
+    for k in range(2):
+        mark_step()
+        loss = ppo(logp(pi), old_logp)
+        report = find_old_graph(loss, pi=pi, opt=opt, old_logp=old_logp)
+        if k:
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    (carrier,) = report.carriers
+    assert carrier.verdict == "recompute or record", str(report)
+    assert carrier.fix.endswith("old_logp = old_logp.detach()"), carrier.fix
+
+    pi = nn.Linear(4, 3)
+    opt = torch.optim.SGD(pi.parameters(), lr=0.1)
+    frozen = copy.deepcopy(pi)
+    old_logp = logp(pi).detach()  # the record branch
+    _three_checked_steps(
+        lambda k: ppo(logp(pi), old_logp),
+        opt,
+        lambda k: ppo(logp(pi), logp(frozen).detach()),
+        pi=pi,
+    )
 
 
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
