@@ -12,7 +12,9 @@ and reports:
   reaches an earlier step's part, and what to do with it: **recompute** it every step (its old
   graph reaches weights that still train, some through it alone), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
-  it, as a new tensor, between independent batches). "Still trains" means an optimizer given or
+  it, as a new tensor, between independent batches; one that starts from a leaf that trains,
+  reached only through its earlier value, a learned ``h0``, is named with it: detach only what
+  the previous step carried, or start each sequence from it again). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
   made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)``, or of a container that
@@ -1511,6 +1513,22 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return False
         return bool(_leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), 1))
 
+    def _starts_from_trained(fn, leaves: list) -> list:
+        """Of ``leaves`` (below ``fn``, held by an optimizer), those this step's part of ``fn``'s
+        graph does not reach: reached only through its earlier value, where its chain starts (a
+        learned initial state, ``h = rnn.h0``), not a weight of the cell applied each step."""
+        seen, todo, now = {fn}, [fn], set()
+        while todo:
+            for child in kids.get(todo.pop(), ()):
+                if child in seen or child in known_old or old(child):
+                    continue
+                seen.add(child)
+                variable = getattr(child, "variable", None)
+                if not kids.get(child) and isinstance(variable, torch.Tensor):
+                    now.add(id(variable))
+                todo.append(child)
+        return [v for v in leaves if id(v) not in now]
+
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
@@ -1826,6 +1844,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "independent batches, reset it as a new tensor; a statistic: update it under "
                     "torch.no_grad()"
                 )
+                start = _starts_from_trained(fn, leaves) if fn is not root else []
+                if start:  # a learned h0: detaching it, or a new tensor, stops it training
+                    first = _named(start, names)
+                    fix = (
+                        f"it starts from {first}, which trains: detach only what is carried from the "
+                        f"previous step ({detach} at each step's or window's start from the second "
+                        f"on, not the first step's {first}), or start each sequence from {first} "
+                        "again (not a new tensor)"
+                    )
                 holder = walk.holders.get(id(tensor))
                 if (
                     reaches_trained.get(fn)

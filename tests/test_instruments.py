@@ -3991,6 +3991,58 @@ def test_ppo_old_log_probs_get_a_verdict_that_names_both_purposes():
     )
 
 
+# ---- review 20 (inst24) ----------------------------------------------------------------------
+
+
+class _LearnedStart(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h0, self.cell, self.out = (
+            nn.Parameter(torch.zeros(2, 4)),
+            nn.Linear(4, 4),
+            nn.Linear(4, 1),
+        )
+
+
+def test_learned_initial_state_is_named_and_its_printed_fix_trains_it():
+    """Review 20 M4: a state started from a learned initial state the optimizer holds (rnn.h0)
+    and carried without detach names it: detaching at each step's start, or a new tensor, would
+    stop h0 training. The printed fix "start each sequence from rnn.h0 again" trains 3 checked
+    steps and h0 moves; a cell's weights applied each step are not named as a start."""
+    torch.manual_seed(0)
+    rnn = _LearnedStart()
+    opt = torch.optim.SGD(rnn.parameters(), 0.1)
+    xs, ys = torch.randn(6, 2, 4), torch.randn(6, 2, 1)
+    state = {"h": rnn.h0}
+    for i in range(2):
+        mark_step()
+        state["h"] = torch.tanh(rnn.cell(xs[i]) + state["h"])
+        loss = F.mse_loss(rnn.out(state["h"]), ys[i])
+        report = find_old_graph(loss, rnn=rnn, opt=opt, state=state)
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        opt.step()
+    (carrier,) = report.carriers
+    assert carrier.verdict == "state", str(report)
+    assert "it starts from rnn.h0, which trains" in carrier.fix, carrier.fix
+    assert "start each sequence from rnn.h0 again" in carrier.fix, carrier.fix
+    assert "rnn.cell" not in carrier.fix, carrier.fix
+
+    start = rnn.h0.detach().clone()
+
+    def step_loss(k):  # the printed fix: each sequence starts from rnn.h0 again
+        state["h"] = rnn.h0
+        state["h"] = torch.tanh(rnn.cell(xs[k]) + state["h"])
+        return F.mse_loss(rnn.out(state["h"]), ys[k])
+
+    def reference(k):
+        h = torch.tanh(F.linear(xs[k], rnn.cell.weight, rnn.cell.bias) + rnn.h0)
+        return ((F.linear(h, rnn.out.weight, rnn.out.bias) - ys[k]) ** 2).mean()
+
+    _three_checked_steps(step_loss, opt, reference, rnn=rnn)
+    assert not torch.equal(rnn.h0.detach(), start)
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
