@@ -62,8 +62,9 @@ and reports:
   others when it enters the old part only through what other places hold or held (a place is an attribute of that very object, whatever name the
   loop gives it; a name given at the top is its name). A state under two names
   (``h = f(tracker.h)``, then ``tracker.h = h``) is named once, by the name or attribute the
-  loop reads it back from, not by an item of a list it is also appended to (a log); the other
-  name is made from it. Without that record, or when it leaves no
+  loop reads it back from, not by an item of a list it is also appended to (a log), but its fix
+  detaches it there too (``states.append(h.detach())``: ``h = f(states[-1])`` looks the same);
+  the other name is made from it. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state;
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
@@ -1839,8 +1840,24 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             elif not old(fn):
                 kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                 reason = "state carried from step to step"
+                logs = sorted(  # a growing list holding its earlier value: read back from it?
+                    {
+                        re.sub(r"\[\d+\]$", "", p)
+                        for e in _old_reached(fn, kids, known_old, set())[0]
+                        for p in by_node.get(e, ())
+                        if p != here
+                        and re.search(r"\[\d+\]$", p)
+                        and _grows(_container(tensor_at[p], walk.holders)[0])
+                    }
+                )
+                at_start = f"{detach} at each step's or window's start"
+                if logs and fn is not root:  # h = f(states[-1]); states.append(h) looks the same
+                    at_start += (
+                        f", and {logs[0]}.append({here_shown}.detach()) where it is stored (the "
+                        f"loop may read it back from {logs[0]}: the graph cannot tell)"
+                    )
                 fix = (
-                    f"within one sequence, {detach} at each step's or window's start; between "
+                    f"within one sequence, {at_start}; between "
                     "independent batches, reset it as a new tensor; a statistic: update it under "
                     "torch.no_grad()"
                 )
@@ -1849,8 +1866,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     first = _named(start, names)
                     fix = (
                         f"it starts from {first}, which trains: detach only what is carried from the "
-                        f"previous step ({detach} at each step's or window's start from the second "
-                        f"on, not the first step's {first}), or start each sequence from {first} "
+                        f"previous step ({at_start}, from the second step on, not the first "
+                        f"step's {first}), or start each sequence from {first} "
                         "again (not a new tensor)"
                     )
                 holder = walk.holders.get(id(tensor))

@@ -4043,6 +4043,97 @@ def test_learned_initial_state_is_named_and_its_printed_fix_trains_it():
     assert not torch.equal(rnn.h0.detach(), start)
 
 
+def test_a_state_read_back_from_a_list_gets_a_fix_that_covers_the_list():
+    """Review 20 M1: h = tanh(cell(x) + states[-1]); states.append(h). The loop reads the state
+    back from the list, which the graph cannot tell from h = f(h) with a log: h = h.detach()
+    alone does nothing there. The printed fix covers both places (states.append(h.detach())
+    too), and, applied as printed, runs three checked steps without retain_graph."""
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = torch.randn(4, 2, 4)
+    states, h = [torch.zeros(2, 4)], None
+    for i in range(3):
+        mark_step()
+        h = torch.tanh(cell(xs[i]) + states[-1])
+        states.append(h)
+        loss = h.pow(2).mean()
+        report = find_old_graph(loss, cell=cell, opt=opt, states=states, h=h)
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        opt.step()
+    found = {c.path: c for c in report.carriers}
+    assert found["h"].verdict == "state", str(report)
+    printed = "h = h.detach() at each step's or window's start, and states.append(h.detach())"
+    assert printed in found["h"].fix, found["h"].fix
+
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    states, h, ref = [torch.zeros(2, 4)], torch.zeros(2, 4), [torch.zeros(2, 4)]
+
+    def loss_of(i):  # both printed places, then the reader's loop unchanged
+        nonlocal h
+        h = h.detach()
+        h = torch.tanh(cell(xs[i]) + states[-1])
+        states.append(h.detach())
+        return h.pow(2).mean()
+
+    def reference(i):  # its own state, a constant at each step's weights
+        now = torch.tanh(cell(xs[i]) + ref[0])
+        ref[0] = now.detach()
+        return now.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell)
+
+
+def test_a_state_logged_in_a_list_gets_the_list_in_its_fix_and_it_trains():
+    """Review 20 M1, the other side (commit 3cbdb7e's case): model.h rebuilt from itself and
+    appended to a history after each step stays the state, and its fix, which now names the
+    history too, applied as printed runs three checked steps."""
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = torch.randn(4, 2, 4)
+
+    class Model:
+        h = None
+
+    model, history = Model(), []
+    model.h = torch.zeros(2, 4)
+    for i in range(3):
+        mark_step()
+        model.h = torch.tanh(cell(xs[i]) + model.h)
+        loss = model.h.pow(2).mean()
+        report = find_old_graph(loss, cell=cell, opt=opt, model=model, history=history)
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        opt.step()
+        history.append(model.h)
+    found = {c.path: c for c in report.carriers}
+    assert found["model.h"].verdict == "state", str(report)
+    assert "model.h = model.h.detach() at each step's" in found["model.h"].fix
+    assert "history.append(model.h.detach())" in found["model.h"].fix
+
+    torch.manual_seed(0)
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    model.h, history, ref = torch.zeros(2, 4), [], [torch.zeros(2, 4)]
+
+    def loss_of(i):
+        model.h = model.h.detach()
+        model.h = torch.tanh(cell(xs[i]) + model.h)
+        history.append(model.h.detach())
+        return model.h.pow(2).mean()
+
+    def reference(i):
+        now = torch.tanh(cell(xs[i]) + ref[0])
+        ref[0] = now.detach()
+        return now.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, cell=cell)
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
