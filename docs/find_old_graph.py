@@ -46,7 +46,9 @@ and reports:
   fixes, by purpose:
   a recurrent state is detached at each step's start; fast weights copied from a module
   (``load_state_dict``: no graph link) and moved functionally are made anew from it (nothing in
-  the graph tells the two apart, a value neither). It cannot know what you mean the value to be: it
+  the graph tells the two apart, a value neither). With no optimizer given or found, every
+  leaf would look free: a state then gets the first fix, and a note to pass ``opt=...`` if it
+  may be fast weights. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -1869,6 +1871,11 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"previous step ({at_start}, from the second step on, not the first "
                         f"step's {first}), or start each sequence from {first} "
                         "again (not a new tensor)"
+                    )
+                if not held and _leaves_below(fn, kids, lambda t: t.requires_grad, 1):
+                    fix += (  # every parameter looks free without one: no two-purpose test
+                        " (weights moved functionally from a module instead? pass your optimizer, "
+                        "opt=..., for that branch)"
                     )
                 holder = walk.holders.get(id(tensor))
                 if (

@@ -4134,6 +4134,47 @@ def test_a_state_logged_in_a_list_gets_the_list_in_its_fix_and_it_trains():
     _three_checked_steps(loss_of, opt, reference, cell=cell)
 
 
+def test_a_state_verdict_without_an_optimizer_hedges_and_names_opt():
+    """Review 20 M2: without an optimizer named or found, every parameter looks free, so fast
+    weights (copied once from a module, moved by autograd.grad) got only the recurrent-state fix,
+    unhedged. The verdict now says to pass the optimizer for the fast-weights branch, and with
+    opt= the same loop gets both fixes by purpose; a state with the optimizer known is unhedged."""
+    torch.manual_seed(0)
+    xs = torch.randn(4, 2, 4)
+    hedge = "weights moved functionally from a module instead? pass your optimizer, opt=..."
+    for named in (False, True):
+        net = nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), 0.1)
+        w = net.weight.detach().clone().requires_grad_()
+        b = net.bias.detach().clone().requires_grad_()
+        for i in range(2):
+            mark_step()
+            inner = F.linear(xs[i], w, b).pow(2).mean()
+            gw, gb = torch.autograd.grad(inner, [w, b], create_graph=True)
+            w, b = w - 0.1 * gw, b - 0.1 * gb
+            outer = F.linear(xs[3], w, b).pow(2).mean()
+            report = find_old_graph(outer, net=net, w=w, b=b, **({"opt": opt} if named else {}))
+            if i == 0:
+                outer.backward(retain_graph=True)
+        assert [c.verdict for c in report.carriers] == ["state"] * 2, str(report)  # w, b
+        for carrier in report.carriers:
+            if named:
+                assert hedge not in carrier.fix and "make them anew from the module" in carrier.fix
+            else:
+                assert hedge in carrier.fix, carrier.fix
+    cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), 0.1)
+    h = torch.zeros(2, 4)
+    for i in range(2):
+        mark_step()
+        h = torch.tanh(cell(xs[i]) + h)
+        report = find_old_graph(h.sum(), cell=cell, opt=opt, h=h)
+        if i == 0:
+            h.sum().backward(retain_graph=True)
+    (carrier,) = report.carriers
+    assert carrier.verdict == "state" and hedge not in carrier.fix, str(report)
+
+
 # ---- held-out trial 6: the printed fix for G1 (a mask a library inserts), G2 (inference mode a
 # ---- framework imposes), G3/G5 (a module's attribute kept as a plain tensor)
 
