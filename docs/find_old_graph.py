@@ -31,13 +31,13 @@ and reports:
   line order) get **samples**: the fix by what they are for (constants stored detached, or a
   buffer detached at each step's start; terms the loss trains through computed anew from stored
   inputs); else detach. One tensor kept from earlier weights that this step's own terms train
-  too (made before the loop, a closure cell, a default argument) is **recompute**, with the
-  question only you can answer: to follow the weights, compute it inside the step; a record the
+  too (made before the loop, a closure cell, a default argument) is **recompute or record**,
+  with the question only you can answer: to follow the weights, compute it inside the step; a record the
   loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
   loss does not use (any shape), or items appended to a list (any number of them), only holds
   memory: no error, listed apart, and ``bool(report)`` leaves it out; but items whose saved
-  tensors are still alive (no backward ran through them: validation outputs appended without
-  ``no_grad``) grow memory at each step: ``bool(report)`` counts them, with the fix to compute them
+  tensors are still alive (their graph is alive, saved activations kept: validation outputs
+  appended without ``no_grad``, or losses after ``backward(retain_graph=True)``) grow memory at each step: ``bool(report)`` counts them, with the fix to compute them
   under ``torch.no_grad()`` or append them detached. A running max or average of the loss gets a
   float's fix by its op (``best = max(best, loss.item())``).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
@@ -1676,12 +1676,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     overwritten.append(shown)
                     continue
                 appended = _grows(container)  # losses.append(loss)
-                # "freed" only where it shows: a saved tensor below still alive means no backward
-                # ran through it (validation outputs appended without no_grad)
+                # "freed" only where it shows: a saved tensor below still alive means its graph is
+                # alive (no backward, or backward(retain_graph=True): validation outputs, no no_grad)
                 below = [f for _, m in members for f in _all_below(m, kids)]
                 saved_alive = any(alive.get(f) and not state.get(f) for f in below)
                 graph = (
-                    "graph (saved activations alive: no backward ran through it)"
+                    "graph (alive: saved activations kept)"
                     if saved_alive
                     else "graph, freed by backward(),"
                     if any(state.get(f) for f in below)
@@ -1700,8 +1700,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "a running total or a log adds to itself: it keeps every earlier step's graph "
                     "alive (memory grows)"
                     if grows
-                    else "kept in a list that grows by append, each item with its graph (saved "
-                    "activations alive: no backward ran through it): memory grows"
+                    else "kept in a list that grows by append; each item's graph is alive (saved "
+                    "activations kept): memory grows"
                     if appended and saved_alive
                     else f"kept in a list that grows by append: no error; each item's {graph} only holds memory"
                     if appended
