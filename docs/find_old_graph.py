@@ -14,7 +14,7 @@ and reports:
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
   it, as a new tensor, between independent batches; one that starts from a leaf that trains,
   reached only through its earlier value, a learned ``h0``, is named with it: detach only what
-  the previous step carried, or start each sequence from it again). "Still trains" means an optimizer given or
+  the previous step carried, or start each sequence again as its first step does). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
   made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)``, or of a container that
@@ -1869,8 +1869,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     fix = (
                         f"it starts from {first}, which trains: detach only what is carried from the "
                         f"previous step ({at_start}, from the second step on, not the first "
-                        f"step's {first}), or start each sequence from {first} "
-                        "again (not a new tensor)"
+                        f"step's {first}), or start each sequence again as its first step does, from "
+                        f"{first} (not a new tensor)"
                     )
                 if not held and _leaves_below(fn, kids, lambda t: t.requires_grad, 1):
                     fix += (  # every parameter looks free without one: no two-purpose test

@@ -4007,7 +4007,7 @@ class _LearnedStart(nn.Module):
 def test_learned_initial_state_is_named_and_its_printed_fix_trains_it():
     """Review 20 M4: a state started from a learned initial state the optimizer holds (rnn.h0)
     and carried without detach names it: detaching at each step's start, or a new tensor, would
-    stop h0 training. The printed fix "start each sequence from rnn.h0 again" trains 3 checked
+    stop h0 training. The printed fix "start each sequence again as its first step does, from rnn.h0" trains 3 checked
     steps and h0 moves; a cell's weights applied each step are not named as a start."""
     torch.manual_seed(0)
     rnn = _LearnedStart()
@@ -4025,7 +4025,9 @@ def test_learned_initial_state_is_named_and_its_printed_fix_trains_it():
     (carrier,) = report.carriers
     assert carrier.verdict == "state", str(report)
     assert "it starts from rnn.h0, which trains" in carrier.fix, carrier.fix
-    assert "start each sequence from rnn.h0 again" in carrier.fix, carrier.fix
+    assert "start each sequence again as its first step does, from rnn.h0" in carrier.fix, (
+        carrier.fix
+    )
     assert "rnn.cell" not in carrier.fix, carrier.fix
 
     start = rnn.h0.detach().clone()
