@@ -2105,15 +2105,16 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "(outputs exactly 0 or 1), a clamp at its bound, a loss at its minimum (an exact fit), a hook "
             "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )
-        cancel = _cancel(g, node)
+        cancel = "" if hooks else _cancel(g, node)
         why += cancel
         fix = (
             "to see which, call why_no_grad(loss, ...) before backward() (or after "
             "backward(retain_graph=True)): it names a multiplication by zero, a dead ReLU, a "
             "saturated softmax, sigmoid or tanh, a clamp at its bound, and an exact fit"
         ) + (
-            "; paths that cancel (a sample by rsample scored by log_prob): if the sample is data "
-            "there, as in a policy gradient, draw it with .sample() or .detach() it"
+            "; paths that cancel ((x + c) - x): if the sample is data, not a path to train "
+            "through, draw it with .sample() or .detach() it; if you meant to train through it (a "
+            "reparameterised sample), the zero is right for that term"
             if cancel
             else ""
         )
@@ -2123,8 +2124,12 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
 
 
 def _cancel(g: _Context, node) -> str:
-    """Where some node on the way from the loss to ``node`` has two inputs from it (the value is
-    used twice), a possibility, not a diagnosis: the two paths may cancel exactly."""
+    """The explanation of last resort, said only where the graph shows it: on the way from the
+    loss to ``node`` lies a subtraction ``(x + c) - x`` (or ``x - (x + c)``), whose derivative in
+    ``x`` is exactly zero, and no other node that passes back no gradient (``g.zero``) is on the
+    way. ``log_prob`` of a sample drawn by ``rsample`` from the same distribution has this shape
+    (``value - loc`` with ``value = loc + eps * scale``); a skip connection or a value used twice
+    does not."""
     if node is None or g.loss is None or g.loss.grad_fn is None:
         return ""
     parents = collections.defaultdict(list)
@@ -2137,12 +2142,29 @@ def _cancel(g: _Context, node) -> str:
             if up not in below:
                 below.add(up)
                 todo.append(up)
-    if not any(sum(p in below for p in parents[fn]) > 1 for fn in below):
+    if any(fn in below for fn in g.zero or {}):
+        return ""  # another cause is on the way: it is named, or could not be read
+
+    def adds_to(sub) -> bool:  # sub is (x + c) - x or x - (x + c), all alphas 1
+        if getattr(sub, "_saved_alpha", 1) != 1 or len(sub.next_functions) < 2:
+            return False
+        (a, _), (b, _) = sides = sub.next_functions[:2]
+        for add, x in ((a, sides[1]), (b, sides[0])):
+            if (
+                type(add).__name__ == "AddBackward0"
+                and getattr(add, "_saved_alpha", 1) == 1
+                and x[0] is not None
+                and x in add.next_functions
+            ):
+                return True
+        return False
+
+    if not any(type(fn).__name__ == "SubBackward0" and adds_to(fn) for fn in below):
         return ""
     return (
-        "; it reaches the loss by more than one path, and two paths from it may cancel exactly "
-        "(log_prob of a sample drawn from the same distribution by rsample: the mean's derivative "
-        "is zero)"
+        "; on the way, (x + c) - x, whose derivative in x is exactly zero: two paths from it may "
+        "cancel exactly (log_prob of a sample drawn from the same distribution by rsample: the "
+        "mean's derivative is zero)"
     )
 
 

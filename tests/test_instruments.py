@@ -5784,3 +5784,67 @@ def test_a_library_option_that_switches_grad_off_is_pointed_to():
         return critic.q(critic.features(x[i])).pow(2).mean()
 
     _three_checked_steps(lambda i: critic(x[i]).pow(2).mean(), opt, reference, critic=critic)
+
+
+# ---- review 20 (inst25)
+
+
+class _Residual(nn.Module):
+    """A pre-norm residual MLP (review 20, M3): every block's input reaches the loss twice."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.inp, self.out = nn.Linear(4, d), nn.Linear(d, 2)
+        self.fc, self.norm = nn.ModuleList(nn.Linear(d, d) for _ in range(2)), nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for fc in self.fc:
+            h = h + torch.relu(fc(self.norm(h)))
+        return self.out(h)
+
+
+def test_paths_that_cancel_are_said_only_for_x_plus_c_minus_x_with_no_other_cause():
+    """A skip connection, a value used twice, or a KL term weighted by 0 beside a .sample() are
+    not a cancellation the graph shows; log_prob(rsample()) is: (loc + eps * scale) - loc."""
+    from torch.distributions import MultivariateNormal, Normal
+
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+    net = _Residual()
+    with torch.no_grad():
+        net.fc[0].bias.fill_(-100.0)  # a dead ReLU in block 1: a plain zero
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    assert not net.fc[0].weight.grad.any()
+    found = why_no_grad(loss, net=net)["net.fc.0.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    enc, dec = nn.Linear(4, 4), nn.Linear(2, 4)  # a VAE drawing z by .sample(), KL weighted by 0
+    mu, log_s = enc(x).chunk(2, -1)
+    kl = (0.5 * (mu**2 + (2 * log_s).exp() - 1) - log_s).sum(-1).mean()
+    loss = F.mse_loss(dec(Normal(mu, log_s.exp()).sample()), x) + 0 * kl
+    loss.backward()
+    found = why_no_grad(loss, enc=enc, dec=dec)["enc.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    att, gate = nn.Linear(8, 8), nn.Parameter(torch.zeros(8))  # q and k from one projection
+    h = torch.randn(5, 8)
+    loss = ((att(h) * gate @ att(h).T).softmax(-1) @ h).sum()
+    loss.backward()
+    found = why_no_grad(loss, att=att, gate=gate)["att.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    for make in (
+        lambda m: Normal(m, torch.ones(16, 2)),
+        lambda m: MultivariateNormal(m, torch.eye(2)),
+    ):
+        mean = nn.Linear(4, 2)
+        dist = make(mean(x))
+        loss = -dist.log_prob(dist.rsample()).sum()
+        loss.backward()
+        assert not mean.weight.grad.any()
+        found = why_no_grad(loss, mean=mean)["mean.weight"]
+        assert "(x + c) - x, whose derivative in x is exactly zero" in found.why, found
+        assert "two paths from it may cancel exactly (log_prob of a sample" in found.why, found
+        assert "if the sample is data, not a path to train through, draw it with .sample()" in (
+            found.fix
+        ), found
+        assert "a reparameterised sample), the zero is right for that term" in found.fix, found
