@@ -2100,8 +2100,9 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         fix = _step_fix([*steps, *jumps])
     else:
         why = (
-            "the gradient written is zero, and no op on the way is zero by itself: a multiplication "
-            "by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
+            "the gradient written is zero, and no op it can still read is zero by itself"
+            + (" (a backward freed the values they saved)" if g.ran else "")
+            + ": a multiplication by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
             "(outputs exactly 0 or 1), a clamp at its bound, a loss at its minimum (an exact fit), a hook "
             "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )

@@ -5848,3 +5848,23 @@ def test_paths_that_cancel_are_said_only_for_x_plus_c_minus_x_with_no_other_caus
             found.fix
         ), found
         assert "a reparameterised sample), the zero is right for that term" in found.fix, found
+
+
+def test_after_a_freeing_backward_no_op_it_can_still_read_is_zero_not_no_op_on_the_way():
+    """Review 20, I5: a dead ReLU is on the way; after backward its saved output is freed, so the
+    report says what it could read, and its fix (call it before backward) names the ReLU."""
+    torch.manual_seed(0)
+    m, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1)), torch.randn(8, 4)
+    with torch.no_grad():
+        m[0].bias.fill_(-100.0)
+    loss = m(x).sum()
+    before = why_no_grad(loss, m=m)["m.0.weight"]  # the printed fix: call it before backward()
+    loss.backward()
+    found = why_no_grad(loss, m=m)["m.0.weight"]
+    assert found.rule == "zero", found
+    assert "no op on the way is zero by itself" not in found.why, found
+    assert "no op it can still read is zero by itself (a backward freed the values they saved)" in (
+        found.why
+    ), found
+    assert "call why_no_grad(loss, ...) before backward()" in found.fix, found
+    assert "a ReLU whose output is all zero (dead)" in before.why, before
