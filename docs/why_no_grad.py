@@ -312,24 +312,29 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     return found
 
 
-def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
+def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool, bool]:
     """(the saved tensors of ``fn`` that are alive and can be read without running a hook,
-    whether one was freed, whether one is alive). A node that saved a list of tensors
+    whether one was freed, whether one is alive, whether one is behind an unpack hook). A node that saved a list of tensors
     (``x[idx]``'s ``IndexBackward0``) refuses even ``_raw_saved_*`` once freed."""
     if isinstance(fn, _FUNCTION_NODE):
         try:
             raw = fn._raw_saved_tensors
         except RuntimeError as error:
             if _FREED in str(error):
-                return [], True, False
+                return [], True, False, False
             raise
-        return [], False, bool(raw)  # a custom Function's tensors are not read here
-    values, freed, alive = [], False, False
+        return [], False, bool(raw), False  # a custom Function's tensors are not read here
+    values, freed, alive, hooked = [], False, False, False
     attrs = _SAVED_ATTRS.get(type(fn))
     if attrs is None:  # dir() is slow: once per node type
         attrs = _SAVED_ATTRS[type(fn)] = tuple(a for a in dir(fn) if a.startswith("_raw_saved_"))
     if not _SHOWS_HOOKS:
-        return values, freed, alive  # looking would unpack (run a checkpoint's forward again)
+        return (
+            values,
+            freed,
+            alive,
+            hooked,
+        )  # looking would unpack (run a checkpoint's forward again)
     for attr in attrs:
         try:
             raw = getattr(fn, attr)
@@ -342,7 +347,7 @@ def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
             if item is None:
                 continue
             if item.unpack_hook is not None:
-                alive = True  # hooked (checkpointing, offloading): not unpacked
+                alive = hooked = True  # hooked (checkpointing, offloading): not unpacked
             elif item.data is not None:
                 alive = True
                 values.append(item.data)
@@ -353,7 +358,7 @@ def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
                     if _FREED not in str(error):
                         raise
                     freed = True
-    return values, freed, alive
+    return values, freed, alive, hooked
 
 
 def _in_backward() -> bool:
@@ -451,7 +456,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             variable = getattr(fn, "variable", None) if not g.kids[fn] else None
             if isinstance(variable, torch.Tensor):
                 g.leaves[id(variable)] = (variable, fn)
-            values, freed, alive = _saved(fn)
+            values, freed, alive, hooked = _saved(fn)
+            if hooked:
+                g.hooked.add(fn)
             g.saved += values
             g.ran, g.alive = g.ran or freed, g.alive or alive
             for child in g.kids[fn]:
@@ -612,6 +619,8 @@ class _Context:
     off_graph: set | None = None  # _off_graph_shapes, once
     fast: dict | None = None  # _fast_pairs, once
     zero: dict | None = None  # _zero_nodes, once
+    hooked: set = field(default_factory=set)  # nodes with a saved tensor behind an unpack hook
+    unread: set | None = None  # the nodes below them (_unread), once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
 
@@ -741,6 +750,28 @@ def _on_the_way(g: _Context, node) -> list:
     return sorted({_STEPS[n] for n in names if n in _STEPS}), sorted(
         {_JUMPS[n] for n in names if n in _JUMPS}
     )
+
+
+_UNREAD = (
+    "; on the way, values saved behind saved-tensor hooks (a checkpoint, offloading) were not "
+    "read (reading them would run the hooks), so a cause among them (a clamp at its bound, a "
+    "dead ReLU, a multiplication by zero) is not ruled out: to read them, call it on a loss "
+    "made without the checkpoint or hooks"
+)
+
+
+def _unread(g: _Context, node) -> str:
+    """``_UNREAD`` where some node on a path from the loss to ``node`` saved a tensor behind an
+    unpack hook (``checkpoint(use_reentrant=False)``, ``saved_tensors_hooks``): the value reads
+    (``_zero_nodes``, ``_dead_relus``) skip those by design."""
+    if g.unread is None:  # the hooked nodes and every node below them, once per report
+        g.unread, todo = set(g.hooked), list(g.hooked)
+        while todo:
+            for child in g.kids.get(todo.pop(), ()):
+                if child not in g.unread:
+                    g.unread.add(child)
+                    todo.append(child)
+    return _UNREAD if node is not None and node in g.unread else ""
 
 
 def _dead_relus(nodes: list) -> set:
@@ -1963,7 +1994,7 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if what
             else "; no zero cause it reads is on "
             "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
-            "a clamp at its bound, an exact fit, a step op)"
+            "a clamp at its bound, an exact fit, a step op)" + _unread(g, node)
         ),
         "call loss.backward() first, then read .grad"
         + (
@@ -2045,6 +2076,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
         every = f"; {cause}, so every backward through this graph writes zero" if what else ""
+        every = every or _unread(g, node)
         if id(t) in g.cleared:  # non-zero when a call saw it: a backward only adds to .grad
             return (
                 "zero: set to zero after an earlier call saw it non-zero",

@@ -5868,3 +5868,46 @@ def test_after_a_freeing_backward_no_op_it_can_still_read_is_zero_not_no_op_on_t
     ), found
     assert "call why_no_grad(loss, ...) before backward()" in found.fix, found
     assert "a ReLU whose output is all zero (dead)" in before.why, before
+
+
+def test_a_clamp_behind_a_checkpoint_is_said_not_read_not_ruled_out():
+    """Review 20, I2: saved values behind an unpack hook are not read (reading would run the
+    checkpoint's forward again); the report says so on the paths through them, and only there."""
+    torch.manual_seed(0)
+    lin, head, x = nn.Linear(4, 4), nn.Linear(4, 1), torch.randn(8, 4)
+    with torch.no_grad():
+        lin.bias.fill_(-5.0)
+        lin.weight.mul_(0.01)  # lin(x) < 0.01 everywhere: clamp_min(0.01) passes back zero
+    runs = []
+
+    def block(v):
+        runs.append(1)
+        return lin(v).clamp_min(0.01)
+
+    loss = head(block(x)).sum()  # plain: the clamp is read and named
+    found = why_no_grad(loss, lin=lin, head=head)["lin.weight"]
+    assert "a clamp (clamp_min(0.01)) that kept every value at its bound" in found.why, found
+    assert "not read" not in found.why, found
+    runs.clear()
+    loss = head(checkpoint(block, x, use_reentrant=False)).sum()
+    report = why_no_grad(loss, lin=lin, head=head)
+    assert len(runs) == 1, runs  # reading ran no unpack hook: the forward did not run again
+    found, other = report["lin.weight"], report["head.weight"]
+    assert found.rule == "read before backward" and "clamp_min" not in found.why, found
+    assert "values saved behind saved-tensor hooks (a checkpoint, offloading) were not read" in (
+        found.why
+    ), found
+    assert "not ruled out: to read them, call it on a loss made without the checkpoint" in (
+        found.why
+    ), found
+    assert "not read" not in other.why, other  # head's path passes no hooked node
+    loss.backward(retain_graph=True)
+    assert not lin.weight.grad.any()  # what the report could not forecast
+    found = why_no_grad(loss, lin=lin, head=head)["lin.weight"]
+    assert found.rule == "zero: written after an earlier call", found  # the call above
+    assert "were not read (reading them would run the hooks)" in found.why, found
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    with hooks:
+        loss = head(block(x)).sum()
+    found = why_no_grad(loss, lin=lin, head=head)["lin.weight"]
+    assert "were not read (reading them would run the hooks)" in found.why, found
