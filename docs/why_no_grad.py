@@ -312,24 +312,29 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     return found
 
 
-def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
+def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool, bool]:
     """(the saved tensors of ``fn`` that are alive and can be read without running a hook,
-    whether one was freed, whether one is alive). A node that saved a list of tensors
+    whether one was freed, whether one is alive, whether one is behind an unpack hook). A node that saved a list of tensors
     (``x[idx]``'s ``IndexBackward0``) refuses even ``_raw_saved_*`` once freed."""
     if isinstance(fn, _FUNCTION_NODE):
         try:
             raw = fn._raw_saved_tensors
         except RuntimeError as error:
             if _FREED in str(error):
-                return [], True, False
+                return [], True, False, False
             raise
-        return [], False, bool(raw)  # a custom Function's tensors are not read here
-    values, freed, alive = [], False, False
+        return [], False, bool(raw), False  # a custom Function's tensors are not read here
+    values, freed, alive, hooked = [], False, False, False
     attrs = _SAVED_ATTRS.get(type(fn))
     if attrs is None:  # dir() is slow: once per node type
         attrs = _SAVED_ATTRS[type(fn)] = tuple(a for a in dir(fn) if a.startswith("_raw_saved_"))
     if not _SHOWS_HOOKS:
-        return values, freed, alive  # looking would unpack (run a checkpoint's forward again)
+        return (
+            values,
+            freed,
+            alive,
+            hooked,
+        )  # looking would unpack (run a checkpoint's forward again)
     for attr in attrs:
         try:
             raw = getattr(fn, attr)
@@ -342,7 +347,7 @@ def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
             if item is None:
                 continue
             if item.unpack_hook is not None:
-                alive = True  # hooked (checkpointing, offloading): not unpacked
+                alive = hooked = True  # hooked (checkpointing, offloading): not unpacked
             elif item.data is not None:
                 alive = True
                 values.append(item.data)
@@ -353,7 +358,7 @@ def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool]:
                     if _FREED not in str(error):
                         raise
                     freed = True
-    return values, freed, alive
+    return values, freed, alive, hooked
 
 
 def _in_backward() -> bool:
@@ -451,7 +456,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             variable = getattr(fn, "variable", None) if not g.kids[fn] else None
             if isinstance(variable, torch.Tensor):
                 g.leaves[id(variable)] = (variable, fn)
-            values, freed, alive = _saved(fn)
+            values, freed, alive, hooked = _saved(fn)
+            if hooked:
+                g.hooked.add(fn)
             g.saved += values
             g.ran, g.alive = g.ran or freed, g.alive or alive
             for child in g.kids[fn]:
@@ -611,7 +618,10 @@ class _Context:
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
     off_graph: set | None = None  # _off_graph_shapes, once
     fast: dict | None = None  # _fast_pairs, once
+    fast_one: dict = field(default_factory=dict)  # id -> (module, its parameter): no least count
     zero: dict | None = None  # _zero_nodes, once
+    hooked: set = field(default_factory=set)  # nodes with a saved tensor behind an unpack hook
+    unread: set | None = None  # the nodes below them (_unread), once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
 
@@ -741,6 +751,28 @@ def _on_the_way(g: _Context, node) -> list:
     return sorted({_STEPS[n] for n in names if n in _STEPS}), sorted(
         {_JUMPS[n] for n in names if n in _JUMPS}
     )
+
+
+_UNREAD = (
+    "; on the way, values saved behind saved-tensor hooks (a checkpoint, offloading) were not "
+    "read (reading them would run the hooks), so a cause among them (a clamp at its bound, a "
+    "dead ReLU, a multiplication by zero) is not ruled out: to read them, call it on a loss "
+    "made without the checkpoint or hooks"
+)
+
+
+def _unread(g: _Context, node) -> str:
+    """``_UNREAD`` where some node on a path from the loss to ``node`` saved a tensor behind an
+    unpack hook (``checkpoint(use_reentrant=False)``, ``saved_tensors_hooks``): the value reads
+    (``_zero_nodes``, ``_dead_relus``) skip those by design."""
+    if g.unread is None:  # the hooked nodes and every node below them, once per report
+        g.unread, todo = set(g.hooked), list(g.hooked)
+        while todo:
+            for child in g.kids.get(todo.pop(), ()):
+                if child not in g.unread:
+                    g.unread.add(child)
+                    todo.append(child)
+    return _UNREAD if node is not None and node in g.unread else ""
 
 
 def _dead_relus(nodes: list) -> set:
@@ -901,6 +933,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
         rule, why, fix = _not_reached(t, g)
+        fix += _fast_hedge(t, g)
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
                 "has a gradient, but not from this loss",
@@ -1119,7 +1152,8 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
                 "copy_), that copy is the cut: see those parameters"
                 if t.shape in _off_graph_shapes(g)
                 else ""
-            ),
+            )
+            + _fast_hedge(t, g),
         )
     return found
 
@@ -1383,9 +1417,40 @@ def _fast_pairs(g: _Context) -> dict:
             else:
                 for v in matched:
                     g.fast.setdefault(id(v), name)
+        g.fast_one = {i: (n, p) for i, n in g.fast.items() if (p := _partner(g, i, n))}
         if len(g.fast) < 2:  # one tensor of one weight's shape (an input): not enough to tell
             g.fast = {}
     return g.fast
+
+
+def _partner(g: _Context, i: int, module: str) -> str:
+    """The name of the parameter of ``module`` of the shape of the leaf whose id is ``i``."""
+    v = g.leaves.get(i, (None,))[0]
+    m = dict(g.modules).get(module)
+    p = next((p for p in m.parameters(recurse=False) if p.shape == v.shape), None) if m else None
+    return g.held["module"].get(id(p), "") if p is not None and v is not None else ""
+
+
+def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
+    """Where ``_fast_pairs`` matched every parameter of a module but too few leaves to say it (a
+    one-parameter module): the fast-weights purpose, named as one possibility in a general text.
+    ``t`` is that parameter (the loss does not reach it) or the plain leaf (the loss does)."""
+    _fast_pairs(g)
+    if not g.held["opt"] or g.fast or len(g.fast_one) != 1:
+        return ""
+    ((i, (module, param)),) = g.fast_one.items()
+    leaf = g.leaves[i][0]
+    if id(t) == i:
+        return (
+            f"; if it is a copy of {param} made for an inner loop (fast weights), do not give it "
+            "to the optimizer: " + _adapted_fix(g.label(t), module.partition(".")[0])
+        )
+    if g.held["module"].get(id(t)) == param:
+        return (
+            f"; if {g.label(leaf)} (a plain tensor of its shape the loss reaches) is a copy of it "
+            f"made for an inner loop (fast weights), keep that copy's .detach(): see {g.label(leaf)}"
+        )
+    return ""
 
 
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
@@ -1963,7 +2028,7 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if what
             else "; no zero cause it reads is on "
             "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
-            "a clamp at its bound, an exact fit, a step op)"
+            "a clamp at its bound, an exact fit, a step op)" + _unread(g, node)
         ),
         "call loss.backward() first, then read .grad"
         + (
@@ -2045,6 +2110,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
         every = f"; {cause}, so every backward through this graph writes zero" if what else ""
+        every = every or _unread(g, node)
         if id(t) in g.cleared:  # non-zero when a call saw it: a backward only adds to .grad
             return (
                 "zero: set to zero after an earlier call saw it non-zero",
@@ -2100,20 +2166,22 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         fix = _step_fix([*steps, *jumps])
     else:
         why = (
-            "the gradient written is zero, and no op on the way is zero by itself: a multiplication "
-            "by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
+            "the gradient written is zero, and no op it can still read is zero by itself"
+            + (" (a backward freed the values they saved)" if g.ran else "")
+            + ": a multiplication by zero (a weight of 0.0, a mask), a dead ReLU, a softmax, sigmoid or tanh saturated "
             "(outputs exactly 0 or 1), a clamp at its bound, a loss at its minimum (an exact fit), a hook "
             "on an activation: those are not listed; a mask made by a comparison (x > 0) passes none"
         )
-        cancel = _cancel(g, node)
+        cancel = "" if hooks else _cancel(g, node)
         why += cancel
         fix = (
             "to see which, call why_no_grad(loss, ...) before backward() (or after "
             "backward(retain_graph=True)): it names a multiplication by zero, a dead ReLU, a "
             "saturated softmax, sigmoid or tanh, a clamp at its bound, and an exact fit"
         ) + (
-            "; paths that cancel (a sample by rsample scored by log_prob): if the sample is data "
-            "there, as in a policy gradient, draw it with .sample() or .detach() it"
+            "; paths that cancel ((x + c) - x): if the sample is data, not a path to train "
+            "through, draw it with .sample() or .detach() it; if you meant to train through it (a "
+            "reparameterised sample), the zero is right for that term"
             if cancel
             else ""
         )
@@ -2123,8 +2191,12 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
 
 
 def _cancel(g: _Context, node) -> str:
-    """Where some node on the way from the loss to ``node`` has two inputs from it (the value is
-    used twice), a possibility, not a diagnosis: the two paths may cancel exactly."""
+    """The explanation of last resort, said only where the graph shows it: on the way from the
+    loss to ``node`` lies a subtraction ``(x + c) - x`` (or ``x - (x + c)``), whose derivative in
+    ``x`` is exactly zero, and no other node that passes back no gradient (``g.zero``) is on the
+    way. ``log_prob`` of a sample drawn by ``rsample`` from the same distribution has this shape
+    (``value - loc`` with ``value = loc + eps * scale``); a skip connection or a value used twice
+    does not."""
     if node is None or g.loss is None or g.loss.grad_fn is None:
         return ""
     parents = collections.defaultdict(list)
@@ -2137,12 +2209,29 @@ def _cancel(g: _Context, node) -> str:
             if up not in below:
                 below.add(up)
                 todo.append(up)
-    if not any(sum(p in below for p in parents[fn]) > 1 for fn in below):
+    if any(fn in below for fn in g.zero or {}):
+        return ""  # another cause is on the way: it is named, or could not be read
+
+    def adds_to(sub) -> bool:  # sub is (x + c) - x or x - (x + c), all alphas 1
+        if getattr(sub, "_saved_alpha", 1) != 1 or len(sub.next_functions) < 2:
+            return False
+        (a, _), (b, _) = sides = sub.next_functions[:2]
+        for add, x in ((a, sides[1]), (b, sides[0])):
+            if (
+                type(add).__name__ == "AddBackward0"
+                and getattr(add, "_saved_alpha", 1) == 1
+                and x[0] is not None
+                and x in add.next_functions
+            ):
+                return True
+        return False
+
+    if not any(type(fn).__name__ == "SubBackward0" and adds_to(fn) for fn in below):
         return ""
     return (
-        "; it reaches the loss by more than one path, and two paths from it may cancel exactly "
-        "(log_prob of a sample drawn from the same distribution by rsample: the mean's derivative "
-        "is zero)"
+        "; on the way, (x + c) - x, whose derivative in x is exactly zero: two paths from it may "
+        "cancel exactly (log_prob of a sample drawn from the same distribution by rsample: the "
+        "mean's derivative is zero)"
     )
 
 

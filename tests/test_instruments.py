@@ -5996,3 +5996,201 @@ def test_a_library_option_that_switches_grad_off_is_pointed_to():
         return critic.q(critic.features(x[i])).pow(2).mean()
 
     _three_checked_steps(lambda i: critic(x[i]).pow(2).mean(), opt, reference, critic=critic)
+
+
+# ---- review 20 (inst25)
+
+
+class _Residual(nn.Module):
+    """A pre-norm residual MLP (review 20, M3): every block's input reaches the loss twice."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        self.inp, self.out = nn.Linear(4, d), nn.Linear(d, 2)
+        self.fc, self.norm = nn.ModuleList(nn.Linear(d, d) for _ in range(2)), nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for fc in self.fc:
+            h = h + torch.relu(fc(self.norm(h)))
+        return self.out(h)
+
+
+def test_paths_that_cancel_are_said_only_for_x_plus_c_minus_x_with_no_other_cause():
+    """A skip connection, a value used twice, or a KL term weighted by 0 beside a .sample() are
+    not a cancellation the graph shows; log_prob(rsample()) is: (loc + eps * scale) - loc."""
+    from torch.distributions import MultivariateNormal, Normal
+
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+    net = _Residual()
+    with torch.no_grad():
+        net.fc[0].bias.fill_(-100.0)  # a dead ReLU in block 1: a plain zero
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    assert not net.fc[0].weight.grad.any()
+    found = why_no_grad(loss, net=net)["net.fc.0.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    enc, dec = nn.Linear(4, 4), nn.Linear(2, 4)  # a VAE drawing z by .sample(), KL weighted by 0
+    mu, log_s = enc(x).chunk(2, -1)
+    kl = (0.5 * (mu**2 + (2 * log_s).exp() - 1) - log_s).sum(-1).mean()
+    loss = F.mse_loss(dec(Normal(mu, log_s.exp()).sample()), x) + 0 * kl
+    loss.backward()
+    found = why_no_grad(loss, enc=enc, dec=dec)["enc.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    att, gate = nn.Linear(8, 8), nn.Parameter(torch.zeros(8))  # q and k from one projection
+    h = torch.randn(5, 8)
+    loss = ((att(h) * gate @ att(h).T).softmax(-1) @ h).sum()
+    loss.backward()
+    found = why_no_grad(loss, att=att, gate=gate)["att.weight"]
+    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    for make in (
+        lambda m: Normal(m, torch.ones(16, 2)),
+        lambda m: MultivariateNormal(m, torch.eye(2)),
+    ):
+        mean = nn.Linear(4, 2)
+        dist = make(mean(x))
+        loss = -dist.log_prob(dist.rsample()).sum()
+        loss.backward()
+        assert not mean.weight.grad.any()
+        found = why_no_grad(loss, mean=mean)["mean.weight"]
+        assert "(x + c) - x, whose derivative in x is exactly zero" in found.why, found
+        assert "two paths from it may cancel exactly (log_prob of a sample" in found.why, found
+        assert "if the sample is data, not a path to train through, draw it with .sample()" in (
+            found.fix
+        ), found
+        assert "a reparameterised sample), the zero is right for that term" in found.fix, found
+
+
+def test_after_a_freeing_backward_no_op_it_can_still_read_is_zero_not_no_op_on_the_way():
+    """Review 20, I5: a dead ReLU is on the way; after backward its saved output is freed, so the
+    report says what it could read, and its fix (call it before backward) names the ReLU."""
+    torch.manual_seed(0)
+    m, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1)), torch.randn(8, 4)
+    with torch.no_grad():
+        m[0].bias.fill_(-100.0)
+    loss = m(x).sum()
+    before = why_no_grad(loss, m=m)["m.0.weight"]  # the printed fix: call it before backward()
+    loss.backward()
+    found = why_no_grad(loss, m=m)["m.0.weight"]
+    assert found.rule == "zero", found
+    assert "no op on the way is zero by itself" not in found.why, found
+    assert "no op it can still read is zero by itself (a backward freed the values they saved)" in (
+        found.why
+    ), found
+    assert "call why_no_grad(loss, ...) before backward()" in found.fix, found
+    assert "a ReLU whose output is all zero (dead)" in before.why, before
+
+
+def test_a_clamp_behind_a_checkpoint_is_said_not_read_not_ruled_out():
+    """Review 20, I2: saved values behind an unpack hook are not read (reading would run the
+    checkpoint's forward again); the report says so on the paths through them, and only there."""
+    torch.manual_seed(0)
+    lin, head, x = nn.Linear(4, 4), nn.Linear(4, 1), torch.randn(8, 4)
+    with torch.no_grad():
+        lin.bias.fill_(-5.0)
+        lin.weight.mul_(0.01)  # lin(x) < 0.01 everywhere: clamp_min(0.01) passes back zero
+    runs = []
+
+    def block(v):
+        runs.append(1)
+        return lin(v).clamp_min(0.01)
+
+    loss = head(block(x)).sum()  # plain: the clamp is read and named
+    found = why_no_grad(loss, lin=lin, head=head)["lin.weight"]
+    assert "a clamp (clamp_min(0.01)) that kept every value at its bound" in found.why, found
+    assert "not read" not in found.why, found
+    runs.clear()
+    loss = head(checkpoint(block, x, use_reentrant=False)).sum()
+    report = why_no_grad(loss, lin=lin, head=head)
+    assert len(runs) == 1, runs  # reading ran no unpack hook: the forward did not run again
+    found, other = report["lin.weight"], report["head.weight"]
+    assert found.rule == "read before backward" and "clamp_min" not in found.why, found
+    assert "values saved behind saved-tensor hooks (a checkpoint, offloading) were not read" in (
+        found.why
+    ), found
+    assert "not ruled out: to read them, call it on a loss made without the checkpoint" in (
+        found.why
+    ), found
+    assert "not read" not in other.why, other  # head's path passes no hooked node
+    loss.backward(retain_graph=True)
+    assert not lin.weight.grad.any()  # what the report could not forecast
+    found = why_no_grad(loss, lin=lin, head=head)["lin.weight"]
+    assert found.rule == "zero: written after an earlier call", found  # the call above
+    assert "were not read (reading them would run the hooks)" in found.why, found
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    with hooks:
+        loss = head(block(x)).sum()
+    found = why_no_grad(loss, lin=lin, head=head)["lin.weight"]
+    assert "were not read (reading them would run the hooks)" in found.why, found
+
+
+def test_first_order_maml_on_a_one_parameter_module_gets_the_fast_weights_hedge():
+    """Review 20, I4: one fast weight is too few to say "a detached copy" (an input of a
+    weight's shape looks the same), but the general texts now name the inner-loop purpose as one
+    possibility. Applied as printed, the fast weight's fix trains three checked steps equal to
+    first-order MAML computed with ``torch.func``."""
+    from outcome import checked
+    from torch.func import functional_call
+    from torch.func import grad as fgrad
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1, bias=False)
+    meta_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xs, ys, xq, yq = (torch.randn(3, 8, n) for n in (4, 1, 4, 1))
+
+    def adapt(i):  # the reader's inner loop
+        fast = [p.detach().clone().requires_grad_() for p in model.parameters()]
+        inner = torch.optim.SGD(fast, lr=0.5)
+        for _ in range(2):
+            inner.zero_grad()
+            F.mse_loss(xs[i] @ fast[0].T, ys[i]).backward()
+            inner.step()
+        return fast
+
+    fast = adapt(0)
+    loss = F.mse_loss(xq[0] @ fast[0].T, yq[0])
+    loss.backward()
+    report = why_no_grad(loss, model=model, fast=fast, meta_opt=meta_opt)
+    found = report["model.weight"]
+    assert found.rule != "not on the graph: the loss uses a detached copy", found  # one: no claim
+    hedge = (
+        "; if fast[0] (a plain tensor of its shape the loss reaches) is a copy of it made for an "
+        "inner loop (fast weights), keep that copy's .detach(): see fast[0]"
+    )
+    assert found.fix.endswith(hedge), found
+    found = report["fast[0]"]
+    assert found.rule == "not in the optimizer", found
+    hedge = (
+        "; if it is a copy of model.weight made for an inner loop (fast weights), do not give it "
+        "to the optimizer: if an inner loop adapted them"
+    )
+    assert hedge in found.fix, found
+    clear = re.search(r"\((for w in fast: w\.grad = None);", found.fix)[1]
+    add = re.search(r"\((for w, w_fast in zip\(model\.parameters\(\), fast\): .*?)\);", found.fix)
+    add = add[1]
+
+    def reference(i):  # first-order MAML by torch.func: the query gradient at the adapted weights
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        for _ in range(2):
+            step = fgrad(lambda p: F.mse_loss(functional_call(model, p, (xs[i],)), ys[i]))(params)
+            params = {k: params[k] - 0.5 * step[k] for k in params}
+        shift = params["weight"] - model.weight.detach()
+        return F.mse_loss(xq[i] @ (model.weight + shift).T, yq[i])
+
+    with checked(meta_opt, reference, model=model) as done:
+        for i in range(3):
+            fast = adapt(i)
+            meta_opt.zero_grad()
+            exec(clear, {"fast": fast})  # the printed fix, as printed
+            F.mse_loss(xq[i] @ fast[0].T, yq[i]).backward()
+            exec(add, {"fast": fast, "model": model})
+            meta_opt.step()
+    assert len(done) == 3
+    x_adv, head = torch.randn(1, 4, requires_grad=True), nn.Linear(4, 1, bias=False)
+    opt = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
+    loss = model(x_adv).sum()  # an input of the unused head's weight's shape: only an "if"
+    loss.backward()
+    report = why_no_grad(loss, model=model, head=head, x_adv=x_adv, opt=opt)
+    assert report["head.weight"].rule != "not on the graph: the loss uses a detached copy"
+    assert "nothing is wrong; if it is a weight meant to train" in report["x_adv"].fix
