@@ -618,7 +618,6 @@ class _Context:
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
     off_graph: set | None = None  # _off_graph_shapes, once
     fast: dict | None = None  # _fast_pairs, once
-    fast_one: dict = field(default_factory=dict)  # id -> (module, its parameter): no least count
     zero: dict | None = None  # _zero_nodes, once
     hooked: set = field(default_factory=set)  # nodes with a saved tensor behind an unpack hook
     unread: set | None = None  # the nodes below them (_unread), once
@@ -933,7 +932,6 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
         rule, why, fix = _not_reached(t, g)
-        fix += _fast_hedge(t, g)
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
                 "has a gradient, but not from this loss",
@@ -1152,8 +1150,7 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
                 "copy_), that copy is the cut: see those parameters"
                 if t.shape in _off_graph_shapes(g)
                 else ""
-            )
-            + _fast_hedge(t, g),
+            ),
         )
     return found
 
@@ -1417,40 +1414,9 @@ def _fast_pairs(g: _Context) -> dict:
             else:
                 for v in matched:
                     g.fast.setdefault(id(v), name)
-        g.fast_one = {i: (n, p) for i, n in g.fast.items() if (p := _partner(g, i, n))}
         if len(g.fast) < 2:  # one tensor of one weight's shape (an input): not enough to tell
             g.fast = {}
     return g.fast
-
-
-def _partner(g: _Context, i: int, module: str) -> str:
-    """The name of the parameter of ``module`` of the shape of the leaf whose id is ``i``."""
-    v = g.leaves.get(i, (None,))[0]
-    m = dict(g.modules).get(module)
-    p = next((p for p in m.parameters(recurse=False) if p.shape == v.shape), None) if m else None
-    return g.held["module"].get(id(p), "") if p is not None and v is not None else ""
-
-
-def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
-    """Where ``_fast_pairs`` matched every parameter of a module but too few leaves to say it (a
-    one-parameter module): the fast-weights purpose, named as one possibility in a general text.
-    ``t`` is that parameter (the loss does not reach it) or the plain leaf (the loss does)."""
-    _fast_pairs(g)
-    if not g.held["opt"] or g.fast or len(g.fast_one) != 1:
-        return ""
-    ((i, (module, param)),) = g.fast_one.items()
-    leaf = g.leaves[i][0]
-    if id(t) == i:
-        return (
-            f"; if it is a copy of {param} made for an inner loop (fast weights), do not give it "
-            "to the optimizer: " + _adapted_fix(g.label(t), module.partition(".")[0])
-        )
-    if g.held["module"].get(id(t)) == param:
-        return (
-            f"; if {g.label(leaf)} (a plain tensor of its shape the loss reaches) is a copy of it "
-            f"made for an inner loop (fast weights), keep that copy's .detach(): see {g.label(leaf)}"
-        )
-    return ""
 
 
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
