@@ -1866,11 +1866,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 start = _starts_from_trained(fn, leaves) if fn is not root else []
                 if start:  # a learned h0: detaching it, or a new tensor, stops it training
                     first = _named(start, names)
-                    fix = (
-                        f"it starts from {first}, which trains: detach only what is carried from the "
-                        f"previous step ({at_start}, from the second step on, not the first "
-                        f"step's {first}), or start each sequence again as its first step does, from "
-                        f"{first} (not a new tensor)"
+                    fix = (  # the graph shows {first} only below the earlier value: by purpose
+                        f"if it starts from {first} (a learned initial state, which trains): detach "
+                        f"only what is carried from the previous step ({at_start}, from the second "
+                        f"step on, not the first step's {first}), or start each sequence again as its "
+                        f"first step does, from {first} (not a new tensor); otherwise ({first} only "
+                        f"ran on an earlier step): {at_start}"
                     )
                 if not held and _leaves_below(fn, kids, lambda t: t.requires_grad, 1):
                     fix += (  # every parameter looks free without one: no two-purpose test
