@@ -1516,11 +1516,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return False
         return bool(_leaves_below(fn, kids, lambda t: t.requires_grad and not trains(t), 1))
 
-    def _starts_from_trained(fn, leaves: list) -> list:
-        """Of ``leaves`` (below ``fn``, held by an optimizer), those this step's part of ``fn``'s
-        graph does not reach: reached only through its earlier value, where its chain starts (a
-        learned initial state, ``h = rnn.h0``), not a weight of the cell applied each step."""
-        seen, todo, now = {fn}, [fn], set()
+    def _this_steps_leaves(fn) -> list:
+        """The leaf tensors this step's part of ``fn``'s graph reaches (down to the old nodes)."""
+        seen, todo, found = {fn}, [fn], []
         while todo:
             for child in kids.get(todo.pop(), ()):
                 if child in seen or child in known_old or old(child):
@@ -1528,8 +1526,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 seen.add(child)
                 variable = getattr(child, "variable", None)
                 if not kids.get(child) and isinstance(variable, torch.Tensor):
-                    now.add(id(variable))
+                    found.append(variable)
                 todo.append(child)
+        return found
+
+    def _starts_from_trained(fn, leaves: list) -> list:
+        """Of ``leaves`` (below ``fn``, held by an optimizer), those this step's part of ``fn``'s
+        graph does not reach: reached only through its earlier value, where its chain starts (a
+        learned initial state, ``h = rnn.h0``), not a weight of the cell applied each step."""
+        now = {id(v) for v in _this_steps_leaves(fn)}
         return [v for v in leaves if id(v) not in now]
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
@@ -1546,17 +1551,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     def _trains_only_through_old(fn) -> bool:
         """This step's part of ``fn``'s graph (down to the old nodes) reaches no leaf that trains:
         what trains it is reached only through its earlier value (sigmoid(temp) * 0.99 ** k)."""
-        seen, todo = {fn}, [fn]
-        while todo:
-            for child in kids.get(todo.pop(), ()):
-                if child in seen or child in known_old or old(child):
-                    continue
-                seen.add(child)
-                variable = getattr(child, "variable", None)
-                if not kids.get(child) and isinstance(variable, torch.Tensor) and trains(variable):
-                    return False
-                todo.append(child)
-        return True
+        return not any(trains(v) for v in _this_steps_leaves(fn))
 
     for t in walk.tensors:  # a container holding this step's tensor under any name: a bank
         if t.grad_fn and not old(t.grad_fn):

@@ -5118,7 +5118,7 @@ def test_a_zero_written_by_a_retained_backward_is_not_called_left_over():
 
 
 def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
-    """0b6e8ec read again with reader programs (/work/tmp/inst17/adv.py). A ``w.double()`` of a
+    """0b6e8ec read again with reader programs. A ``w.double()`` of a
     leaf the optimizer holds was told to make the tensor anew (w trains; the copy's None is
     right: read w's .grad); a lost leaf's cast is also told to give the leaf to the optimizer.
     ``backward(inputs=[...], retain_graph=True)`` without a parameter was "read before
@@ -5160,7 +5160,7 @@ def test_a_copy_of_a_held_leaf_and_a_leaf_left_out_by_a_retained_backward():
 
 
 def test_a_cast_of_a_non_leaf_is_an_activation_not_a_copy_of_the_leaf():
-    """Review 18, M3 (/work/tmp/rev18/p13, p14): ``((img - MEAN) / STD).double()`` was "a copy of
+    """Review 18, M3 (its scripts p13, p14): ``((img - MEAN) / STD).double()`` was "a copy of
     img" with "None is right for a copy: read the .grad of img"; img.grad is 5x the asked
     gradient. A cast of a computed tensor gets retain_grad(), and that read is the gradient
     (checked against the linear layer's row, which is that gradient by construction). A cast of
@@ -5190,7 +5190,7 @@ def test_a_cast_of_a_non_leaf_is_an_activation_not_a_copy_of_the_leaf():
 
 
 def test_after_autograd_grad_that_keeps_the_graph_the_outer_loss_is_named():
-    """Review 18, M4 (/work/tmp/rev18/p17 case b', p18): after ``torch.autograd.grad(...,
+    """Review 18, M4 (its scripts p17 case b', p18): after ``torch.autograd.grad(...,
     retain_graph=True)`` or ``create_graph=True`` the answer was "read before backward", fix
     "call loss.backward() first" only: in a MAML inner step that writes the inner loss's
     gradient. autograd.grad is named, with the outer loss; that fix trains three checked steps
@@ -5225,7 +5225,7 @@ def test_after_autograd_grad_that_keeps_the_graph_the_outer_loss_is_named():
 
 
 def test_a_gradient_seen_non_zero_and_zero_now_was_set_not_written():
-    """Review 18, M5 (/work/tmp/rev18/p24 case a): a call saw a non-zero .grad, then
+    """Review 18, M5 (its scripts p24 case a): a call saw a non-zero .grad, then
     ``zero_grad(set_to_none=False)`` ran; the next call said "written as zero" and sent the reader
     to a mask, a clip or a hook. A backward adds to .grad: it was set. The fix printed (read
     before zero_grad()) trains three checked steps with that zero_grad; a zero a call saw before
@@ -5257,7 +5257,7 @@ def test_a_gradient_seen_non_zero_and_zero_now_was_set_not_written():
 
 
 def test_a_placeholder_lists_the_leaves_in_the_order_of_the_ops_inputs():
-    """Review 18, I2 (/work/tmp/rev18/p11): for ``W = A @ B`` (A (4, 2)) the placeholder read "mm
+    """Review 18, I2 (its scripts p11): for ``W = A @ B`` (A (4, 2)) the placeholder read "mm
     on a leaf of shape (2, 4), a leaf of shape (4, 2)": in that order mm makes a (2, 2) W. The
     shapes printed, multiplied in their order, make W's shape."""
     torch.manual_seed(0)
@@ -5275,7 +5275,7 @@ def test_a_placeholder_lists_the_leaves_in_the_order_of_the_ops_inputs():
 
 
 def test_factors_larger_than_the_weight_they_make_get_the_fixes_by_purpose():
-    """Review 18, I3 (/work/tmp/rev18/p23): ``W = A @ B`` with A (4, 16), B (16, 4) got "read the
+    """Review 18, I3 (its scripts p23): ``W = A @ B`` with A (4, 16), B (16, 4) got "read the
     gradient of the leaf it was made from" (two leaves, neither held), while smaller factors got
     the fixes by what it is. It gets those now; two of them train three checked steps against
     the loss written another way (x @ A first; einsum), and retain_grad() reads W's gradient."""
