@@ -2204,9 +2204,10 @@ def _cancel(g: _Context, node) -> str:
     """The explanation of last resort, said only where the graph shows it: on the way from the
     loss to ``node`` lies a subtraction ``(x + c) - x`` (or ``x - (x + c)``), whose derivative in
     ``x`` is exactly zero, and no other node that passes back no gradient (``g.zero``) is on the
-    way. ``log_prob`` of a sample drawn by ``rsample`` from the same distribution has this shape
-    (``value - loc`` with ``value = loc + eps * scale``); a skip connection or a value used twice
-    does not."""
+    way, and ``node`` reaches it only through ``x`` (inside ``c`` its derivative is 1, not 0).
+    ``log_prob`` of a sample drawn by ``rsample`` from the same distribution has this shape
+    (``value - loc`` with ``value = loc + eps * scale``); a skip connection, a residual update
+    ``out - x`` for a weight inside the block, or a value used twice does not."""
     if node is None or g.loss is None or g.loss.grad_fn is None:
         return ""
     parents = collections.defaultdict(list)
@@ -2222,7 +2223,10 @@ def _cancel(g: _Context, node) -> str:
     if any(fn in below for fn in g.zero or {}):
         return ""  # another cause is on the way: it is named, or could not be read
 
-    def adds_to(sub) -> bool:  # sub is (x + c) - x or x - (x + c), all alphas 1
+    def reaches(root) -> bool:  # node is root or below it
+        return root is not None and not _cut_by(set(), root, node, g.kids)
+
+    def adds_to(sub) -> bool:  # sub is (x + c) - x or x - (x + c), all alphas 1, node below x only
         if getattr(sub, "_saved_alpha", 1) != 1 or len(sub.next_functions) < 2:
             return False
         (a, _), (b, _) = sides = sub.next_functions[:2]
@@ -2233,7 +2237,8 @@ def _cancel(g: _Context, node) -> str:
                 and x[0] is not None
                 and x in add.next_functions
             ):
-                return True
+                c = [fn for fn, _ in add.next_functions if (fn, _) != x]
+                return reaches(x[0]) and not any(reaches(fn) for fn in c)
         return False
 
     if not any(type(fn).__name__ == "SubBackward0" and adds_to(fn) for fn in below):

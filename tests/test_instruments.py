@@ -6273,3 +6273,31 @@ def test_first_order_maml_with_the_fast_weight_in_one_tensor_prints_tensor_code(
     assert fix.startswith("if it is an input whose gradient you read"), fix
     assert fix.index("; if it is a copy of model.weight made for an inner loop") > 0, fix
     assert "x.grad = None" in fix and "for w in" not in fix, fix
+
+
+def test_paths_that_cancel_are_said_only_for_a_tensor_reached_through_the_shared_operand():
+    """Review 21, M3: in ``delta = out - x`` with ``out = x + f2(relu(f1(x)))``, f1 lies inside
+    ``c`` of ``(x + c) - x`` (derivative 1, not 0): its zero is the dead ReLU, and no sample is
+    involved. Only a tensor whose paths to the subtraction all run through ``x`` (the operand on
+    both sides) gets the clause: ``log_prob`` of an ``rsample`` of the same distribution."""
+    from torch.distributions import Normal
+
+    torch.manual_seed(0)
+    pre, f1, f2 = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+    with torch.no_grad():
+        f1.bias.fill_(-100.0)  # a dead ReLU after f1
+    x = pre(torch.randn(8, 4))
+    out = x + f2(F.relu(f1(x)))
+    loss = (out - x).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, f1=f1, pre=pre)
+    for name in ("f1.weight", "pre.weight"):  # pre reaches c too, through f1
+        assert "(x + c) - x" not in report[name].why, report[name]
+        assert ".sample()" not in report[name].fix, report[name]
+    loc_net, log_std = nn.Linear(3, 2), nn.Parameter(torch.zeros(2))
+    dist = Normal(loc_net(torch.randn(5, 3)), log_std.exp())
+    loss = dist.log_prob(dist.rsample()).sum()
+    loss.backward()
+    found = why_no_grad(loss, loc_net=loc_net)["loc_net.weight"]
+    assert found.rule == "zero" and "(x + c) - x" in found.why, found
+    assert "draw it with .sample() or .detach() it" in found.fix, found
