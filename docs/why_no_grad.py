@@ -78,7 +78,10 @@ Where it stops:
 * Library code it reads from the classes named, never calling it: a method under torch's
   ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
   no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
-  function without it), a class that overrides ``__call__`` (its forward hooks may never fire:
+  function without it), the lines of ``forward`` that switch gradients (``set_grad_enabled(``,
+  ``no_grad``, ``inference_mode``, ``enable_grad``; file:line and the line, so an option that
+  drives one is seen), in the module and the modules named above it where its parameters are off
+  the graph, a class that overrides ``__call__`` (its forward hooks may never fire:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
   a code's size (``x + (q - x).detach()``) may be a straight-through estimator (or an add of a
@@ -1641,9 +1644,15 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
             "cut: compute the combination inside the forward (torch.func.functional_call with the "
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
-            "predict() wrapper, a with block): call it outside (in a library, the forward that calls "
-            "it may switch it by an option, set_grad_enabled(not <option>): set that option), or "
-            "inside a reentrant checkpoint "
+            "predict() wrapper, a with block): call it outside ("
+            + (
+                f"the switches in its forward or the forwards above it: {switches}; in a library, "
+                "an option may drive one: set that option"
+                if (switches := _switches(owner, g))
+                else "in a library, the forward that calls it may switch it by an option, "
+                "set_grad_enabled(not <option>): set that option"
+            )
+            + "), or inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
@@ -1683,7 +1692,9 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
         return ""
     return (
         f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
-        "(nothing printed: its forward did not run; False: under no_grad; True: its output is cut "
+        "(nothing printed: its forward did not run; False: under no_grad"
+        + (f" (switches: {switches})" if (switches := _switches(owner, g)) else "")
+        + "; True: its output is cut "
         "after it, "
         "or used only to draw or round a random choice, such as a crop box's size, which has no "
         "gradient by construction: None is right, and learning it needs a differentiable form of "
@@ -1710,10 +1721,12 @@ def _inner_no_grad(g: _Context) -> str:
         else f"; here: {', '.join(found[:4])}"
         + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     )
+    lines = list(dict.fromkeys(line for _, m in g.modules for line in _switch_lines(type(m))))
+    block = f" (here: {'; '.join(lines[:3])})" if lines else ""
     return (
         "; if gradients were on where you called it, a no_grad inside a function it called wins "
         "over your enable_grad() (a @torch.no_grad() decorator, as on diffusers pipelines' "
-        f"__call__ and transformers' generate(){here}; or a with block in the library): a "
+        f"__call__ and transformers' generate(){here}; or a with block in the library{block}): a "
         "decorator: call the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) "
         "where it keeps it (__wrapped__); a with torch.no_grad() block (Distribution.sample() has "
         "one) cannot be unwrapped: use the library's differentiable API (.rsample() for .sample()), "
@@ -1746,6 +1759,39 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
                 if fn is None:
                     break
     return tuple(names)
+
+
+_SWITCH = re.compile(r"set_grad_enabled\(|\bno_grad\b|\binference_mode\b|\benable_grad\b")
+
+
+@functools.lru_cache(maxsize=512)
+def _switch_lines(cls: type) -> tuple[str, ...]:
+    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that switches
+    gradients (``set_grad_enabled(``, ``no_grad``, ``inference_mode``, ``enable_grad``), read, not
+    run; none where the source cannot be read (builtins, compiled, no file)."""
+    fn = getattr(cls, "forward", None)
+    if cls.__module__.startswith("torch.") or fn is None:
+        return ()
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        where = Path(inspect.getsourcefile(fn) or "").name
+    except (OSError, TypeError):
+        return ()
+    return tuple(
+        f"{where}:{start + i}: {line.strip()}"
+        for i, line in enumerate(lines)
+        if _SWITCH.search(line) and not line.lstrip().startswith("#")
+    )
+
+
+def _switches(owner: str, g: _Context) -> str:
+    """The grad switches in the forward of ``owner`` and of the modules named above it (the
+    forwards that call it), nearest first, at most three: a library's switch and its option."""
+    found = []
+    for name, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
+        if owner == name or owner.startswith(name + ".") or not name:
+            found += [line for line in _switch_lines(type(module)) if line not in found]
+    return "; ".join(found[:3])
 
 
 def _straight_through(g: _Context, t: torch.Tensor) -> str:

@@ -6301,3 +6301,82 @@ def test_paths_that_cancel_are_said_only_for_a_tensor_reached_through_the_shared
     found = why_no_grad(loss, loc_net=loc_net)["loc_net.weight"]
     assert found.rule == "zero" and "(x + c) - x" in found.why, found
     assert "draw it with .sample() or .detach() it" in found.fix, found
+
+
+class _SharedCritic(nn.Module):  # a critic that switches gradients off by an option, as SB3's
+    def __init__(self, extractor, share_features_extractor=True):
+        super().__init__()
+        self.share_features_extractor = share_features_extractor
+        self.features_extractor = extractor
+        self.q = nn.Linear(9, 1)
+
+    def forward(self, obs, actions):
+        with torch.set_grad_enabled(not self.share_features_extractor):
+            features = self.features_extractor(obs)
+        return self.q(torch.cat([features, actions], dim=1))
+
+
+def test_a_grad_switch_in_a_forward_above_the_module_is_printed_with_its_line():
+    """Trial 8, G6: a module that switches gradients off in its own forward by an option
+    (stable-baselines3's critic, ``set_grad_enabled(not self.share_features_extractor)``). The
+    report prints that line, with its file and line number, where it says "False: it runs under
+    no_grad"; set as printed (the option), three checked steps train the extractor too. A class
+    without source (made by exec) gets the general words, and the loss-without-graph path lists
+    a with block in a forward named."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    extractor = nn.Sequential(nn.Linear(3, 8), nn.ReLU())
+    critic = _SharedCritic(extractor)
+    opt = torch.optim.Adam(critic.parameters(), lr=1e-2)
+    obs, act, target = torch.randn(3, 8, 3), torch.randn(3, 8, 1), torch.randn(3, 8, 1)
+    loss = F.mse_loss(critic(obs[0], act[0]), target[0])
+    loss.backward()
+    found = why_no_grad(loss, critic=critic, opt=opt)["critic.features_extractor.0.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    lines, start = inspect.getsourcelines(_SharedCritic.forward)
+    line = start + next(i for i, s in enumerate(lines) if "set_grad_enabled" in s)
+    said = (
+        f"test_instruments.py:{line}: with torch.set_grad_enabled(not "
+        "self.share_features_extractor):; in a library, an option may drive one: set that option"
+    )
+    assert said in found.fix, found
+    critic = _SharedCritic(extractor, share_features_extractor=False)  # the option, set
+    opt = torch.optim.Adam(critic.parameters(), lr=1e-2)
+
+    def reference(step):  # the Q-network written out, at the current weights
+        (w1, b1), (wq, bq) = (
+            (extractor[0].weight, extractor[0].bias),
+            (critic.q.weight, critic.q.bias),
+        )
+        h = torch.cat([F.relu(obs[step] @ w1.T + b1), act[step]], dim=1)
+        return ((h @ wq.T + bq - target[step]) ** 2).mean()
+
+    with checked(opt, reference, model=critic) as done:
+        for step in range(3):
+            opt.zero_grad()
+            F.mse_loss(critic(obs[step], act[step]), target[step]).backward()
+            opt.step()
+    assert len(done) == 3
+    space = {"nn": nn, "torch": torch}
+    exec(  # a class whose source cannot be read (made from a string, as a generated one is)
+        "class Hidden(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 1)\n"
+        "    def forward(self, x):\n"
+        "        with torch.no_grad():\n"
+        "            x = self.a(x)\n"
+        "        return self.b(x)\n",
+        space,
+    )
+    hidden = space["Hidden"]()
+    loss = hidden(obs[0]).sum()
+    loss.backward()
+    opt = torch.optim.SGD(hidden.parameters(), lr=0.1)
+    found = why_no_grad(loss, hidden=hidden, opt=opt)["hidden.a.weight"]
+    assert "set_grad_enabled(not <option>): set that option" in found.fix, found
+    with torch.no_grad():
+        loss = critic(obs[0], act[0]).sum()
+    found = why_no_grad(loss, critic=_SharedCritic(extractor))["critic.q.weight"]
+    assert found.rule == "not on the graph: the loss has no graph", found
+    assert f"a with block in the library (here: test_instruments.py:{line}: with" in found.fix
