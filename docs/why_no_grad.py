@@ -1786,10 +1786,12 @@ def _switch_lines(cls: type) -> tuple[str, ...]:
 
 def _switches(owner: str, g: _Context) -> str:
     """The grad switches in the forward of ``owner`` and of the modules named above it (the
-    forwards that call it), nearest first, at most three: a library's switch and its option."""
+    forwards that call it; a module shared by two has a name under each), nearest first, at most
+    three: a library's switch and its option."""
+    me = next((m for n, m in g.modules if n == owner), None)
     found = []
-    for name, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
-        if owner == name or owner.startswith(name + ".") or not name:
+    for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
+        if me is not None and any(sub is me for sub in module.modules()):
             found += [line for line in _switch_lines(type(module)) if line not in found]
     return "; ".join(found[:3])
 

@@ -6341,6 +6341,11 @@ def test_a_grad_switch_in_a_forward_above_the_module_is_printed_with_its_line():
         "self.share_features_extractor):; in a library, an option may drive one: set that option"
     )
     assert said in found.fix, found
+    actor = nn.Sequential(extractor, nn.Linear(8, 1))  # shared: its name is under actor now
+    found = why_no_grad(loss, critic=critic, actor=actor, opt=opt)[
+        "critic.features_extractor.0.weight"
+    ]
+    assert said in found.fix and "actor[0][0].register_forward_hook" in found.fix, found
     critic = _SharedCritic(extractor, share_features_extractor=False)  # the option, set
     opt = torch.optim.Adam(critic.parameters(), lr=1e-2)
 
