@@ -71,14 +71,17 @@ Where it stops:
   Plain tensors (not ``nn.Parameter``) that require grad, one of the shape of each parameter of
   a module the optimizer holds, on the graph instead of all of them, may be a detached copy (said
   as a possibility; one input of a weight's shape, ``x_adv``, does not match a module with a
-  bias): fast weights an inner loop stepped (first-order MAML, ``higher`` with
-  ``track_higher_grads=False``) keep their adaptation by adding their gradients to the trained
-  parameters, their ``.grad`` cleared before the outer backward; predicting with the trained
-  module drops it.
+  bias; beside a one-parameter module it is an "if" after the other fixes): fast weights an
+  inner loop stepped (first-order MAML, ``higher`` with ``track_higher_grads=False``) keep
+  their adaptation by adding their gradients to the trained parameters, their ``.grad`` cleared
+  before the outer backward; predicting with the trained module drops it.
 * Library code it reads from the classes named, never calling it: a method under torch's
   ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
   no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
-  function without it), a class that overrides ``__call__`` (its forward hooks may never fire:
+  function without it), the lines of ``forward`` that switch gradients (``set_grad_enabled(``,
+  ``no_grad``, ``inference_mode``, ``enable_grad``; file:line and the line, so an option that
+  drives one is seen), in the module and the modules named above it where its parameters are off
+  the graph, a class that overrides ``__call__`` (its forward hooks may never fire:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
   a code's size (``x + (q - x).detach()``) may be a straight-through estimator (or an add of a
@@ -618,6 +621,7 @@ class _Context:
     tensors: list = field(default_factory=list)  # (name, tensor) of each tensor named
     off_graph: set | None = None  # _off_graph_shapes, once
     fast: dict | None = None  # _fast_pairs, once
+    fast_one: dict = field(default_factory=dict)  # id -> (module, its parameter): no least count
     zero: dict | None = None  # _zero_nodes, once
     hooked: set = field(default_factory=set)  # nodes with a saved tensor behind an unpack hook
     unread: set | None = None  # the nodes below them (_unread), once
@@ -932,6 +936,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
         rule, why, fix = _not_reached(t, g)
+        fix += _fast_hedge(t, g)
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
                 "has a gradient, but not from this loss",
@@ -1101,7 +1106,7 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             f"nn.Parameter); the loss reaches such tensors of the shapes of all of {module}'s "
             "parameters and none of those: if they are weights made from them and detached (fast "
             "weights, a functional copy), see those parameters",
-            _adapted_fix(g.label(t), module.partition(".")[0]),
+            _adapted_fix(g.label(t), module.partition(".")[0], _partner(g, id(t), module)),
         )
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and (source := _copy_of(t, g)):
         return (
@@ -1150,7 +1155,8 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
                 "copy_), that copy is the cut: see those parameters"
                 if t.shape in _off_graph_shapes(g)
                 else ""
-            ),
+            )
+            + _fast_hedge(t, g),
         )
     return found
 
@@ -1414,9 +1420,40 @@ def _fast_pairs(g: _Context) -> dict:
             else:
                 for v in matched:
                     g.fast.setdefault(id(v), name)
+        g.fast_one = {i: (n, p) for i, n in g.fast.items() if (p := _partner(g, i, n))}
         if len(g.fast) < 2:  # one tensor of one weight's shape (an input): not enough to tell
             g.fast = {}
     return g.fast
+
+
+def _partner(g: _Context, i: int, module: str) -> str:
+    """The name of the parameter of ``module`` of the shape of the leaf whose id is ``i``."""
+    v = g.leaves.get(i, (None,))[0]
+    m = dict(g.modules).get(module)
+    p = next((p for p in m.parameters(recurse=False) if p.shape == v.shape), None) if m else None
+    return g.held["module"].get(id(p), "") if p is not None and v is not None else ""
+
+
+def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
+    """Where ``_fast_pairs`` matched every parameter of a module but too few leaves to say it (a
+    one-parameter module): the fast-weights purpose, named as one possibility in a general text.
+    ``t`` is that parameter (the loss does not reach it) or the plain leaf (the loss does)."""
+    _fast_pairs(g)
+    if not g.held["opt"] or g.fast or len(g.fast_one) != 1:
+        return ""
+    ((i, (module, param)),) = g.fast_one.items()
+    leaf = g.leaves[i][0]
+    if id(t) == i:
+        return (
+            f"; if it is a copy of {param} made for an inner loop (fast weights), do not give it "
+            "to the optimizer: " + _adapted_fix(g.label(t), module.partition(".")[0], param)
+        )
+    if g.held["module"].get(id(t)) == param:
+        return (
+            f"; if {g.label(leaf)} (a plain tensor of its shape the loss reaches) is a copy of it "
+            f"made for an inner loop (fast weights), keep that copy's .detach(): see {g.label(leaf)}"
+        )
+    return ""
 
 
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
@@ -1526,7 +1563,10 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     if fast is not None and id(t) in g.held["opt"]:
         named = id(fast) in g.names or id(fast) in g.held["module"]
         return _adapted(
-            g.label(fast) if named else "a plain leaf of its shape", owner.partition(".")[0], owner
+            g.label(fast) if named else "a plain leaf of its shape",
+            owner.partition(".")[0],
+            owner,
+            g.label(t),
         )
     foreign = [
         v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
@@ -1569,7 +1609,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
         copied = _copied_into(t, g)
         if copied and not isinstance(g.leaves[copied[1]][0], torch.nn.Parameter):
-            return _adapted(copied[0], owner.partition(".")[0])
+            return _adapted(copied[0], owner.partition(".")[0], param=g.label(t))
         if copied and _tracks(g.leaves[copied[1]][0], t):
             other = copied[0].partition(".")[0]  # the object named: the whole network
             return (
@@ -1604,9 +1644,15 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
             "cut: compute the combination inside the forward (torch.func.functional_call with the "
             "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
-            "predict() wrapper, a with block): call it outside (in a library, the forward that calls "
-            "it may switch it by an option, set_grad_enabled(not <option>): set that option), or "
-            "inside a reentrant checkpoint "
+            "predict() wrapper, a with block): call it outside ("
+            + (
+                f"the switches in its forward or the forwards above it: {switches}; in a library, "
+                "an option may drive one: set that option"
+                if (switches := _switches(owner, g))
+                else "in a library, the forward that calls it may switch it by an option, "
+                "set_grad_enabled(not <option>): set that option"
+            )
+            + "), or inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
@@ -1646,7 +1692,9 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
         return ""
     return (
         f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
-        "(nothing printed: its forward did not run; False: under no_grad; True: its output is cut "
+        "(nothing printed: its forward did not run; False: under no_grad"
+        + (f" (switches: {switches})" if (switches := _switches(owner, g)) else "")
+        + "; True: its output is cut "
         "after it, "
         "or used only to draw or round a random choice, such as a crop box's size, which has no "
         "gradient by construction: None is right, and learning it needs a differentiable form of "
@@ -1673,10 +1721,12 @@ def _inner_no_grad(g: _Context) -> str:
         else f"; here: {', '.join(found[:4])}"
         + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     )
+    lines = list(dict.fromkeys(line for _, m in g.modules for line in _switch_lines(type(m))))
+    block = f" (here: {'; '.join(lines[:3])})" if lines else ""
     return (
         "; if gradients were on where you called it, a no_grad inside a function it called wins "
         "over your enable_grad() (a @torch.no_grad() decorator, as on diffusers pipelines' "
-        f"__call__ and transformers' generate(){here}; or a with block in the library): a "
+        f"__call__ and transformers' generate(){here}; or a with block in the library{block}): a "
         "decorator: call the undecorated function, inspect.unwrap(type(obj).method)(obj, ...) "
         "where it keeps it (__wrapped__); a with torch.no_grad() block (Distribution.sample() has "
         "one) cannot be unwrapped: use the library's differentiable API (.rsample() for .sample()), "
@@ -1711,6 +1761,41 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
     return tuple(names)
 
 
+_SWITCH = re.compile(r"set_grad_enabled\(|\bno_grad\b|\binference_mode\b|\benable_grad\b")
+
+
+@functools.lru_cache(maxsize=512)
+def _switch_lines(cls: type) -> tuple[str, ...]:
+    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that switches
+    gradients (``set_grad_enabled(``, ``no_grad``, ``inference_mode``, ``enable_grad``), read, not
+    run; none where the source cannot be read (builtins, compiled, no file)."""
+    fn = getattr(cls, "forward", None)
+    if cls.__module__.startswith("torch.") or fn is None:
+        return ()
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        where = Path(inspect.getsourcefile(fn) or "").name
+    except (OSError, TypeError):
+        return ()
+    return tuple(
+        f"{where}:{start + i}: {line.strip()}"
+        for i, line in enumerate(lines)
+        if _SWITCH.search(line) and not line.lstrip().startswith("#")
+    )
+
+
+def _switches(owner: str, g: _Context) -> str:
+    """The grad switches in the forward of ``owner`` and of the modules named above it (the
+    forwards that call it; a module shared by two has a name under each), nearest first, at most
+    three: a library's switch and its option."""
+    me = next((m for n, m in g.modules if n == owner), None)
+    found = []
+    for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
+        if me is not None and any(sub is me for sub in module.modules()):
+            found += [line for line in _switch_lines(type(module)) if line not in found]
+    return "; ".join(found[:3])
+
+
 def _straight_through(g: _Context, t: torch.Tensor) -> str:
     """Where the graph adds (or subtracts) a value without history to one with it, with ``t``'s
     last size (a code's size, read from the node's private ``_input_metadata``; where torch has
@@ -1742,26 +1827,33 @@ def _cut_fix(g: _Context, t: torch.Tensor) -> str:
     return ("a cut by accident: " if deliberate else "") + _CUT_FIX + deliberate
 
 
-def _adapted_fix(copy: str, trained: str = "model") -> str:
-    """The fix for weights made from the trained ones and detached, by what they are for."""
+def _adapted_fix(copy: str, trained: str = "model", param: str = "") -> str:
+    """The fix for weights made from the trained ones and detached, by what they are for; for a
+    copy named as one tensor (``fw=fw``), tensor code with ``param``, the parameter it copies."""
     head = re.split(r"[.\[]", copy)[0]
     fast = (
         "fast_weights" if not head.isidentifier()
         else f"{head}.parameters()" if copy[len(head):].startswith(".") else head
     )  # fmt: skip
+    clear, add = (
+        (f"{copy}.grad = None", f"{param}.grad = {copy}.grad.clone() if {param}.grad is None else "
+         f"{param}.grad + {copy}.grad")
+        if copy == head and head.isidentifier() and param
+        else (f"for w in {fast}: w.grad = None", f"for w, w_fast in zip({trained}.parameters(), "
+              f"{fast}): w.grad = w_fast.grad if w.grad is None else w.grad + w_fast.grad")
+    )  # fmt: skip
     return (
         "if an inner loop adapted them (an inner optimizer's steps), keep the adaptation: first "
-        f"order, before the outer backward() clear their .grad (for w in {fast}: w.grad = None; "
+        f"order, before the outer backward() clear their .grad ({clear}; "
         "the inner loop's last gradient is still there and backward() adds to it), then after it "
-        f"add their gradients to the trained parameters (for w, w_fast in zip({trained}.parameters("
-        f"), {fast}): w.grad = w_fast.grad if w.grad is None else w.grad + w_fast.grad); second "
+        f"add their gradients to the trained parameters ({add}); second "
         "order, keep the graph (higher: track_higher_grads=True); predicting with the trained "
         "module instead drops the adaptation; if it is a target or EMA copy, predict with the "
         "trained module and keep the copy out of the graph; do not give it to the optimizer"
     )
 
 
-def _adapted(copy: str, trained: str, module: str = "") -> tuple[str, str, str]:
+def _adapted(copy: str, trained: str, module: str = "", param: str = "") -> tuple[str, str, str]:
     """The loss reaches plain tensors (not ``nn.Parameter``) that require grad, of the shapes of
     all of a trained module's parameters, and none of those: maybe weights made from them and
     detached (fast weights of an inner loop, ``higher`` with ``track_higher_grads=False``,
@@ -1775,7 +1867,7 @@ def _adapted(copy: str, trained: str, module: str = "") -> tuple[str, str, str]:
         "optimizer stepped: higher with track_higher_grads=False, first-order MAML; or a "
         "functional copy), a copy has no history, so this one gets no gradient; if it is a leaf "
         "made apart from it, use the parameter itself",
-        _adapted_fix(copy, trained),
+        _adapted_fix(copy, trained, param),
     )
 
 
@@ -2160,9 +2252,10 @@ def _cancel(g: _Context, node) -> str:
     """The explanation of last resort, said only where the graph shows it: on the way from the
     loss to ``node`` lies a subtraction ``(x + c) - x`` (or ``x - (x + c)``), whose derivative in
     ``x`` is exactly zero, and no other node that passes back no gradient (``g.zero``) is on the
-    way. ``log_prob`` of a sample drawn by ``rsample`` from the same distribution has this shape
-    (``value - loc`` with ``value = loc + eps * scale``); a skip connection or a value used twice
-    does not."""
+    way, and ``node`` reaches it only through ``x`` (inside ``c`` its derivative is 1, not 0).
+    ``log_prob`` of a sample drawn by ``rsample`` from the same distribution has this shape
+    (``value - loc`` with ``value = loc + eps * scale``); a skip connection, a residual update
+    ``out - x`` for a weight inside the block, or a value used twice does not."""
     if node is None or g.loss is None or g.loss.grad_fn is None:
         return ""
     parents = collections.defaultdict(list)
@@ -2178,7 +2271,10 @@ def _cancel(g: _Context, node) -> str:
     if any(fn in below for fn in g.zero or {}):
         return ""  # another cause is on the way: it is named, or could not be read
 
-    def adds_to(sub) -> bool:  # sub is (x + c) - x or x - (x + c), all alphas 1
+    def reaches(root) -> bool:  # node is root or below it
+        return root is not None and not _cut_by(set(), root, node, g.kids)
+
+    def adds_to(sub) -> bool:  # sub is (x + c) - x or x - (x + c), all alphas 1, node below x only
         if getattr(sub, "_saved_alpha", 1) != 1 or len(sub.next_functions) < 2:
             return False
         (a, _), (b, _) = sides = sub.next_functions[:2]
@@ -2189,7 +2285,8 @@ def _cancel(g: _Context, node) -> str:
                 and x[0] is not None
                 and x in add.next_functions
             ):
-                return True
+                c = [fn for fn, _ in add.next_functions if (fn, _) != x]
+                return reaches(x[0]) and not any(reaches(fn) for fn in c)
         return False
 
     if not any(type(fn).__name__ == "SubBackward0" and adds_to(fn) for fn in below):
