@@ -13,7 +13,7 @@ and reports:
   graph reaches weights that still train, some through it alone), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
   it, as a new tensor, between independent batches; one that starts from a leaf that trains
-  (with no optimizer: that requires grad), reached only through its earlier value (a learned
+  (with no optimizer: one given that requires grad), reached only through its earlier value (a learned
   ``h0``, or a value computed from weights), is named with it, as a condition: detach only what
   the previous step carried, or start each sequence again as its first step does). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
@@ -1543,10 +1543,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
 
     def _starts_from_learned(fn, leaves: list) -> list:
         """The leaves ``fn``'s chain may start from (a learned ``h0``): with an optimizer, those of
-        ``leaves`` it holds; without one, any leaf that requires grad (it may train: said as a
-        condition), so a zeros or constant start, which reaches none, names none."""
+        ``leaves`` it holds; without one, a leaf of the objects given that requires grad (it may
+        train: said as a condition), so a zeros or constant start, which reaches none, names none."""
         if not held:
-            leaves = _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL)
+            leaves = _leaves_below(fn, kids, lambda t: t.requires_grad and id(t) in names, _ALL)
         return _starts_from_trained(fn, leaves)
 
     def _learned_start(fn, start: list, cut: str, stored: str) -> str:
@@ -1595,7 +1595,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 now = {id(v) for v in _this_steps_leaves(again)}
                 if now and now <= mine.keys():
                     learned = [v for i, v in mine.items() if i not in now]
-                    return [v for v in learned if trains(v) or not held]
+                    return [v for v in learned if trains(v) or not held and id(v) in names]
         return None
 
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
@@ -1960,7 +1960,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 )
                 cut = f"{detach} at each step's start (this name: the one the loop reads)"
                 fix = f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
-                learned = lambda t: t.requires_grad and (trains(t) or not held)  # noqa: E731
+                learned = lambda t: trains(t) or not held and t.requires_grad and id(t) in names  # noqa: E731
                 if start := [  # below its earlier values only: a learned h0
                     v for v in _leaves_below(fn, kids, learned, _ALL) if id(v) not in trained_now
                 ]:

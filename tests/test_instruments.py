@@ -6212,6 +6212,8 @@ def test_fog7_a_learned_h0_is_named_as_a_condition_without_an_optimizer():
     plain = _started_fix(lambda m: torch.zeros(2, 4), with_opt=False)
     assert plain.startswith("within one sequence, state['h'] = state['h'].detach()"), plain
     assert "starts from" not in plain, plain
+    unnamed = _started_fix(lambda m: torch.zeros(2, 4, requires_grad=True), with_opt=False)
+    assert unnamed.startswith("within one sequence, "), unnamed  # no leaf given: none named
     assert {"h0", "cell.weight", "cell.bias"} <= _first_branch(lambda m: m.h0.expand(2, 4))
 
 
