@@ -12,8 +12,9 @@ and reports:
   reaches an earlier step's part, and what to do with it: **recompute** it every step (its old
   graph reaches weights that still train, some through it alone), **detach** it (a constant for the step, or samples
   kept for later), or treat it as **state** (detach it at each step's or window's start; reset
-  it, as a new tensor, between independent batches; one that starts from a leaf that trains,
-  reached only through its earlier value, a learned ``h0``, is named with it: detach only what
+  it, as a new tensor, between independent batches; one that starts from a leaf that trains
+  (with no optimizer: one given that requires grad), reached only through its earlier value (a learned
+  ``h0``, or a value computed from weights), is named with it, as a condition: detach only what
   the previous step carried, or start each sequence again as its first step does). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
@@ -29,16 +30,17 @@ and reports:
   ring buffer (``buf[i % n] = v``, or after ``torch.roll``) when made without the old rows.
   Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
   line order) get **samples**: the fix by what they are for (constants stored detached, or a
-  buffer detached at each step's start; terms the loss trains through computed anew from stored
-  inputs); else detach. One tensor kept from earlier weights that this step's own terms train
+  buffer detached at each step's start; terms of one update, REINFORCE's, emptied after it;
+  terms later updates train through computed anew from stored inputs); else detach. One tensor kept from earlier weights that this step's own terms train
   too (made before the loop, a closure cell, a default argument) is **recompute or record**,
   with the question only you can answer: to follow the weights, compute it inside the step; a record the
   loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
   loss does not use (any shape), or items appended to a list (any number of them), only holds
   memory: no error, listed apart, and ``bool(report)`` leaves it out; but items whose saved
   tensors are still alive (their graph is alive, saved activations kept: validation outputs
-  appended without ``no_grad``, or losses after ``backward(retain_graph=True)``) grow memory at each step: ``bool(report)`` counts them, with the fix to compute them
-  under ``torch.no_grad()`` or append them detached. A running max or average of the loss gets a
+  appended without ``no_grad``, or losses after ``backward(retain_graph=True)``) grow memory at
+  each step: ``bool(report)`` counts them, with the fix to append them detached (``loss.item()``),
+  or, for values not trained through, to compute them under ``torch.no_grad()``. A running max or average of the loss gets a
   float's fix by its op (``best = max(best, loss.item())``).
   Other objects' copies of an attribute found to be state (cameras in a list, each rebuilt from
   its own pose) are state too, not samples. A value rebuilt from itself whose history starts at a
@@ -68,7 +70,9 @@ and reports:
   detaches it there too (``states.append(h.detach())``: ``h = f(states[-1])`` looks the same);
   the other name is made from it. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
-  state;
+  state, and so is a tensor made in the step before (dated by ``mark_step()``) that this step's
+  graph runs the op that made it on again, with weights that made it
+  (``h = tanh(cell(x) + model.h)``, then ``model.h = h``);
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it;
   ``torch.full_like`` only where ``v`` is a number);
@@ -353,9 +357,9 @@ _TRAIN_IT = (
 )
 _BY_PURPOSE = (  # stored samples whose graph reaches weights that still train: the reader's purpose
     "by what they are for: constants (old log-probs in a ratio, a memory or queue): store "
-    "detached copies (x.detach()) where they are added{cache}; terms the loss must train through: "
-    "store their inputs and compute them anew with the current weights (an on-policy loss such "
-    "as REINFORCE uses each episode for one update instead)"
+    "detached copies (x.detach()) where they are added{cache}; terms of one update only (an "
+    "episode's log-probs in REINFORCE): {empty} after each update; terms later updates train "
+    "through again: store their inputs and compute them anew with the current weights"
 )
 _CACHE = (  # a buffer (cat or written in place, by your code or a library's): the line you write
     " (a cache whose new rows train this step: {detach} at each step's start, before rows are "
@@ -1400,7 +1404,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
 
     def old_kind(fn) -> str:
         if state.get(fn):
-            return "its graph was freed by an earlier backward()"
+            return "its graph was freed by an earlier backward pass"
         if state.get(fn) == ():
             return "made before mark_step()"
         return "made in an earlier step (what its graph saved was freed)"
@@ -1537,6 +1541,63 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         now = {id(v) for v in _this_steps_leaves(fn)}
         return [v for v in leaves if id(v) not in now]
 
+    def _starts_from_learned(fn, leaves: list) -> list:
+        """The leaves ``fn``'s chain may start from (a learned ``h0``): with an optimizer, those of
+        ``leaves`` it holds; without one, a leaf of the objects given that requires grad (it may
+        train: said as a condition), so a zeros or constant start, which reaches none, names none."""
+        if not held:
+            leaves = _leaves_below(fn, kids, lambda t: t.requires_grad and id(t) in names, _ALL)
+        return _starts_from_trained(fn, leaves)
+
+    def _learned_start(fn, start: list, cut: str, stored: str) -> str:
+        """The fix of a state whose chain starts from ``start`` (a learned h0, or a value computed
+        from weights, an encoder's output: an op other than a view or copy on them alone), by
+        purpose: the graph shows it only below the earlier value."""
+        first = _named(start, names)
+        ids = {id(v) for v in start}
+        leaf = lambda f: isinstance(getattr(f, "variable", None), torch.Tensor)  # noqa: E731
+        theirs = _below([fn], kids, lambda f: leaf(f) and id(f.variable) in ids)
+        others = _below([fn], kids, lambda f: leaf(f) and id(f.variable) not in ids)
+        computed = any(
+            theirs[f] and not others[f] and not leaf(f) and not _MOVES.fullmatch(type(f).__name__)
+            for f in theirs
+        )
+        what, again = (
+            (f"a value computed from {first}", f"computing that value from {first} again")
+            if computed
+            else (first, f"from {first}")
+        )
+        start_value = "value" if computed else first
+        return (
+            f"if it starts from {what} (a learned initial state, which trains): detach only what "
+            f"is carried from the previous step ({cut} from the second step on, not the first "
+            f"step's {start_value}"
+            + (f"; and, from the first step on, {stored}" if stored else "")
+            + f"), or start each sequence again as its first step does, {again} (not a new "
+            f"tensor); otherwise ({first} only ran on an earlier step): {cut}"
+            + (f", and {stored}" if stored else "")
+        )
+
+    def _applied_again(fn) -> list | None:
+        """For ``fn``, an earlier step's node this loss enters: the leaves it may start from (a
+        learned h0), if this step's part of the graph applies the op that made it again, to it,
+        with weights that made it (h = tanh(cell(x) + model.h); model.h = h after backward):
+        a recurrence, so a state, not a value kept once; else None. Only a tensor made in the
+        step before this one, dated by mark_step() (a value made before the loop is kept once)."""
+        if mark is None or _PREVIOUS is None or fn not in in_loss or not kids.get(fn):
+            return None  # (without two marks, a value made before the loop looks the same)
+        number = _seq(fn)
+        if number is None or number < _PREVIOUS:
+            return None
+        mine = {id(v): v for v in _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL)}
+        for again in fresh:
+            if type(again) is type(fn) and again is not fn and fn in _all_below(again, kids):
+                now = {id(v) for v in _this_steps_leaves(again)}
+                if now and now <= mine.keys():
+                    learned = [v for i, v in mine.items() if i not in now]
+                    return [v for v in learned if trains(v) or not held and id(v) in names]
+        return None
+
     def _through_others(fn) -> bool:  # enters the old part only through what other places hold
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
@@ -1647,7 +1708,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     verdict = "samples"  # a ring buffer: rows written, made without the old ones
                     reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
                     cache = _CACHE.format(detach=detach, added="written")
-                    fix = _BY_PURPOSE.format(cache="" if frozen else cache)
+                    fix = _BY_PURPOSE.format(
+                        cache="" if frozen else cache, empty=_emptied(here_shown)
+                    )
             elif (
                 root is not None
                 and not enters
@@ -1678,7 +1741,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 graph = (
                     "graph (alive: saved activations kept)"
                     if saved_alive
-                    else "graph, freed by backward(),"
+                    else "graph, freed by a backward pass (backward() or torch.autograd.grad),"
                     if any(state.get(f) for f in below)
                     else "graph"
                 )
@@ -1724,9 +1787,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     if "Add" in op
                     else "keep it as a float (loss.item() in it), or use loss.detach() in it"
                 )
-                fix = (
-                    "compute each item under torch.no_grad(), or append x.detach() (or x.item(), "
-                    "a number) instead"
+                fix = (  # a loss backwarded with retain_graph=True must keep its graph: no no_grad
+                    f"append {'loss.item() (a float) or loss.detach()' if tensor.dim() == 0 else 'x.detach() (x: what you append)'} "
+                    "instead; values not trained through (validation outputs): compute them under "
+                    "torch.no_grad()"
                     if appended and saved_alive
                     else running
                     if not memory_only
@@ -1777,10 +1841,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         reason += (
                             f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                         )
-                        fix = (
-                            f"{_BY_PURPOSE.format(cache='')}, or {_emptied(store)} and "
-                            + (", ".join(beside) if beside else "any list filled beside it")
-                            + " after each update"
+                        fix = _BY_PURPOSE.format(
+                            cache="",
+                            empty=f"{_emptied(store)} and "
+                            + (", ".join(beside) if beside else "any list filled beside it"),
                         )
             elif use_record and not old(fn) and _made_from_others(here, fn):
                 derived.append(shown)
@@ -1794,7 +1858,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 verdict, fix = "detach", "store detached copies (x.detach()) where they are added"
                 if reaches_trained.get(fn):  # whether or not this loss reads them now
                     cache = _CACHE.format(detach=detach, added="added")
-                    verdict, fix = "samples", _BY_PURPOSE.format(cache="" if frozen else cache)
+                    verdict, fix = (
+                        "samples",
+                        _BY_PURPOSE.format(
+                            cache="" if frozen else cache, empty=_emptied(here_shown)
+                        ),
+                    )
                     reason += (
                         f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                     )
@@ -1847,27 +1916,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         and _grows(_container(tensor_at[p], walk.holders)[0])
                     }
                 )
-                at_start = f"{detach} at each step's or window's start"
-                if logs and fn is not root:  # h = f(states[-1]); states.append(h) looks the same
-                    at_start += (
-                        f", and {logs[0]}.append({here_shown}.detach()) where it is stored (the "
-                        f"loop may read it back from {logs[0]}: the graph cannot tell)"
-                    )
+                cut = f"{detach} at each step's or window's start"
+                stored = (  # h = f(states[-1]); states.append(h) looks the same
+                    f"{logs[0]}.append({here_shown}.detach()) where it is stored (the loop may "
+                    f"read it back from {logs[0]}: the graph cannot tell)"
+                    if logs and fn is not root
+                    else ""
+                )
+                at_start = cut + (f", and {stored}" if stored else "")
                 fix = (
                     f"within one sequence, {at_start}; between "
                     "independent batches, reset it as a new tensor; a statistic: update it under "
                     "torch.no_grad()"
                 )
-                start = _starts_from_trained(fn, leaves) if fn is not root else []
-                if start:  # a learned h0: detaching it, or a new tensor, stops it training
-                    first = _named(start, names)
-                    fix = (  # the graph shows {first} only below the earlier value: by purpose
-                        f"if it starts from {first} (a learned initial state, which trains): detach "
-                        f"only what is carried from the previous step ({at_start}, from the second "
-                        f"step on, not the first step's {first}), or start each sequence again as its "
-                        f"first step does, from {first} (not a new tensor); otherwise ({first} only "
-                        f"ran on an earlier step): {at_start}"
-                    )
+                if fn is not root and (start := _starts_from_learned(fn, leaves)):
+                    fix = _learned_start(fn, start, cut, stored)
                 if not held and _leaves_below(fn, kids, lambda t: t.requires_grad, 1):
                     fix += (  # every parameter looks free without one: no two-purpose test
                         " (weights moved functionally from a module instead? pass your optimizer, "
@@ -1895,10 +1958,26 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "the loop reads it and stores the value made from it back in it (or in the name "
                     "it was made under): the carrier of a state"
                 )
-                fix = (
-                    f"within one sequence, {detach} at each step's start (this name: the one the "
-                    "loop reads); between independent batches, reset it as a new tensor"
+                cut = f"{detach} at each step's start (this name: the one the loop reads)"
+                fix = f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
+                learned = lambda t: trains(t) or not held and t.requires_grad and id(t) in names  # noqa: E731
+                if start := [  # below its earlier values only: a learned h0
+                    v for v in _leaves_below(fn, kids, learned, _ALL) if id(v) not in trained_now
+                ]:
+                    fix = _learned_start(fn, start, cut, "")
+            elif old(fn) and (start := _applied_again(fn)) is not None:
+                kind, verdict = old_kind(fn), "state"
+                reason = (
+                    "this step applies the op that made it, with the same weights, to it again: "
+                    "state carried from step to step"
                 )
+                cut = f"{detach} at each step's start"
+                fix = (
+                    f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
+                    if not start
+                    else _learned_start(fn, start, cut, "")
+                )
+                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif reaches_trained.get(fn):
                 kind, verdict = old_kind(fn), "recompute"
                 verb = "train" if len(leaves) > 1 else "trains"

@@ -366,7 +366,7 @@ def lightning_metric_list_state():
     "find_old_graph",
     "https://github.com/chxy95/Deep-Mutual-Learning/issues/5",
     "mutual learning: the second network's loss uses the first network's output after its backward",
-    cause=["out1", "freed by an earlier backward()"],
+    cause=["out1", "freed by an earlier backward pass"],
     fix=["out1 = out1.detach()"],
 )
 def deep_mutual_learning():
@@ -430,7 +430,7 @@ def llama_kv_cache():
     "find_old_graph",
     "https://discuss.pytorch.org/t/backpropagation-graph-is-reused-while-it-shouldnt/24554",
     "y = t @ a computed once before the loop, reused in every iteration",
-    cause=["y:", "freed by an earlier backward()", "recompute"],
+    cause=["y:", "freed by an earlier backward pass", "recompute"],
     fix=["compute it inside the step"],
 )
 def forum_y_before_loop():

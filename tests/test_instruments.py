@@ -2314,7 +2314,7 @@ def test_a_buffer_that_concatenates_log_probs_is_samples_not_state():
             opt.step()
     (found,) = report.carriers
     assert found.path == "buffer.log_probs" and found.verdict == "samples", str(report)
-    assert "must train through: store their inputs and compute them anew" in found.fix
+    assert "train through again: store their inputs and compute them anew" in found.fix
     window = Buffer()  # a window whose new row is made from its old rows: a state
     window.h, w = torch.randn(3, 3), nn.Parameter(torch.randn(3, 3))
     for i in range(2):
@@ -2391,8 +2391,8 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
     assert fix.index("constants (old log-probs in a ratio") < fix.index("store detached copies")
     cache = "(a cache whose new rows train this step: buf.lp = buf.lp.detach() at each step's start"
     assert cache in fix, fix  # the line the reader writes (review 15 I1), not the library's cat
-    assert "must train through: store their inputs" in fix
-    assert "REINFORCE uses each episode for one update instead" in fix
+    assert "train through again: store their inputs" in fix
+    assert "terms of one update only (an episode's log-probs in REINFORCE): empty " in fix
 
     torch.manual_seed(0)
     m = nn.Linear(3, 2)
@@ -2423,7 +2423,7 @@ def test_stored_samples_get_one_verdict_whatever_the_line_order_and_a_fix_by_pur
 def test_the_weights_samples_reach_are_marked_unfinished_past_two():
     """Review 15, I2: a pool of an RNN cell's outputs reaches four trained leaves; two are named,
     and the others counted ("and 2 more"), not two as if they were all. Review 15, M1: the
-    branch for terms the loss trains through says that an on-policy loss (REINFORCE) uses each episode once, not "recompute"."""
+    branch for terms of one update (REINFORCE) says to empty the lists after it, before "recompute"."""
     torch.manual_seed(0)
     cell = nn.RNNCell(3, 3)
     opt = torch.optim.SGD(cell.parameters(), lr=0.1)
@@ -2443,7 +2443,9 @@ def test_the_weights_samples_reach_are_marked_unfinished_past_two():
     assert (
         "reaches cell.weight_ih, cell.bias_ih and 2 more (optimizers' parameters)" in found.reason
     )
-    assert "REINFORCE uses each episode for one update instead" in found.fix
+    assert "terms of one update only (an episode's log-probs in REINFORCE): empty pool" in (
+        found.fix
+    )
 
 
 def test_a_ring_buffer_written_in_place_is_samples_like_the_cat_buffer():
@@ -6442,3 +6444,338 @@ def test_fast_weights_named_one_tensor_each_get_tensor_code_that_trains():
                 exec(line, {"w": w, "b": b, "model": model})
             meta_opt.step()
     assert len(done) == 3
+
+
+# ---- fog7: find_old_graph, review 21 M2, I1, I3, I4, I5 and review 15 M1 ----------------------
+
+
+class _Started(nn.Module):
+    """A cell whose state starts from a learned h0, an encoder's output, or zeros."""
+
+    def __init__(self):
+        super().__init__()
+        self.h0, self.cell = nn.Parameter(torch.randn(1, 4)), nn.Linear(4, 4)
+        self.enc, self.proj = nn.Linear(4, 4), nn.Linear(4, 4, bias=False)
+
+
+_XS, _YS = torch.randn(4, 2, 4, generator=torch.Generator().manual_seed(1)), torch.randn(4, 2, 4)
+
+
+def _started_fix(first, with_opt=True):
+    """The printed fix for state['h'] = tanh(cell(x) + state['h']), started from first(m) and
+    stored before the loss, reported at the second step (review 21's a01)."""
+    torch.manual_seed(0)
+    m = _Started()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    state = {"h": first(m)}
+    for i in range(2):
+        mark_step()
+        state["h"] = torch.tanh(m.cell(_XS[i]) + state["h"])
+        loss = state["h"].pow(2).mean()
+        report = find_old_graph(loss, m=m, state=state, **(dict(opt=opt) if with_opt else {}))
+    (carrier,) = report.carriers
+    assert carrier.verdict == "state", str(report)
+    return carrier.fix
+
+
+def _truncated(m, first):
+    """Reference: truncated BPTT, each step from the reference's own detached earlier state."""
+    mine = {}
+
+    def reference(i):
+        h = torch.tanh(
+            F.linear(_XS[i], m.cell.weight, m.cell.bias) + (mine[i - 1] if i else first())
+        )
+        mine[i] = h.detach()
+        return ((h - _YS[i]) ** 2).mean()
+
+    return reference
+
+
+def _first_branch(first):
+    """The printed first branch, literally: state['h'] = state['h'].detach() at each step's start
+    from the second step on; three checked steps, the cell trains at each, the start moves."""
+    torch.manual_seed(0)
+    m = _Started()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in m.parameters()]
+    state = {"h": first(m)}
+
+    def loss_of(i):
+        if i > 0:
+            state["h"] = state["h"].detach()
+        state["h"] = torch.tanh(m.cell(_XS[i]) + state["h"])
+        return F.mse_loss(state["h"], _YS[i])
+
+    _three_checked_steps(
+        loss_of, opt, _truncated(m, lambda: first(m)), train=[*m.cell.parameters()], m=m
+    )
+    return {n for (n, p), b in zip(m.named_parameters(), before) if not torch.equal(p.detach(), b)}
+
+
+def test_fog7_a_learned_h0_is_named_as_a_condition_without_an_optimizer():
+    """Review 21 M2: without opt, a learned h0 (a leaf that requires grad, reached only through
+    the state's first value) is named as a condition, with both branches; a zeros start is not.
+    The first branch, applied as printed, trains the cell at each step and h0 moves."""
+    fix = _started_fix(lambda m: m.h0.expand(2, 4), with_opt=False)
+    assert fix.startswith(
+        "if it starts from m.h0 (a learned initial state, which trains): detach only what is "
+        "carried from the previous step (state['h'] = state['h'].detach() at each step's or "
+        "window's start from the second step on, not the first step's m.h0), or start each "
+        "sequence again as its first step does, from m.h0 (not a new tensor)"
+    ), fix
+    plain = _started_fix(lambda m: torch.zeros(2, 4), with_opt=False)
+    assert plain.startswith("within one sequence, state['h'] = state['h'].detach()"), plain
+    assert "starts from" not in plain, plain
+    unnamed = _started_fix(lambda m: torch.zeros(2, 4, requires_grad=True), with_opt=False)
+    assert unnamed.startswith("within one sequence, "), unnamed  # no leaf given: none named
+    assert {"h0", "cell.weight", "cell.bias"} <= _first_branch(lambda m: m.h0.expand(2, 4))
+
+
+def test_fog7_a_start_computed_from_weights_is_said_as_a_value_computed_from_them():
+    """Review 21 I1: an encoder's output as the first state: "a value computed from" its weights,
+    which the second branch computes again as the first step does (one name or several). Both
+    branches, applied as printed, train three checked steps; the second trains the encoder at
+    every step."""
+    fix = _started_fix(lambda m: m.enc(_XS[3]))
+    assert fix.startswith(
+        "if it starts from a value computed from m.enc.weight, m.enc.bias (a learned initial "
+        "state, which trains)"
+    ), fix
+    assert "not the first step's value)" in fix, fix
+    again = "start each sequence again as its first step does, computing that value from "
+    assert again + "m.enc.weight, m.enc.bias again (not a new tensor)" in fix, fix
+    assert "starts from m.enc" not in fix and "from m.enc.weight, m.enc.bias (not" not in fix, fix
+    one = _started_fix(lambda m: m.proj(_XS[3]))
+    assert one.startswith("if it starts from a value computed from m.proj.weight (a learned"), one
+    assert "computing that value from m.proj.weight again" in one, one
+    assert "value computed" not in _started_fix(lambda m: m.h0.expand(2, 4))  # h0 itself
+    assert {"enc.weight", "enc.bias", "cell.weight"} <= _first_branch(lambda m: m.enc(_XS[3]))
+
+    torch.manual_seed(0)
+    m = _Started()
+    opt = torch.optim.SGD([*m.cell.parameters(), *m.enc.parameters()], lr=0.1)
+
+    def loss_of(i):  # the second branch: each sequence computes its start again
+        state = {"h": m.enc(_XS[3])}
+        state["h"] = torch.tanh(m.cell(_XS[i]) + state["h"])
+        return F.mse_loss(state["h"], _YS[i])
+
+    def reference(i):
+        start = F.linear(_XS[3], m.enc.weight, m.enc.bias)
+        h = torch.tanh(F.linear(_XS[i], m.cell.weight, m.cell.bias) + start)
+        return ((h - _YS[i]) ** 2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, cell=m.cell, enc=m.enc)
+
+
+def test_fog7_a_learned_h0_logged_in_a_list_gets_from_the_second_step_on_its_own_clause():
+    """Review 21 I3: a learned h0 whose state is also stored in a list: "from the second step on"
+    follows the h = h.detach() clause, and the append clause holds from the first step; applied
+    so, three checked steps against truncated BPTT, and h0 moves."""
+    torch.manual_seed(0)
+    m = _Started()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    states = [m.h0.expand(2, 4)]
+    for i in range(3):
+        mark_step()
+        h = torch.tanh(m.cell(_XS[i]) + states[-1])
+        states.append(h)
+        report = find_old_graph(F.mse_loss(h, _YS[i]), m=m, opt=opt, states=states, h=h)
+    found = {c.path: c for c in report.carriers}["h"]
+    assert (
+        "(h = h.detach() at each step's or window's start from the second step on, not the "
+        "first step's m.h0; and, from the first step on, states.append(h.detach()) where it is "
+        "stored" in found.fix
+    ), found.fix
+
+    torch.manual_seed(0)
+    m = _Started()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    start, states, h = m.h0.detach().clone(), [m.h0.expand(2, 4)], None
+
+    def loss_of(i):
+        nonlocal h
+        if i > 0:
+            h = h.detach()
+        h = torch.tanh(m.cell(_XS[i]) + states[-1])
+        states.append(h.detach())
+        return F.mse_loss(h, _YS[i])
+
+    reference = _truncated(m, lambda: m.h0.expand(2, 4))
+    _three_checked_steps(loss_of, opt, reference, train=[*m.cell.parameters()], m=m)
+    assert not torch.equal(m.h0.detach(), start)
+
+
+def _appended(use):
+    """A log of losses, after a backward pass of each (review 21's a07)."""
+    torch.manual_seed(0)
+    m = nn.Linear(4, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    log = []
+    for i in range(3):
+        mark_step()
+        loss = torch.tanh(m(_XS[i])).pow(2).mean()
+        report = find_old_graph(loss, m=m, opt=opt, log=log)
+        use(loss, m)
+        opt.step()
+        log.append(loss)
+    (carrier,) = report.carriers
+    return report, carrier
+
+
+def test_fog7_appended_losses_say_which_pass_freed_them_and_keep_their_graph_for_backward():
+    """Review 21 I4: after torch.autograd.grad the graph was freed by a backward pass, not by
+    backward(); losses kept after backward(retain_graph=True) get loss.item() or loss.detach()
+    first (no_grad would break their backward), no_grad only for values not trained through.
+    The fix applied as printed trains three checked steps and leaves nothing to report."""
+    grads = lambda loss, m: [  # noqa: E731
+        setattr(p, "grad", g)
+        for p, g in zip(m.parameters(), torch.autograd.grad(loss, [*m.parameters()]))
+    ]
+    _, carrier = _appended(grads)
+    assert "freed by a backward pass (backward() or torch.autograd.grad)" in carrier.reason
+    assert "freed by backward()" not in carrier.reason, carrier
+    report, carrier = _appended(lambda loss, m: loss.backward(retain_graph=True))
+    assert bool(report) and carrier.fix.startswith(
+        "append loss.item() (a float) or loss.detach() instead; values not trained through "
+        "(validation outputs): compute them under torch.no_grad()"
+    ), carrier.fix
+
+    torch.manual_seed(0)
+    m = nn.Linear(4, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    log = []
+
+    def loss_of(i):
+        mark_step()
+        loss = torch.tanh(m(_XS[i])).pow(2).mean()
+        assert not find_old_graph(loss, m=m, opt=opt, log=log)
+        log.append(loss.item())  # the fix, with the reader's retain_graph=True left alone
+        return loss
+
+    _three_checked_steps(loss_of, opt, lambda i: torch.tanh(m(_XS[i])).pow(2).mean(), m=m)
+
+
+def test_fog7_the_pages_call_on_a_state_stored_after_backward_says_state():
+    """Review 21 I5: h = tanh(cell(x) + model.h), model.h = h after backward, the page's call
+    (model and opt only) at every step: model.h is state, not "recompute or record"; its fix,
+    applied as printed, trains three checked steps. The same value made before the loop (never
+    rebuilt) stays "recompute or record"."""
+    for made_before_loop in (False, True):
+        torch.manual_seed(0)
+        model = nn.Module()
+        model.cell = nn.Linear(4, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.h = torch.tanh(model.cell(_XS[3])) if made_before_loop else torch.zeros(2, 4)
+        for i in range(2):
+            mark_step()
+            h = torch.tanh(model.cell(_XS[i]) + model.h)
+            loss = h.pow(2).mean()
+            report = find_old_graph(loss, model=model, opt=opt)
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            if not made_before_loop:
+                model.h = h
+        (carrier,) = report.carriers
+        if made_before_loop:
+            assert carrier.verdict == "recompute or record", str(report)
+            continue
+        assert carrier.verdict == "state", str(report)
+        assert carrier.fix == (
+            "within one sequence, model.h = model.h.detach() at each step's start; between "
+            "independent batches, reset it as a new tensor"
+        ), carrier.fix
+
+    torch.manual_seed(0)
+    model = nn.Module()
+    model.cell = nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.h, mine = torch.zeros(2, 4), {}
+
+    def loss_of(i):
+        model.h = model.h.detach()  # the fix, at each step's start
+        h = torch.tanh(model.cell(_XS[i]) + model.h)
+        model.h = h  # stored as the reader does (here before backward: the same value)
+        return h.pow(2).mean()
+
+    def reference(i):
+        h = torch.tanh(F.linear(_XS[i], model.cell.weight, model.cell.bias) + mine.get(i - 1, 0))
+        mine[i] = h.detach()
+        return h.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference, cell=model.cell)
+
+
+def test_fog7_reinforce_across_updates_gets_the_branch_that_empties_its_lists():
+    """Review 15 M1: an episode's log-probs kept across two updates (pytorch/examples' REINFORCE
+    without del): the branch for terms of one update says to empty the lists after each update
+    (before the branch that recomputes stored inputs, which would train on the old episode
+    too); applied as printed, three checked steps equal per-episode REINFORCE."""
+    torch.manual_seed(0)
+    pol = nn.Linear(3, 2)
+    opt = torch.optim.SGD(pol.parameters(), lr=0.1)
+    s, a, r = torch.randn(3, 4, 3), torch.randint(0, 2, (3, 4)), torch.randn(3, 4)
+    saved, rewards = [], []
+
+    def episode(ep, fix):
+        if fix:
+            saved.clear(), rewards.clear()  # the fix: emptied after the previous update
+        for t in range(4):
+            saved.append(torch.log_softmax(pol(s[ep, t]), -1)[a[ep, t]])
+            rewards.append(r[ep, t])
+        return -sum(lp * rt for lp, rt in zip(saved, rewards))
+
+    for ep in range(2):
+        mark_step()
+        loss = episode(ep, fix=False)
+        report = find_old_graph(loss, pol=pol, opt=opt, saved=saved, rewards=rewards)
+        if ep == 0:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    (carrier,) = report.carriers
+    assert carrier.verdict == "samples", str(report)
+    one = "terms of one update only (an episode's log-probs in REINFORCE): empty saved and rewards after each update"
+    assert one in carrier.fix and carrier.fix.index(one) < carrier.fix.index(
+        "terms later updates train through again: store their inputs"
+    ), carrier.fix
+
+    torch.manual_seed(0)
+    pol = nn.Linear(3, 2)
+    opt = torch.optim.SGD(pol.parameters(), lr=0.1)
+    saved.clear(), rewards.clear()
+
+    def reference(ep):  # REINFORCE: each update uses its own episode only
+        logp = torch.log_softmax(F.linear(s[ep], pol.weight, pol.bias), -1)
+        return -(logp.gather(1, a[ep][:, None])[:, 0] * r[ep]).sum()
+
+    _three_checked_steps(lambda ep: episode(ep, fix=True), opt, reference, pol=pol)
+
+
+def test_fog7_the_pages_call_names_a_learned_h0_of_a_state_stored_after_backward():
+    """Review 21 I5 with review 21 M2's start: model.h starts from model.h0.expand(...) and is
+    stored after backward; the page's call names h0 as a condition (with an optimizer or not),
+    whose first branch trains (as _first_branch shows for this loop), not a detach at every
+    step's start, which would never train h0."""
+    for with_opt in (True, False):
+        torch.manual_seed(0)
+        model = _Started()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.h = model.h0.expand(2, 4)
+        for i in range(2):
+            mark_step()
+            h = torch.tanh(model.cell(_XS[i]) + model.h)
+            loss = h.pow(2).mean()
+            report = find_old_graph(loss, model=model, **(dict(opt=opt) if with_opt else {}))
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            model.h = h
+        (carrier,) = report.carriers
+        assert carrier.verdict == "state", str(report)
+        assert carrier.fix.startswith(
+            "if it starts from model.h0 (a learned initial state, which trains): detach only what "
+            "is carried from the previous step (model.h = model.h.detach() at each step's start "
+            "(this name: the one the loop reads) from the second step on, not the first step's "
+            "model.h0)"
+        ), carrier.fix
