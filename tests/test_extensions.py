@@ -161,6 +161,27 @@ def test_each_index_entry_is_placed_in_the_section_holding_it():
     }
 
 
+def test_each_subsection_names_its_enclosing_section():
+    """First ids, as the search index lists headings; sections right under the page's title and
+    sections without an id are not listed (an id-less section's subsections name the one above)."""
+    from docutils import nodes
+    from freshness import note_section_parents
+
+    def section(ids, title, *children):
+        return nodes.section("", nodes.title("", title), *children, ids=ids)
+
+    doctree = nodes.document(None, None)
+    doctree += section(
+        ["page"],
+        "Page",
+        section(["label", "slug"], "Part", section(["inner"], "Inner", section(["deep"], "Deep"))),
+        section(["other"], "Other", section([], "No id", section(["below"], "Below"))),
+    )
+    env = SimpleNamespace(docname="p", site_section_parents={})
+    note_section_parents(SimpleNamespace(env=env), doctree)
+    assert env.site_section_parents == {"p": {"inner": "label", "deep": "inner", "below": "other"}}
+
+
 def test_a_removed_script_takes_its_generated_files_along(tmp_path, monkeypatch):
     """sphinx-gallery's files for a script that is gone are deleted (not those of a script whose
     name starts the same), and those of a script edited since it ran; a new torch or Python

@@ -117,20 +117,38 @@ def note_index_sections(app, doctree: nodes.document) -> None:
     app.env.site_index_sections[app.env.docname] = found
 
 
+def note_section_parents(app, doctree: nodes.document) -> None:
+    """Each subsection's enclosing section (first ids, as in ``searchindex.js``), for sections
+    below a section of the page: the search then links a query that contains a section's
+    heading (a pasted message) to the subsection holding the reader's situation."""
+    title = next(doctree.findall(nodes.title), None)
+    parents = {}
+    for section in doctree.findall(nodes.section):
+        up = section.parent
+        while up is not None and not (isinstance(up, nodes.section) and up["ids"]):
+            up = up.parent
+        if section["ids"] and up is not None and up is not getattr(title, "parent", None):
+            parents[section["ids"][0]] = up["ids"][0]
+    app.env.site_section_parents[app.env.docname] = parents
+
+
 def before_reading(app, env, docnames: list[str]) -> None:
     env.site_navigation = getattr(env, "site_navigation", {})
     env.site_index_sections = getattr(env, "site_index_sections", {})
+    env.site_section_parents = getattr(env, "site_section_parents", {})
     _read[:] = docnames
 
 
 def merge_info(app, env, docnames: list[str], other) -> None:  # from parallel readers
     env.site_navigation.update((d, other.site_navigation.get(d)) for d in docnames)
     env.site_index_sections.update((d, other.site_index_sections.get(d, {})) for d in docnames)
+    env.site_section_parents.update((d, other.site_section_parents.get(d, {})) for d in docnames)
 
 
 def pages_to_write(app, env) -> list[str]:
     env.site_navigation = {d: env.site_navigation.get(d) for d in sorted(env.found_docs)}
     env.site_index_sections = {d: env.site_index_sections.get(d, {}) for d in env.found_docs}
+    env.site_section_parents = {d: env.site_section_parents.get(d, {}) for d in env.found_docs}
     digest = hashlib.sha256(repr(sorted(env.site_navigation.items())).encode())
     for path in [Path(app.confdir, "conf.py"), *sorted(DOCS.glob("_*/**/*"))]:
         if path.is_file() and "__pycache__" not in path.parts:
@@ -180,6 +198,8 @@ def complete_index_entries(app, exception: Exception | None) -> None:
             if place not in entries.setdefault(entry, []):
                 entries[entry].append(place)
     index["indexentries"] = {entry: sorted(places) for entry, places in entries.items()}
+    parents = getattr(app.env, "site_section_parents", {})
+    index["sectionparents"] = {d: parents[d] for d in index["docnames"] if parents.get(d)}
     text = json.dumps(index, separators=(",", ":"), sort_keys=True)
     path.write_text(f"Search.setIndex({text})", encoding="utf-8")
 
@@ -193,9 +213,10 @@ def setup(app) -> dict:
     app.connect("env-before-read-docs", before_reading)
     app.connect("doctree-read", note_navigation)
     app.connect("doctree-read", note_index_sections)
+    app.connect("doctree-read", note_section_parents)
     app.connect("env-merge-info", merge_info)
     app.connect("env-get-updated", pages_to_write)
     app.connect("build-finished", complete_index_entries)
-    # env_version: what note_navigation and note_index_sections keep changed, so every page is
-    # read again once.
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}
+    # env_version: what note_navigation, note_index_sections and note_section_parents keep
+    # changed, so every page is read again once.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 5}

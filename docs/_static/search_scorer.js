@@ -56,7 +56,11 @@
  *    or a GAN step otherwise finds the script above the section that explains its case.
  *  - Each page appears once, linked to the section that matches the query best: its heading and
  *    the `{index}` lines within it count together (the build links each index entry to the
- *    section holding it; the line under the page title to the page's top). Equal scores are
+ *    section holding it; the line under the page title to the page's top). A section whose
+ *    heading or entry the query contains (a pasted message) hands the link to its subsection
+ *    holding most of the situation's words, if one holds any (the build lists each subsection's
+ *    enclosing section: sectionparents): the message names the section, the situation the case
+ *    within it. Equal scores are
  *    ordered by the share of the query found, then by the smaller page (fewer distinct words:
  *    more focused), then by page name, never by title alone.
  *
@@ -286,6 +290,7 @@ const SiteSearch = (() => {
 
   const rank = (query, searchTerms, excludedTerms) => {
     const { docs, textFiles, idf, inDoc, stems } = ready();
+    const sectionParents = Search._index.sectionparents || {}; // page -> {subsection: section}
     // The query's stems, made as the index's are (Sphinx's parser does not know the older
     // wordings), with the parts of unknown identifiers; its "-excluded" words as Sphinx parsed
     // them.
@@ -316,9 +321,12 @@ const SiteSearch = (() => {
       // link; as separate units (a heading, a section's entries) for the focus and situation.
       const sections = new Map(); // anchor -> [score, stems]
       const units = new Map(); // a heading, or the index entries of one section -> stems
-      const add = (anchor, score, unit, kind) => {
+      const contains = new Set(); // sections with a heading or entry that the query contains
+      const add = (anchor, score, unit, kind, text) => {
         if (!sections.has(anchor)) sections.set(anchor, [0, new Set()]);
         const section = sections.get(anchor);
+        if (text.trim().split(" ").length >= MIN_PHRASE_WORDS && queryNormal.includes(text))
+          contains.add(anchor);
         section[0] += score;
         unit.forEach((s) => section[1].add(s));
         if (!units.has(kind + anchor)) units.set(kind + anchor, new Set());
@@ -329,14 +337,14 @@ const SiteSearch = (() => {
           phrase(text, queryNormal, queryWords, WEIGHT.entryPhrase) +
           together(unit, known, idf, WEIGHT.entryWords);
         matches.push(score);
-        add(anchor, score, unit, "e");
+        add(anchor, score, unit, "e", text);
       }
       for (const [text, id, unit] of doc.headings) {
         const score =
           phrase(text, queryNormal, queryWords, WEIGHT.headingPhrase) +
           together(unit, known, idf, WEIGHT.headingWords);
         matches.push(score);
-        add(id || "", score, unit, "h");
+        add(id || "", score, unit, "h", text);
       }
       const phraseScore = matches.reduce((sum, m) => sum + m, 0);
       let anchor = "";
@@ -350,6 +358,23 @@ const SiteSearch = (() => {
         const words = idfIn(unit, known);
         const total = score + WEIGHT.sectionWords * words + WEIGHT.sectionSituation * own;
         if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
+      }
+      // The message names the section, the situation the case within it: a linked section whose
+      // heading or entry the query contains hands the link to its subsection (at any depth)
+      // holding most of the situation's words, if one holds any.
+      if (anchor && contains.has(anchor.slice(1)) && situation.length) {
+        const enclosing = sectionParents[doc.docname] || {};
+        const inside = (id, outer) => {
+          for (let up = enclosing[id]; up !== undefined; up = enclosing[up])
+            if (up === outer) return true;
+          return false;
+        };
+        const outer = anchor.slice(1);
+        let most = 0;
+        for (const [id, [, unit]] of sections) {
+          const own = inside(id, outer) ? idfIn(unit, situation) : 0;
+          if (own > most) [most, anchor] = [own, `#${id}`];
+        }
       }
       // Each query word scores by where it is on the page; in index entries and headings fully
       // only within the unit holding the most of the query (the page's focus on it), elsewhere
