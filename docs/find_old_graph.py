@@ -71,8 +71,10 @@ and reports:
   the other name is made from it. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state, and so is a tensor made in the step before (dated by ``mark_step()``) that this step's
-  graph runs the op that made it on again, with weights that made it
-  (``h = tanh(cell(x) + model.h)``, then ``model.h = h``);
+  graph runs the op that made it on again, with weights that made it: the ops from that op
+  down to it are found again below it, their other inputs reaching the same weights
+  (``h = tanh(cell(x) + model.h)``, then ``model.h = h``; not ``z - z_prev`` after
+  ``z = h - h.mean()``, nor ``cur + 0.5 * prev_loss``: "recompute or record");
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it;
   ``torch.full_like`` only where ``v`` is a number);
@@ -1064,6 +1066,59 @@ def _leaves_below(fn: object, kids: dict, wanted, limit: int = 2) -> list:
 _ALL = 10_000  # leaves counted for a carrier's reason (two named, the rest counted)
 
 
+def _own_leaves(fn: object, stop: object, floor: int) -> set:
+    """The ids of the leaves below ``fn``, not passing ``stop`` or a node made before ``floor``."""
+    found, seen, todo = set(), {fn, stop}, [fn]
+    while todo:
+        node = todo.pop()
+        if node is None:
+            continue
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor) and not node.next_functions:
+            found.add(id(variable))
+        elif node is fn or (_seq(node) or 0) >= floor:
+            todo.extend(c for c, _ in node.next_functions if c not in seen and not seen.add(c))
+    return found
+
+
+def _mirrors(again: object, fn: object, mark: int, previous: int) -> bool:
+    """Whether ``again`` (made this step) applies to ``fn`` (made in the step before) the op that
+    made ``fn``: the path of node types and input positions from ``again`` down to ``fn`` is also
+    found below ``fn`` (down to what ``fn`` was made from), and the other inputs along it are
+    nodes of the same types that reach the same leaves, the same weights (h = tanh(cell(x) + h));
+    not an op of the same type that only uses it (z - z_prev after z = h - h.mean())."""
+    up, todo = {again: None}, [again]
+    while todo and fn not in up:  # the shortest path from again down to fn
+        node = todo.pop(0)
+        for i, (child, _) in enumerate(node.next_functions):
+            if (
+                child is not None
+                and child not in up
+                and (child is fn or (_seq(child) or 0) >= mark)
+            ):
+                up[child] = (node, i)
+                todo.append(child)
+    if fn not in up:
+        return False
+    path, node = [], fn
+    while up[node] is not None:
+        node, i = up[node]
+        path.insert(0, (node, i))
+    pairs, mirror = [], fn
+    for node, i in path:
+        if type(mirror) is not type(node) or len(mirror.next_functions) != len(node.next_functions):
+            return False
+        pairs.append((node, mirror, i))
+        mirror = mirror.next_functions[i][0]
+    return all(
+        type(a) is type(b)
+        and (a is None or _own_leaves(a, fn, mark) == _own_leaves(b, mirror, previous))
+        for node, twin, i in pairs
+        for j, ((a, _), (b, _)) in enumerate(zip(node.next_functions, twin.next_functions))
+        if j != i
+    )
+
+
 def _named(leaves: list, names: dict) -> str:
     """``a, b and 3 more``: two leaves by name, the others counted (``_ALL`` at most)."""
     shown = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2])
@@ -1591,7 +1646,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return None
         mine = {id(v): v for v in _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL)}
         for again in fresh:
-            if type(again) is type(fn) and again is not fn and fn in _all_below(again, kids):
+            if type(again) is type(fn) and again is not fn and _mirrors(again, fn, mark, _PREVIOUS):
                 now = {id(v) for v in _this_steps_leaves(again)}
                 if now and now <= mine.keys():
                     learned = [v for i, v in mine.items() if i not in now]

@@ -6779,3 +6779,45 @@ def test_fog7_the_pages_call_names_a_learned_h0_of_a_state_stored_after_backward
             "(this name: the one the loop reads) from the second step on, not the first step's "
             "model.h0)"
         ), carrier.fix
+
+
+# ---- fog8: find_old_graph, review 22 M1, held-out trial 9 F1-F3 -------------------------------
+
+
+def test_fog8_an_op_of_the_same_type_that_only_uses_a_kept_value_is_not_state():
+    """Review 22 M1: a value kept from the previous step that this step's graph uses in an op of
+    the type that made it (z - z_prev after z = h - h.mean(); cur + 0.5 * prev_loss) is not a
+    state: the op is not the one that made it (its other inputs differ), so it stays "recompute
+    or record". A true recurrence stored after backward (h = tanh(cell(x) + model.h), by an
+    nn.GRUCell too) stays state."""
+    verdicts = {}
+    for case in ("centred", "loss", "tanh", "gru"):
+        torch.manual_seed(0)
+        enc = nn.GRUCell(4, 4) if case == "gru" else nn.Linear(4, 4)
+        opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+        kept = torch.zeros(2, 4) if case in ("tanh", "gru") else None
+        for i in range(2):
+            mark_step()
+            if case == "centred":
+                h = enc(_XS[i])
+                new = h - h.mean(-1, keepdim=True)
+                loss = new.pow(2).mean() + (0 if kept is None else (new - kept).pow(2).mean())
+            elif case == "loss":
+                out = enc(_XS[i])
+                new = out.pow(2).mean() + 0.01 * out.abs().mean()
+                loss = new if kept is None else new + 0.5 * kept
+            else:
+                new = enc(_XS[i], kept) if case == "gru" else torch.tanh(enc(_XS[i]) + kept)
+                loss = new.pow(2).mean()
+            report = find_old_graph(loss, enc=enc, opt=opt, kept=kept)
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            kept = new
+        (carrier,) = report.carriers
+        verdicts[case] = carrier.verdict
+    assert verdicts == {
+        "centred": "recompute or record",
+        "loss": "recompute or record",
+        "tanh": "state",
+        "gru": "state",
+    }, verdicts
