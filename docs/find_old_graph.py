@@ -78,12 +78,13 @@ and reports:
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it;
   ``torch.full_like`` only where ``v`` is a number);
-* this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
+* this step's own graph run by an earlier pass in this step (``backward()`` or
+  ``torch.autograd.grad``, a library's too; with ``mark_step()``): the
   same loss backwarded twice (nothing but a positive scaling above the part run: keep one
   call), or another loss sharing a part (sum them for one update; recompute the part for a loss
   with its own optimizer or after a step: a GAN), or, above ops that save nothing or a negative
   or unknown scaling (``-d_loss``, another loss for a second optimizer), either, with a line to
-  paste for a while that prints the callers of each ``backward()``;
+  paste for a while that prints the callers of each (a grad call's fix: ``retain_graph=True``);
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -334,25 +335,32 @@ def _one_line(group: list, reach: list, names: dict) -> str:
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
     "loss": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(), and above them it adds nothing but a "
+    "nodes were run by an earlier backward pass {by}, and above them it adds nothing but a "
     "multiplication or division by a positive number: the same loss (or a positive multiple of "
     "it) is backwarded twice. Fix: keep one backward() of it (retain_graph=True would add its "
     "gradient twice)",
     "either": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(); above them it adds only ops that save nothing or a "
+    "nodes were run by an earlier backward pass {by}; above them it adds only ops that save nothing or a "
     "scaling whose sign is negative or unknown, so this cannot tell the same loss from another "
     "loss made from that part after its backward (a generator's loss on D(fake) after the "
     "critic's; a negated or rescaled loss used by a second optimizer is another loss). Fix: the "
     "same loss: keep one backward() of it (retain_graph=True would add its gradient twice); "
     "another: {other}",
     "part": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward() on another loss that shares them. Fix: {other}",
+    "nodes were run by an earlier backward pass {by} on another loss that shares them. Fix: {other}",
 }
 _OTHER = (  # another loss sharing the part run: the fix depends on whether a step lies between
     "if it has its own optimizer or a step comes between the two calls (a GAN), compute the "
     "shared part again for it after that step (the generator's D(fake) after the critic's step; "
     "the critic's loss on fake.detach()); if both losses feed one update, sum them and call "
-    "backward() once (retain_graph=True on the first call is the same)"
+    "backward() once (retain_graph=True on the first call is the same); if the first was a "
+    "torch.autograd.grad (an attack's gradient, an inner optimizer's step), give that call "
+    "retain_graph=True, and create_graph=True to train through its result (a library may set "
+    "them by an option: higher's track_higher_grads=True sets both)"
+)
+_BY = (  # which calls count as an earlier pass: the reader's grad call, a library's
+    "(backward() or torch.autograd.grad, also inside a library call, such as a differentiable "
+    "optimizer's step)"
 )
 _TRAIN_IT = (
     "if they should train: compute it inside the step, in a layer of the model the optimizer trains"
@@ -396,11 +404,12 @@ def _scales_up(fn: object) -> bool:
 
 
 _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found); changes no result
-    "import torch, traceback; _bw = getattr(torch.autograd.backward, '_orig', "
-    "torch.autograd.backward); torch.autograd.backward = lambda *a, **k: "
-    "(traceback.print_stack(limit=6), _bw(*a, **k))[1]; torch.autograd.backward._orig = _bw  "
-    "# prints each backward()'s callers; safe to run again; undo: "
-    "torch.autograd.backward = torch.autograd.backward._orig"
+    "import torch, traceback; _ag = torch.autograd; _ag._first = getattr(_ag, '_first', "
+    "(_ag.backward, _ag.grad)); _ag.backward, _ag.grad = [lambda *a, _f=f, **k: "
+    "(traceback.print_stack(limit=6), _f(*a, **k))[1] for f in _ag._first]  "
+    "# prints the callers of each backward() and torch.autograd.grad (a library's too: paste it "
+    "above your imports); safe to run again; undo: "
+    "torch.autograd.backward, torch.autograd.grad = torch.autograd._first"
 )
 _KEPT = "Only holding an earlier step's freed graph (no error: bool(report) leaves these out):"
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
@@ -469,7 +478,7 @@ class Report:
         if self.twice and not lines:
             lines.append(
                 _AGAIN[self.again or "part"].format(
-                    n=len(self.twice), nodes=self.nodes, other=_OTHER
+                    n=len(self.twice), nodes=self.nodes, other=_OTHER, by=_BY
                 )
             )
             lines.append(f"  who called it first: {_WHO_CALLS}")
@@ -2226,7 +2235,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         ) else "loss" if all(_scales_up(fn) for fn in top) else "either"  # fmt: skip
         if freed or carriers:  # the headline is the earlier step's: this one in a note
             notes.append(
-                _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER)
+                _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER, by=_BY)
                 + f"; {_WHO_CALLS}"
             )
     errors = freed or any(not c.memory_only for c in carriers)

@@ -1551,14 +1551,14 @@ def test_the_line_that_prints_each_backwards_callers_runs_and_changes_no_gradien
     def first_caller():
         (w * 3).sum().backward()
 
-    saved = torch.autograd.backward
+    saved = torch.autograd.backward, torch.autograd.grad
     err = io.StringIO()
     try:
         exec(_WHO_CALLS.partition("  #")[0], {})
         with contextlib.redirect_stderr(err):
             first_caller()
     finally:
-        torch.autograd.backward = saved
+        torch.autograd.backward, torch.autograd.grad = saved
     assert "first_caller" in err.getvalue(), err.getvalue()
     assert torch.equal(w.grad, torch.full((2,), 3.0))
 
@@ -1709,7 +1709,7 @@ def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
 
     from find_old_graph import _WHO_CALLS
 
-    saved = torch.autograd.backward
+    saved = torch.autograd.backward, torch.autograd.grad
     line, _, comment = _WHO_CALLS.partition("  #")
     w = torch.ones(2, requires_grad=True)
     try:
@@ -1720,9 +1720,9 @@ def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
             (w * 3).sum().backward()
         assert err.getvalue().count("(w * 3).sum().backward()") == 1, err.getvalue()  # wrapped once
         exec(comment.partition("undo: ")[2], {"torch": torch})
-        assert torch.autograd.backward is saved
+        assert (torch.autograd.backward, torch.autograd.grad) == saved
     finally:
-        torch.autograd.backward = saved
+        torch.autograd.backward, torch.autograd.grad = saved
     assert torch.equal(w.grad, torch.full((2,), 3.0))
 
 
@@ -6821,3 +6821,53 @@ def test_fog8_an_op_of_the_same_type_that_only_uses_a_kept_value_is_not_state():
         "tanh": "state",
         "gru": "state",
     }, verdicts
+
+
+def test_fog8_a_first_pass_by_autograd_grad_is_named_located_and_its_fix_trains():
+    """Held-out trial 9 F2/F3: the earlier pass in this step was torch.autograd.grad (an attack's
+    gradient on the forward the training loss reuses). The text names that call and its
+    retain_graph=True; the pasted line prints the grad call's caller (file:line); and the fix
+    applied as printed (retain_graph=True on that call) trains three checked steps like a
+    reference that takes both gradients anew."""
+    import contextlib
+    import io
+
+    from find_old_graph import _WHO_CALLS
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def attack_gradient(loss, delta, **fix):
+        return torch.autograd.grad(loss, delta, **fix)[0]  # the first pass
+
+    def loss_of(i, **fix):
+        delta = torch.zeros(2, 4, requires_grad=True)
+        recon = (model(_XS[i] + delta) - _YS[i]).pow(2).sum()
+        g = attack_gradient(recon, delta, **fix)
+        return recon + 0.1 * model.weight.pow(2).sum() + 0 * g.sum()
+
+    mark_step()
+    loss = loss_of(0)
+    text = str(find_old_graph(loss, model=model, opt=opt))
+    assert "earlier backward pass (backward() or torch.autograd.grad, also inside a library" in text
+    assert "if the first was a torch.autograd.grad" in text, text
+    assert "give that call retain_graph=True, and create_graph=True to train through" in text
+    saved = torch.autograd.backward, torch.autograd.grad
+    line, _, comment = _WHO_CALLS.partition("  #")
+    try:
+        exec(line, {})
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            loss_of(0)
+        exec(comment.partition("undo: ")[2], {"torch": torch})
+        assert (torch.autograd.backward, torch.autograd.grad) == saved
+    finally:
+        torch.autograd.backward, torch.autograd.grad = saved
+    called = inspect.getsourcelines(attack_gradient)[1] + 1
+    assert f'{__file__}", line {called}, in attack_gradient' in err.getvalue(), err.getvalue()
+
+    def reference(i):
+        recon = (F.linear(_XS[i], model.weight, model.bias) - _YS[i]).pow(2).sum()
+        return recon + 0.1 * model.weight.pow(2).sum()
+
+    _three_checked_steps(lambda i: loss_of(i, retain_graph=True), opt, reference, model=model)
