@@ -50,7 +50,10 @@ and reports:
   (``load_state_dict``: no graph link) and moved functionally are made anew from it (nothing in
   the graph tells the two apart, a value neither). With no optimizer given or found, every
   leaf would look free: a state then gets the first fix, and a note to pass ``opt=...`` if it
-  may be fast weights. It cannot know what you mean the value to be: it
+  may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
+  differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
+  optimization's **state**: detached at each outer step's start (``torchopt.stop_gradient``),
+  or, to differentiate through all earlier outer steps, recomputed from the start. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -1931,6 +1934,35 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     reason += (
                         f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                     )
+            elif fn is not root and id(tensor) in walk.module_params and tensor.grad_fn:
+                # a module's parameter slot holding a tensor with a graph: a differentiable
+                # optimizer (torchopt's MetaSGD, higher) or a functional step wrote it there
+                kind, verdict = "a module's parameter replaced by a value with a graph", "state"
+                reason = (
+                    "a module's parameter slot holds a tensor with a graph: an inner "
+                    "optimization's weights (fast weights), carried across outer steps"
+                )
+                module = here.rpartition(".")[0] if "." in here else "the module"
+                metas = [
+                    n
+                    for n, o in objects.items()
+                    if any(
+                        k.__name__ == "MetaOptimizer" and k.__module__.startswith("torchopt")
+                        for k in type(o).__mro__
+                    )
+                ]
+                meta = metas[0] if metas else "its MetaOptimizer"
+                fix = (
+                    "by purpose: a meta-gradient that stops at each outer step (the usual "
+                    "meta-learning loop): detach them at each outer step's start: "
+                    f"torchopt.stop_gradient({module}) "
+                    f"and torchopt.stop_gradient({meta}); in plain torch: for p in "
+                    f"{module}.parameters(): p.detach_().requires_grad_(); to differentiate "
+                    "through all earlier outer steps instead: compute them from "
+                    + (f"{leaf_names} " if leaves else "the trained weights ")
+                    + "at each step, running every earlier inner step again from the start"
+                )
+                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif (
                 not old(fn)
                 and fn is not root

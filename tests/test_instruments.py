@@ -6871,3 +6871,67 @@ def test_fog8_a_first_pass_by_autograd_grad_is_named_located_and_its_fix_trains(
         return recon + 0.1 * model.weight.pow(2).sum()
 
     _three_checked_steps(lambda i: loss_of(i, retain_graph=True), opt, reference, model=model)
+
+
+def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detach_trains():
+    """Held-out trial 9 F1 (torchopt's MetaSGD), in plain torch: a differentiable SGD step writes
+    the actor's new weights into actor._parameters (non-leaf tensors) and the next outer step
+    continues from them. A parameter slot holding a non-leaf is the inner optimization's state:
+    the fix detaches it at each outer step's start (torchopt's stop_gradient, or the plain loop),
+    with recomputing from the start as the other purpose. The plain loop, applied as printed,
+    trains three checked steps like a reference that replays its own detached fast weights."""
+    torch.manual_seed(0)
+    x, y, xq, yq = torch.randn(8, 4), torch.randn(8, 2), torch.randn(8, 4), torch.randn(8, 2)
+    actor, meta = nn.Linear(4, 2), nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
+
+    def inner_step():  # a differentiable SGD step written into the module, as MetaSGD does
+        weight = torch.sigmoid(meta(x)).squeeze(-1)
+        loss = (weight * (actor(x) - y).pow(2).sum(-1)).mean()
+        grads = torch.autograd.grad(loss, list(actor.parameters()), create_graph=True)
+        for (name, p), g in zip(list(actor._parameters.items()), grads):
+            actor._parameters[name] = p - 0.5 * g
+
+    def loss_of(i, fix=True):
+        if fix:  # the printed plain-torch fix, at each outer step's start
+            for p in actor.parameters():
+                p.detach_().requires_grad_()
+        inner_step()
+        return (actor(xq) - yq).pow(2).mean()
+
+    for i in range(2):
+        mark_step()
+        loss = loss_of(i, fix=False)
+        report = find_old_graph(loss, actor=actor, meta=meta, meta_opt=meta_opt)
+        meta_opt.zero_grad()
+        if i == 0:
+            loss.backward()
+    assert [(c.path, c.verdict) for c in report.carriers] == [
+        ("actor.weight", "state"),
+        ("actor.bias", "state"),
+    ], str(report)
+    carrier = report.carriers[0]
+    assert carrier.fix.startswith(
+        "by purpose: a meta-gradient that stops at each outer step (the usual meta-learning "
+        "loop): detach them at each outer step's start: torchopt.stop_gradient(actor) and "
+        "torchopt.stop_gradient(its MetaOptimizer); in plain torch: for p in actor.parameters(): "
+        "p.detach_().requires_grad_(); to differentiate through all earlier outer steps instead"
+    ), carrier.fix
+
+    actor, meta = nn.Linear(4, 2), nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
+    start = {n: p.detach().clone() for n, p in actor.named_parameters()}
+    fast = dict(start)  # the reference's own fast weights, replayed detached
+
+    def reference(i):
+        w, b = (v.clone().requires_grad_() for v in fast.values())
+        weight = torch.sigmoid(F.linear(x, meta.weight, meta.bias)).squeeze(-1)
+        inner = (weight * (F.linear(x, w, b) - y).pow(2).sum(-1)).mean()
+        gw, gb = torch.autograd.grad(inner, (w, b), create_graph=True)
+        w, b = w - 0.5 * gw, b - 0.5 * gb
+        fast.update(weight=w.detach(), bias=b.detach())
+        return (F.linear(xq, w, b) - yq).pow(2).mean()
+
+    _three_checked_steps(loss_of, meta_opt, reference, meta=meta)
+    assert all(torch.allclose(actor._parameters[n], fast[n], atol=1e-6) for n in fast)
+    assert not any(torch.equal(actor._parameters[n], start[n]) for n in start)
