@@ -50,7 +50,10 @@ and reports:
   (``load_state_dict``: no graph link) and moved functionally are made anew from it (nothing in
   the graph tells the two apart, a value neither). With no optimizer given or found, every
   leaf would look free: a state then gets the first fix, and a note to pass ``opt=...`` if it
-  may be fast weights. It cannot know what you mean the value to be: it
+  may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
+  differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
+  optimization's **state**: detached at each outer step's start (``torchopt.stop_gradient``),
+  or, to differentiate through all earlier outer steps, recomputed from the start. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -71,17 +74,20 @@ and reports:
   the other name is made from it. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state, and so is a tensor made in the step before (dated by ``mark_step()``) that this step's
-  graph runs the op that made it on again, with weights that made it
-  (``h = tanh(cell(x) + model.h)``, then ``model.h = h``);
+  graph runs the op that made it on again, with weights that made it: the ops from that op
+  down to it are found again below it, their other inputs reaching the same weights
+  (``h = tanh(cell(x) + model.h)``, then ``model.h = h``; not ``z - z_prev`` after
+  ``z = h - h.mean()``, nor ``cur + 0.5 * prev_loss``: "recompute or record");
 * tensors reset in place (``zero_()``, ``fill_()``, ``copy_()``): the old graph stays behind the
   new value (the fix writes the same value: ``fill_()``'s node keeps none, so ``v`` stands for it;
   ``torch.full_like`` only where ``v`` is a number);
-* this step's own graph run by an earlier ``backward()`` in this step (with ``mark_step()``): the
+* this step's own graph run by an earlier pass in this step (``backward()`` or
+  ``torch.autograd.grad``, a library's too; with ``mark_step()``): the
   same loss backwarded twice (nothing but a positive scaling above the part run: keep one
   call), or another loss sharing a part (sum them for one update; recompute the part for a loss
   with its own optimizer or after a step: a GAN), or, above ops that save nothing or a negative
   or unknown scaling (``-d_loss``, another loss for a second optimizer), either, with a line to
-  paste for a while that prints the callers of each ``backward()``;
+  paste for a while that prints the callers of each (a grad call's fix: ``retain_graph=True``);
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
 
@@ -332,25 +338,32 @@ def _one_line(group: list, reach: list, names: dict) -> str:
 
 _AGAIN = {  # the headline when this step's graph was already run by a backward() in this step
     "loss": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(), and above them it adds nothing but a "
+    "nodes were run by an earlier backward pass {by}, and above them it adds nothing but a "
     "multiplication or division by a positive number: the same loss (or a positive multiple of "
     "it) is backwarded twice. Fix: keep one backward() of it (retain_graph=True would add its "
     "gradient twice)",
     "either": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward(); above them it adds only ops that save nothing or a "
+    "nodes were run by an earlier backward pass {by}; above them it adds only ops that save nothing or a "
     "scaling whose sign is negative or unknown, so this cannot tell the same loss from another "
     "loss made from that part after its backward (a generator's loss on D(fake) after the "
     "critic's; a negated or rescaled loss used by a second optimizer is another loss). Fix: the "
     "same loss: keep one backward() of it (retain_graph=True would add its gradient twice); "
     "another: {other}",
     "part": "This step's graph was already backwarded in this step: {n} of this loss's {nodes} "
-    "nodes were run by an earlier backward() on another loss that shares them. Fix: {other}",
+    "nodes were run by an earlier backward pass {by} on another loss that shares them. Fix: {other}",
 }
 _OTHER = (  # another loss sharing the part run: the fix depends on whether a step lies between
     "if it has its own optimizer or a step comes between the two calls (a GAN), compute the "
     "shared part again for it after that step (the generator's D(fake) after the critic's step; "
     "the critic's loss on fake.detach()); if both losses feed one update, sum them and call "
-    "backward() once (retain_graph=True on the first call is the same)"
+    "backward() once (retain_graph=True on the first call is the same); if the first was a "
+    "torch.autograd.grad (an attack's gradient, an inner optimizer's step), give that call "
+    "retain_graph=True, and create_graph=True to train through its result (a library may set "
+    "them by an option: higher's track_higher_grads=True sets both)"
+)
+_BY = (  # which calls count as an earlier pass: the reader's grad call, a library's
+    "(backward() or torch.autograd.grad, also inside a library call, such as a differentiable "
+    "optimizer's step)"
 )
 _TRAIN_IT = (
     "if they should train: compute it inside the step, in a layer of the model the optimizer trains"
@@ -394,11 +407,12 @@ def _scales_up(fn: object) -> bool:
 
 
 _WHO_CALLS = (  # one line to paste at the top (temporary: remove it once found); changes no result
-    "import torch, traceback; _bw = getattr(torch.autograd.backward, '_orig', "
-    "torch.autograd.backward); torch.autograd.backward = lambda *a, **k: "
-    "(traceback.print_stack(limit=6), _bw(*a, **k))[1]; torch.autograd.backward._orig = _bw  "
-    "# prints each backward()'s callers; safe to run again; undo: "
-    "torch.autograd.backward = torch.autograd.backward._orig"
+    "import torch, traceback; _ag = torch.autograd; _ag._first = getattr(_ag, '_first', "
+    "(_ag.backward, _ag.grad)); _ag.backward, _ag.grad = [lambda *a, _f=f, **k: "
+    "(traceback.print_stack(limit=6), _f(*a, **k))[1] for f in _ag._first]  "
+    "# prints the callers of each backward() and torch.autograd.grad (a library's too: paste it "
+    "above your imports); safe to run again; undo: "
+    "torch.autograd.backward, torch.autograd.grad = torch.autograd._first"
 )
 _KEPT = "Only holding an earlier step's freed graph (no error: bool(report) leaves these out):"
 _PLACE_NOTES = ("replaced at each step", "made in this step")  # notes that name places
@@ -467,7 +481,7 @@ class Report:
         if self.twice and not lines:
             lines.append(
                 _AGAIN[self.again or "part"].format(
-                    n=len(self.twice), nodes=self.nodes, other=_OTHER
+                    n=len(self.twice), nodes=self.nodes, other=_OTHER, by=_BY
                 )
             )
             lines.append(f"  who called it first: {_WHO_CALLS}")
@@ -1064,6 +1078,59 @@ def _leaves_below(fn: object, kids: dict, wanted, limit: int = 2) -> list:
 _ALL = 10_000  # leaves counted for a carrier's reason (two named, the rest counted)
 
 
+def _own_leaves(fn: object, stop: object, floor: int) -> set:
+    """The ids of the leaves below ``fn``, not passing ``stop`` or a node made before ``floor``."""
+    found, seen, todo = set(), {fn, stop}, [fn]
+    while todo:
+        node = todo.pop()
+        if node is None:
+            continue
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor) and not node.next_functions:
+            found.add(id(variable))
+        elif node is fn or (_seq(node) or 0) >= floor:
+            todo.extend(c for c, _ in node.next_functions if c not in seen and not seen.add(c))
+    return found
+
+
+def _mirrors(again: object, fn: object, mark: int, previous: int) -> bool:
+    """Whether ``again`` (made this step) applies to ``fn`` (made in the step before) the op that
+    made ``fn``: the path of node types and input positions from ``again`` down to ``fn`` is also
+    found below ``fn`` (down to what ``fn`` was made from), and the other inputs along it are
+    nodes of the same types that reach the same leaves, the same weights (h = tanh(cell(x) + h));
+    not an op of the same type that only uses it (z - z_prev after z = h - h.mean())."""
+    up, todo = {again: None}, [again]
+    while todo and fn not in up:  # the shortest path from again down to fn
+        node = todo.pop(0)
+        for i, (child, _) in enumerate(node.next_functions):
+            if (
+                child is not None
+                and child not in up
+                and (child is fn or (_seq(child) or 0) >= mark)
+            ):
+                up[child] = (node, i)
+                todo.append(child)
+    if fn not in up:
+        return False
+    path, node = [], fn
+    while up[node] is not None:
+        node, i = up[node]
+        path.insert(0, (node, i))
+    pairs, mirror = [], fn
+    for node, i in path:
+        if type(mirror) is not type(node) or len(mirror.next_functions) != len(node.next_functions):
+            return False
+        pairs.append((node, mirror, i))
+        mirror = mirror.next_functions[i][0]
+    return all(
+        type(a) is type(b)
+        and (a is None or _own_leaves(a, fn, mark) == _own_leaves(b, mirror, previous))
+        for node, twin, i in pairs
+        for j, ((a, _), (b, _)) in enumerate(zip(node.next_functions, twin.next_functions))
+        if j != i
+    )
+
+
 def _named(leaves: list, names: dict) -> str:
     """``a, b and 3 more``: two leaves by name, the others counted (``_ALL`` at most)."""
     shown = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2])
@@ -1591,7 +1658,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             return None
         mine = {id(v): v for v in _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL)}
         for again in fresh:
-            if type(again) is type(fn) and again is not fn and fn in _all_below(again, kids):
+            if type(again) is type(fn) and again is not fn and _mirrors(again, fn, mark, _PREVIOUS):
                 now = {id(v) for v in _this_steps_leaves(again)}
                 if now and now <= mine.keys():
                     learned = [v for i, v in mine.items() if i not in now]
@@ -1867,6 +1934,35 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     reason += (
                         f"; their graph reaches {leaf_names} ({trains_what}), which still train"
                     )
+            elif fn is not root and id(tensor) in walk.module_params and tensor.grad_fn:
+                # a module's parameter slot holding a tensor with a graph: a differentiable
+                # optimizer (torchopt's MetaSGD, higher) or a functional step wrote it there
+                kind, verdict = "a module's parameter replaced by a value with a graph", "state"
+                reason = (
+                    "a module's parameter slot holds a tensor with a graph: an inner "
+                    "optimization's weights (fast weights), carried across outer steps"
+                )
+                module = here.rpartition(".")[0] if "." in here else "the module"
+                metas = [
+                    n
+                    for n, o in objects.items()
+                    if any(
+                        k.__name__ == "MetaOptimizer" and k.__module__.startswith("torchopt")
+                        for k in type(o).__mro__
+                    )
+                ]
+                meta = metas[0] if metas else "its MetaOptimizer"
+                fix = (
+                    "by purpose: a meta-gradient that stops at each outer step (the usual "
+                    "meta-learning loop): detach them at each outer step's start: "
+                    f"torchopt.stop_gradient({module}) "
+                    f"and torchopt.stop_gradient({meta}); in plain torch: for p in "
+                    f"{module}.parameters(): p.detach_().requires_grad_(); to differentiate "
+                    "through all earlier outer steps instead: compute them from "
+                    + (f"{leaf_names} " if leaves else "the trained weights ")
+                    + "at each step, running every earlier inner step again from the start"
+                )
+                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif (
                 not old(fn)
                 and fn is not root
@@ -2171,7 +2267,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         ) else "loss" if all(_scales_up(fn) for fn in top) else "either"  # fmt: skip
         if freed or carriers:  # the headline is the earlier step's: this one in a note
             notes.append(
-                _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER)
+                _AGAIN[again].format(n=len(twice), nodes=len(order), other=_OTHER, by=_BY)
                 + f"; {_WHO_CALLS}"
             )
     errors = freed or any(not c.memory_only for c in carriers)

@@ -1551,14 +1551,14 @@ def test_the_line_that_prints_each_backwards_callers_runs_and_changes_no_gradien
     def first_caller():
         (w * 3).sum().backward()
 
-    saved = torch.autograd.backward
+    saved = torch.autograd.backward, torch.autograd.grad
     err = io.StringIO()
     try:
         exec(_WHO_CALLS.partition("  #")[0], {})
         with contextlib.redirect_stderr(err):
             first_caller()
     finally:
-        torch.autograd.backward = saved
+        torch.autograd.backward, torch.autograd.grad = saved
     assert "first_caller" in err.getvalue(), err.getvalue()
     assert torch.equal(w.grad, torch.full((2,), 3.0))
 
@@ -1709,7 +1709,7 @@ def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
 
     from find_old_graph import _WHO_CALLS
 
-    saved = torch.autograd.backward
+    saved = torch.autograd.backward, torch.autograd.grad
     line, _, comment = _WHO_CALLS.partition("  #")
     w = torch.ones(2, requires_grad=True)
     try:
@@ -1720,9 +1720,9 @@ def test_the_backward_callers_line_run_twice_does_not_recurse_and_restores():
             (w * 3).sum().backward()
         assert err.getvalue().count("(w * 3).sum().backward()") == 1, err.getvalue()  # wrapped once
         exec(comment.partition("undo: ")[2], {"torch": torch})
-        assert torch.autograd.backward is saved
+        assert (torch.autograd.backward, torch.autograd.grad) == saved
     finally:
-        torch.autograd.backward = saved
+        torch.autograd.backward, torch.autograd.grad = saved
     assert torch.equal(w.grad, torch.full((2,), 3.0))
 
 
@@ -6779,3 +6779,159 @@ def test_fog7_the_pages_call_names_a_learned_h0_of_a_state_stored_after_backward
             "(this name: the one the loop reads) from the second step on, not the first step's "
             "model.h0)"
         ), carrier.fix
+
+
+# ---- fog8: find_old_graph, review 22 M1, held-out trial 9 F1-F3 -------------------------------
+
+
+def test_fog8_an_op_of_the_same_type_that_only_uses_a_kept_value_is_not_state():
+    """Review 22 M1: a value kept from the previous step that this step's graph uses in an op of
+    the type that made it (z - z_prev after z = h - h.mean(); cur + 0.5 * prev_loss) is not a
+    state: the op is not the one that made it (its other inputs differ), so it stays "recompute
+    or record". A true recurrence stored after backward (h = tanh(cell(x) + model.h), by an
+    nn.GRUCell too) stays state."""
+    verdicts = {}
+    for case in ("centred", "loss", "tanh", "gru"):
+        torch.manual_seed(0)
+        enc = nn.GRUCell(4, 4) if case == "gru" else nn.Linear(4, 4)
+        opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+        kept = torch.zeros(2, 4) if case in ("tanh", "gru") else None
+        for i in range(2):
+            mark_step()
+            if case == "centred":
+                h = enc(_XS[i])
+                new = h - h.mean(-1, keepdim=True)
+                loss = new.pow(2).mean() + (0 if kept is None else (new - kept).pow(2).mean())
+            elif case == "loss":
+                out = enc(_XS[i])
+                new = out.pow(2).mean() + 0.01 * out.abs().mean()
+                loss = new if kept is None else new + 0.5 * kept
+            else:
+                new = enc(_XS[i], kept) if case == "gru" else torch.tanh(enc(_XS[i]) + kept)
+                loss = new.pow(2).mean()
+            report = find_old_graph(loss, enc=enc, opt=opt, kept=kept)
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            kept = new
+        (carrier,) = report.carriers
+        verdicts[case] = carrier.verdict
+    assert verdicts == {
+        "centred": "recompute or record",
+        "loss": "recompute or record",
+        "tanh": "state",
+        "gru": "state",
+    }, verdicts
+
+
+def test_fog8_a_first_pass_by_autograd_grad_is_named_located_and_its_fix_trains():
+    """Held-out trial 9 F2/F3: the earlier pass in this step was torch.autograd.grad (an attack's
+    gradient on the forward the training loss reuses). The text names that call and its
+    retain_graph=True; the pasted line prints the grad call's caller (file:line); and the fix
+    applied as printed (retain_graph=True on that call) trains three checked steps like a
+    reference that takes both gradients anew."""
+    import contextlib
+    import io
+
+    from find_old_graph import _WHO_CALLS
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def attack_gradient(loss, delta, **fix):
+        return torch.autograd.grad(loss, delta, **fix)[0]  # the first pass
+
+    def loss_of(i, **fix):
+        delta = torch.zeros(2, 4, requires_grad=True)
+        recon = (model(_XS[i] + delta) - _YS[i]).pow(2).sum()
+        g = attack_gradient(recon, delta, **fix)
+        return recon + 0.1 * model.weight.pow(2).sum() + 0 * g.sum()
+
+    mark_step()
+    loss = loss_of(0)
+    text = str(find_old_graph(loss, model=model, opt=opt))
+    assert "earlier backward pass (backward() or torch.autograd.grad, also inside a library" in text
+    assert "if the first was a torch.autograd.grad" in text, text
+    assert "give that call retain_graph=True, and create_graph=True to train through" in text
+    saved = torch.autograd.backward, torch.autograd.grad
+    line, _, comment = _WHO_CALLS.partition("  #")
+    try:
+        exec(line, {})
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            loss_of(0)
+        exec(comment.partition("undo: ")[2], {"torch": torch})
+        assert (torch.autograd.backward, torch.autograd.grad) == saved
+    finally:
+        torch.autograd.backward, torch.autograd.grad = saved
+    called = inspect.getsourcelines(attack_gradient)[1] + 1
+    assert f'{__file__}", line {called}, in attack_gradient' in err.getvalue(), err.getvalue()
+
+    def reference(i):
+        recon = (F.linear(_XS[i], model.weight, model.bias) - _YS[i]).pow(2).sum()
+        return recon + 0.1 * model.weight.pow(2).sum()
+
+    _three_checked_steps(lambda i: loss_of(i, retain_graph=True), opt, reference, model=model)
+
+
+def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detach_trains():
+    """Held-out trial 9 F1 (torchopt's MetaSGD), in plain torch: a differentiable SGD step writes
+    the actor's new weights into actor._parameters (non-leaf tensors) and the next outer step
+    continues from them. A parameter slot holding a non-leaf is the inner optimization's state:
+    the fix detaches it at each outer step's start (torchopt's stop_gradient, or the plain loop),
+    with recomputing from the start as the other purpose. The plain loop, applied as printed,
+    trains three checked steps like a reference that replays its own detached fast weights."""
+    torch.manual_seed(0)
+    x, y, xq, yq = torch.randn(8, 4), torch.randn(8, 2), torch.randn(8, 4), torch.randn(8, 2)
+    actor, meta = nn.Linear(4, 2), nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
+
+    def inner_step():  # a differentiable SGD step written into the module, as MetaSGD does
+        weight = torch.sigmoid(meta(x)).squeeze(-1)
+        loss = (weight * (actor(x) - y).pow(2).sum(-1)).mean()
+        grads = torch.autograd.grad(loss, list(actor.parameters()), create_graph=True)
+        for (name, p), g in zip(list(actor._parameters.items()), grads):
+            actor._parameters[name] = p - 0.5 * g
+
+    def loss_of(i, fix=True):
+        if fix:  # the printed plain-torch fix, at each outer step's start
+            for p in actor.parameters():
+                p.detach_().requires_grad_()
+        inner_step()
+        return (actor(xq) - yq).pow(2).mean()
+
+    for i in range(2):
+        mark_step()
+        loss = loss_of(i, fix=False)
+        report = find_old_graph(loss, actor=actor, meta=meta, meta_opt=meta_opt)
+        meta_opt.zero_grad()
+        if i == 0:
+            loss.backward()
+    assert [(c.path, c.verdict) for c in report.carriers] == [
+        ("actor.weight", "state"),
+        ("actor.bias", "state"),
+    ], str(report)
+    carrier = report.carriers[0]
+    assert carrier.fix.startswith(
+        "by purpose: a meta-gradient that stops at each outer step (the usual meta-learning "
+        "loop): detach them at each outer step's start: torchopt.stop_gradient(actor) and "
+        "torchopt.stop_gradient(its MetaOptimizer); in plain torch: for p in actor.parameters(): "
+        "p.detach_().requires_grad_(); to differentiate through all earlier outer steps instead"
+    ), carrier.fix
+
+    actor, meta = nn.Linear(4, 2), nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
+    start = {n: p.detach().clone() for n, p in actor.named_parameters()}
+    fast = dict(start)  # the reference's own fast weights, replayed detached
+
+    def reference(i):
+        w, b = (v.clone().requires_grad_() for v in fast.values())
+        weight = torch.sigmoid(F.linear(x, meta.weight, meta.bias)).squeeze(-1)
+        inner = (weight * (F.linear(x, w, b) - y).pow(2).sum(-1)).mean()
+        gw, gb = torch.autograd.grad(inner, (w, b), create_graph=True)
+        w, b = w - 0.5 * gw, b - 0.5 * gb
+        fast.update(weight=w.detach(), bias=b.detach())
+        return (F.linear(xq, w, b) - yq).pow(2).mean()
+
+    _three_checked_steps(loss_of, meta_opt, reference, meta=meta)
+    assert all(torch.allclose(actor._parameters[n], fast[n], atol=1e-6) for n in fast)
+    assert not any(torch.equal(actor._parameters[n], start[n]) for n in start)
