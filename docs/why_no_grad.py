@@ -78,9 +78,9 @@ Where it stops:
 * Library code it reads from the classes named, never calling it: a method under torch's
   ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
   no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
-  function without it), the lines of ``forward`` that switch gradients (``set_grad_enabled(``,
-  ``no_grad``, ``inference_mode``, ``enable_grad``; file:line and the line, so an option that
-  drives one is seen), in the module and the modules named above it where its parameters are off
+  function without it), the lines of ``forward`` that can switch gradients off
+  (``set_grad_enabled(``, ``no_grad(``, ``inference_mode(``; file:line and the line, so an option
+  that drives one is seen), in the module and the modules named above it where its parameters are off
   the graph, a class that overrides ``__call__`` (its forward hooks may never fire:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
@@ -1761,14 +1761,17 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
     return tuple(names)
 
 
-_SWITCH = re.compile(r"set_grad_enabled\(|\bno_grad\b|\binference_mode\b|\benable_grad\b")
+_SWITCH = re.compile(  # lines that can turn gradients off: calls and decorators, not enable_grad
+    r"\bset_grad_enabled\s*\(|\bno_grad\s*\(|\binference_mode\s*\(|@[\w.]*(no_grad|inference_mode)\b"
+)
 
 
 @functools.lru_cache(maxsize=512)
 def _switch_lines(cls: type) -> tuple[str, ...]:
-    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that switches
-    gradients (``set_grad_enabled(``, ``no_grad``, ``inference_mode``, ``enable_grad``), read, not
-    run; none where the source cannot be read (builtins, compiled, no file)."""
+    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that can
+    switch gradients off (a call of ``set_grad_enabled``, ``no_grad`` or ``inference_mode``; not
+    ``enable_grad``, nor an argument named ``no_grad``), read, not run; none where the source
+    cannot be read (builtins, compiled, no file)."""
     fn = getattr(cls, "forward", None)
     if cls.__module__.startswith("torch.") or fn is None:
         return ()
@@ -1831,9 +1834,11 @@ def _adapted_fix(copy: str, trained: str = "model", param: str = "") -> str:
     """The fix for weights made from the trained ones and detached, by what they are for; for a
     copy named as one tensor (``fw=fw``), tensor code with ``param``, the parameter it copies."""
     head = re.split(r"[.\[]", copy)[0]
-    fast = (
+    rest = copy[len(head) :]
+    fast = (  # a dict's label is fast['weight']: iterating a dict gives its keys
         "fast_weights" if not head.isidentifier()
-        else f"{head}.parameters()" if copy[len(head):].startswith(".") else head
+        else f"{head}.parameters()" if rest.startswith(".")
+        else f"{head}.values()" if rest[:2] in ("['", '["') else head
     )  # fmt: skip
     clear, add = (
         (f"{copy}.grad = None", f"{param}.grad = {copy}.grad.clone() if {param}.grad is None else "

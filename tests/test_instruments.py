@@ -6779,3 +6779,107 @@ def test_fog7_the_pages_call_names_a_learned_h0_of_a_state_stored_after_backward
             "(this name: the one the loop reads) from the second step on, not the first step's "
             "model.h0)"
         ), carrier.fix
+
+
+# --- wng8: review 22 (F1, I1) and held-out trial 9 (a fresh view, a plain tensor attribute, an
+# input a Function never reads, a metric without gradient, a library's functional copy)
+
+
+def _printed_first_order(fix):
+    """The two lines of first-order code a fast-weights fix prints: (clear, add)."""
+    clear = re.search(r"clear their \.grad \((.*?); the inner loop", fix)
+    add = re.search(r"to the trained parameters \((.*?)\); second order", fix)
+    assert clear and add, fix
+    return clear.group(1), add.group(1)
+
+
+def test_wng8_fast_weights_in_a_dict_get_values_code_that_trains():
+    """Review 22 F1: fast weights kept in a dict for functional_call (``fast = {name: tensor}``)
+    got ``for w in fast`` (a dict's keys: AttributeError); the printed code iterates
+    ``fast.values()`` and, applied literally, trains three checked steps like first-order MAML
+    written by hand (closed-form inner steps, the query gradient at the adapted weights)."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(model.parameters(), 0.1)
+    tasks = [[torch.randn(8, k) for k in (4, 1, 4, 1)] for _ in range(3)]
+
+    def adapt(sx, sy):
+        fast = {n: p.detach().clone().requires_grad_() for n, p in model.named_parameters()}
+        for _ in range(2):
+            grads = torch.autograd.grad(
+                F.mse_loss(functional_call(model, fast, (sx,)), sy), list(fast.values())
+            )
+            fast = {
+                n: (w - 0.1 * gw).detach().requires_grad_()
+                for (n, w), gw in zip(fast.items(), grads)
+            }
+        return fast
+
+    sx, sy, qx, qy = tasks[0]
+    fast = adapt(sx, sy)
+    F.mse_loss(functional_call(model, fast, (qx,)), qy).backward()
+    report = why_no_grad(
+        F.mse_loss(functional_call(model, fast, (qx,)), qy), model=model, fast=fast, opt=meta_opt
+    )
+    clear, add = _printed_first_order(report["model.weight"].fix)
+    assert clear == "for w in fast.values(): w.grad = None", clear
+    assert "zip(model.parameters(), fast.values())" in add, add
+
+    def reference(i):  # by hand: two inner SGD steps on the MSE, then the query loss
+        sx, sy, qx, qy = tasks[i]
+        w, b = model.weight.detach(), model.bias.detach()
+        for _ in range(2):
+            err = 2 * (sx @ w.T + b - sy) / sy.numel()
+            w, b = w - 0.1 * err.T @ sx, b - 0.1 * err.sum(0)
+        return F.mse_loss(
+            qx @ (model.weight + (w - model.weight).detach()).T
+            + model.bias
+            + (b - model.bias).detach(),
+            qy,
+        )
+
+    from outcome import checked
+
+    with checked(meta_opt, reference, model=model) as done:
+        for i in range(3):
+            sx, sy, qx, qy = tasks[i]
+            space = {"fast": adapt(sx, sy), "model": model}
+            meta_opt.zero_grad()
+            exec(clear, space)  # printed, literally
+            F.mse_loss(functional_call(model, space["fast"], (qx,)), qy).backward()
+            exec(add, space)  # printed, literally
+            meta_opt.step()
+    assert len(done) == 3
+
+
+def test_wng8_switch_lines_are_only_those_that_can_turn_gradients_off():
+    """Review 22 I1: an ``enable_grad()`` block in a forward (an input-gradient penalty) and an
+    argument named ``no_grad`` are not switches that cut; a ``no_grad()`` block still is."""
+
+    class Penalty(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x, no_grad=False):
+            with torch.enable_grad():
+                y = self.lin(x.requires_grad_(True))
+            return y
+
+    class Stats(Penalty):
+        def forward(self, x, no_grad=False):
+            with torch.no_grad():
+                y = self.lin(x)
+            return y
+
+    for cls, listed in ((Penalty, False), (Stats, True)):
+        torch.manual_seed(0)
+        m = cls()
+        with torch.inference_mode():
+            out = m(torch.randn(8, 4))
+        text = str(why_no_grad(out.pow(2).mean(), m=m))
+        assert ("torch.no_grad():" in text) is listed, text
+        assert "enable_grad():" not in text.partition("with block in the library")[2][:300], text
+        assert "no_grad=False" not in text, text
