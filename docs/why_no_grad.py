@@ -288,7 +288,10 @@ def _summary(names: list[str], most: int = 4) -> str:
 def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for each tensor named, module parameter and optimizer parameter."""
     found, names = [], {}
-    for key, value in expected.items():
+    optimizers_last = sorted(  # a tensor named as a or b keeps that name, not the optimizer's
+        expected.items(), key=lambda kv: isinstance(kv[1], torch.optim.Optimizer)
+    )
+    for key, value in optimizers_last:
         if isinstance(value, torch.nn.Module):
             pairs = [(f"{key}.{n}", p) for n, p in value.named_parameters()]
         elif isinstance(value, torch.optim.Optimizer):
@@ -811,6 +814,28 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
 def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
     loss = g.loss
+    off = grad is None and t.grad_fn is not None and loss is not None and loss.grad_fn is not None
+    if off and t.grad_fn not in g.node_set and not _kept_on(t, g):  # retain_grad() cannot help
+        op, below = type(t.grad_fn).__name__, _leaves_below(t.grad_fn, most=5)
+        source = ", ".join(g.label(v) for v in below[:3]) or "no leaf"
+        used = [g.label(v) for v in below if id(v) in g.leaves]
+        code = used[0] if used and " " not in used[0] else "leaf"
+        return (
+            "not a leaf, and not on the graph",
+            f"made by {op} from {source}, but the loss's graph does not contain it: "
+            + (
+                f"it reaches {', '.join(used)} through another tensor, so this is a new tensor, not "
+                "the one the forward used (a property or a fresh view makes one at each "
+                "access; or a second computation)"
+                if used
+                else "it is not used for this loss"
+            )
+            + "; .grad is kept only for leaves, and retain_grad() on it would stay None",
+            f"read the .grad of {used[0]}, the leaf it is made from, or hook that leaf "
+            f"({code}.register_hook(fn): fn may return the gradient edited, rows set to zero)"
+            if used
+            else "None is right for this loss; find the tensor the loss does use",
+        )
     if t.grad_fn is not None and not t.retains_grad:
         op = type(t.grad_fn).__name__
         source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
@@ -1542,7 +1567,27 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     "tensor's own copy cannot be matched by value (one value, or all values equal)",
                     _copy_fix(copy),
                 )
-    if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
+    kept = _kept_on(t, g)  # a plain tensor attribute: never in module.parameters()
+    if kept and id(t) in g.held["opt"] and not isinstance(t, torch.nn.Parameter):
+        owner, _, key = kept.rpartition(".")
+        value = g.names.get(id(t), "value")
+        return (
+            "not on the graph: not a parameter",
+            f"it is a plain tensor kept on {kept} (requires grad, not an nn.Parameter), so "
+            f"{owner}.parameters() does not list it; code that collects a "
+            "module's parameters misses it (odeint_adjoint's adjoint_params, DDP, an optimizer "
+            "made from model.parameters(), a custom Function given the parameters as inputs) and "
+            "runs without its gradient",
+            f"make it a parameter where {owner} is built (self.{key} = nn.Parameter({value}) in "
+            "__init__, before the optimizer is made), or pass it where the parameters are "
+            f"collected (adjoint_params=({value}, *model.parameters()))",
+        )
+    if (
+        id(t) in g.held["opt"]
+        and id(t) not in g.held["module"]
+        and g.held["module"]
+        and isinstance(t, torch.nn.Parameter)  # a plain tensor never was a module's parameter
+    ):
         olds = max((_replaced(p, g) for _, p in g.tensors if p.shape == t.shape), default=0)
         return (
             "not on the graph: replaced",

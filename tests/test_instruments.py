@@ -2719,7 +2719,8 @@ def _variation(kind):
     if kind == "view of a parameter":
         loss = m(x).sum()
         loss.backward()
-        return why_no_grad(loss, v=m.weight.view(-1), row=m.weight[0]), "row", "not a leaf", ""
+        report = why_no_grad(loss, v=m.weight.view(-1), row=m.weight[0])  # views made after it
+        return report, "row", "not a leaf, and not on the graph", "the leaf it is made from"
     if kind == "tied after the optimizer":
         enc, dec = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
         both = nn.ModuleDict(dict(enc=enc, dec=dec))
@@ -6883,3 +6884,121 @@ def test_wng8_switch_lines_are_only_those_that_can_turn_gradients_off():
         assert ("torch.no_grad():" in text) is listed, text
         assert "enable_grad():" not in text.partition("with block in the library")[2][:300], text
         assert "no_grad=False" not in text, text
+
+
+class _Book(nn.Module):
+    """A quantizer whose ``codebook`` is a property: a fresh view of the parameter per access."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Module()
+        self.inner.embed = nn.Parameter(torch.randn(6, 4))
+
+    @property
+    def codebook(self):
+        return self.inner.embed.view(6, 4)
+
+    def forward(self, x):
+        book = self.codebook
+        return book[torch.cdist(x, book).argmin(-1)]
+
+
+def test_wng8_a_fresh_view_off_the_graph_gets_the_leaf_not_retain_grad():
+    """Trial 9 G3 in plain torch: ``book.codebook`` (a property) is a new view at each access, not
+    the one the forward used, so ``retain_grad()`` on it stays None; the report says so and names
+    the leaf. Its hook, applied as printed (freezing rows 0-2, the reader's aim), trains three
+    checked steps against a loss whose frozen rows enter detached."""
+    torch.manual_seed(0)
+    book, head = _Book(), nn.Linear(4, 4)
+    opt = torch.optim.SGD([*book.parameters(), *head.parameters()], lr=0.1)
+    xs = torch.randn(3, 5, 4)
+    codebook, retained = book.codebook, book.codebook
+    codebook.register_hook(lambda g: pytest.fail("the reader's hook ran"))
+    retained.retain_grad()
+    loss = head(book(xs[0])).pow(2).mean()
+    loss.backward()
+    assert retained.grad is None
+    report = why_no_grad(loss, book=book, head=head, opt=opt, cb=codebook, kept=retained)
+    for found in (report["cb"], report["kept"]):
+        assert found.rule == "not a leaf, and not on the graph", found
+        assert "retain_grad()" not in found.fix and "a new tensor" in found.why, found
+    leaf = re.search(r"hook that leaf \((\S+)\.register_hook\(fn\)", found.fix).group(1)
+    assert leaf == "book.inner.embed", found.fix
+    frozen = torch.arange(6) < 3
+    eval(leaf, {"book": book}).register_hook(lambda g: g.masked_fill(frozen[:, None], 0))
+
+    def reference(i):  # frozen rows as constants, the rest trained
+        embed = torch.where(frozen[:, None], book.inner.embed.detach(), book.inner.embed)
+        return head(embed[torch.cdist(xs[i], embed).argmin(-1)]).pow(2).mean()
+
+    before = book.inner.embed.detach().clone()
+    _three_checked_steps(lambda i: head(book(xs[i])).pow(2).mean(), opt, reference, book=book)
+    assert torch.equal(book.inner.embed[:3], before[:3])
+
+
+class _Solve(torch.autograd.Function):
+    """A solver in the adjoint style: forward under no_grad, backward differentiates again only
+    with respect to the tensors passed in (``params``), as torchdiffeq's odeint_adjoint does."""
+
+    @staticmethod
+    def forward(ctx, func, x, *params):
+        ctx.func, ctx.params = func, params
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return func(func(x))
+
+    @staticmethod
+    def backward(ctx, out):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            grads = torch.autograd.grad(
+                ctx.func(ctx.func(x)), (x, *ctx.params), out, allow_unused=True
+            )
+        return (None, *grads)
+
+
+class _Dynamics(nn.Module):
+    def __init__(self, a, as_parameter):
+        super().__init__()
+        self.a = nn.Parameter(a) if as_parameter else a  # the printed fix, or the reader's line
+        self.c = nn.Parameter(torch.tensor(0.1))
+
+    def forward(self, x):
+        return self.a * x - self.c * x**2
+
+
+def test_wng8_a_plain_tensor_attribute_is_not_replaced_but_not_a_parameter():
+    """Trial 9 G1 in plain torch: a and b, plain tensors kept on the dynamics module and given to
+    the optimizer, are missed by a solver that differentiates the module's parameters(); the
+    report names them a and b (not the optimizer's entries), says "not a parameter" (no module
+    ever held them, so not "replaced"), and its fix, nn.Parameter in __init__, trains three checked
+    steps against the dynamics applied by hand."""
+    torch.manual_seed(0)
+    x, target = torch.randn(3, 5), torch.randn(3, 5)
+    a = torch.tensor(1.0, requires_grad=True)
+    model = _Dynamics(a, as_parameter=False)
+    opt = torch.optim.SGD([a, *model.parameters()], lr=0.1)
+    loss = (_Solve.apply(model, x[0], *model.parameters()) - target[0]).pow(2).mean()
+    loss.backward()
+    assert a.grad is None
+    found = why_no_grad(loss, model=model, opt=opt, a=a)["a"]
+    assert found.rule == "not on the graph: not a parameter", found
+    assert "self.a = nn.Parameter(a) in __init__" in found.fix, found.fix
+    assert "replaced" not in str(why_no_grad(loss, opt=opt, model=model, a=a))
+
+    model = _Dynamics(torch.tensor(1.0, requires_grad=True), as_parameter=True)  # as printed
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):  # the dynamics twice, by hand, with autograd through both
+        h = x[i]
+        for _ in range(2):
+            h = model.a * h - model.c * h**2
+        return (h - target[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (_Solve.apply(model, x[i], *model.parameters()) - target[i]).pow(2).mean(),
+        opt,
+        reference,
+        model=model,
+    )
