@@ -2255,12 +2255,18 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
                 f"{_REGION}, which wrote this zero", _COMPILED_FIX)  # fmt: skip
     functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
+        names = sorted({re.sub(r"Backward$", "", type(f).__name__) for f in functions})
         return (
             "zero: from a custom Function",
-            "every path from the loss to it passes through a custom autograd.Function, which gives "
-            "zeros (not None) for an output the loss does not use",
-            "in its forward, call ctx.set_materialize_grads(False), and return None from backward "
-            "for an input whose outputs got no gradient",
+            f"every path from the loss to it passes through a custom autograd.Function "
+            f"({', '.join(names[:3])}), whose backward returned zeros for it: the computation "
+            "inside does not read this very tensor (it is in the Function's inputs, but the "
+            "function it runs uses another), or the outputs that depend on it are unused",
+            "if it is meant to train, the computation inside must use this tensor: a library's "
+            "input list (odeint_adjoint's adjoint_params) must hold the tensors the function "
+            "reads, and a parameter meant for the function must be the one it reads (share it: "
+            "one nn.Parameter, assigned to both modules); ctx.set_materialize_grads(False) only "
+            "turns the zero into None",
         )
     what, cause, fix = _will_be_zero(g, node)  # step ops are seen by name after backward()
     steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])

@@ -6952,8 +6952,12 @@ class _Solve(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         with torch.enable_grad():
             x = x.detach().requires_grad_()
-            grads = torch.autograd.grad(
-                ctx.func(ctx.func(x)), (x, *ctx.params), out, allow_unused=True
+            grads = torch.autograd.grad(  # zeros for an input it does not read, as torchdiffeq
+                ctx.func(ctx.func(x)),
+                (x, *ctx.params),
+                out,
+                allow_unused=True,
+                materialize_grads=True,
             )
         return (None, *grads)
 
@@ -7001,4 +7005,48 @@ def test_wng8_a_plain_tensor_attribute_is_not_replaced_but_not_a_parameter():
         opt,
         reference,
         model=model,
+    )
+
+
+def test_wng8_zeros_from_a_function_that_never_reads_the_input_are_worded_by_purpose():
+    """Trial 9 G7 in plain torch: SC is passed to an adjoint-style Function as its parameter list,
+    but the dynamics read their own weight a; the Function's backward gives SC zeros. The fix no
+    longer prints set_materialize_grads as the remedy (it only turns the zero into None); sharing
+    the parameter, as printed, trains three checked steps against the dynamics by hand."""
+
+    class Model(nn.Module):
+        def __init__(self, shared=False):
+            super().__init__()
+            self.SC = nn.Parameter(torch.tensor(0.5))
+            self.dyn = _Dynamics(torch.tensor(1.0), as_parameter=True)
+            if shared:  # as printed: one nn.Parameter in both modules, the list it reads
+                self.dyn.a = self.SC
+            self.params = list(self.dyn.parameters()) if shared else [self.SC]  # SC: the reader's
+
+        def forward(self, x):
+            return _Solve.apply(self.dyn, x, *self.params)
+
+    torch.manual_seed(0)
+    x, target = torch.randn(3, 5), torch.randn(3, 5)
+    model = Model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = (model(x[0]) - target[0]).pow(2).mean()
+    loss.backward()
+    assert model.SC.grad is not None and not model.SC.grad.any()
+    found = why_no_grad(loss, model=model, opt=opt)["model.SC"]
+    assert found.rule == "zero: from a custom Function" and "_Solve" in found.why, found
+    assert "must use this tensor" in found.fix and "share it" in found.fix, found.fix
+    assert found.fix.endswith("ctx.set_materialize_grads(False) only turns the zero into None")
+
+    model = Model(shared=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):
+        h = x[i]
+        for _ in range(2):
+            h = model.SC * h - model.dyn.c * h**2
+        return (h - target[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (model(x[i]) - target[i]).pow(2).mean(), opt, reference, model=model
     )
