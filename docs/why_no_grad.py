@@ -1494,6 +1494,19 @@ def _twin(t: torch.Tensor, g: _Context) -> str | None:
 
 def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     """The loss's graph does not reach ``t``: say what stands in its place, where it can tell."""
+    metrics = [  # a library's own word: torchmetrics' Metric says is_differentiable = False
+        f"{n} ({type(m).__name__})"
+        for n, m in g.modules
+        if "." not in n and inspect.getattr_static(m, "is_differentiable", None) is False
+    ]  # a metric kept inside a model for monitoring is not the loss's maker
+    if g.loss.grad_fn is None and not g.loss.requires_grad and metrics:
+        return (
+            "not on the graph: a metric without gradient",
+            f"the loss has no graph, and {', '.join(metrics)} declares is_differentiable = False: "
+            "it has no gradient by design (ranks, counts, thresholds), whatever mode it runs in",
+            "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
+            "differentiable surrogate of the metric) and keep the metric for monitoring",
+        )
     if g.loss.grad_fn is None and not g.loss.requires_grad:
         return (
             "not on the graph: the loss has no graph",
@@ -1502,7 +1515,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
             "torch.tensor(...), an argmax or another integer result, a distribution's .sample(): "
-            ".rsample() keeps the graph), or no input required grad" + _where_cut(g),
+            ".rsample() keeps the graph), or no input required grad (name the object that "
+            "computed it, metric=metric: one that says is_differentiable = False is told)"
+            + _where_cut(g),
             f"compute it with gradients enabled: {_INFERENCE_FIX}"
             if g.loss.is_inference()
             else "compute it with gradients enabled, with torch operations on the model's outputs; "

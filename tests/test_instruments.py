@@ -7050,3 +7050,45 @@ def test_wng8_zeros_from_a_function_that_never_reads_the_input_are_worded_by_pur
     _three_checked_steps(
         lambda i: (model(x[i]) - target[i]).pow(2).mean(), opt, reference, model=model
     )
+
+
+class _RankMetric(nn.Module):
+    """A torchmetrics-like metric: ``is_differentiable = False``, computed from ranks."""
+
+    is_differentiable = False
+
+    def forward(self, preds, target):
+        with torch.no_grad():
+            ranks = preds.argsort(-1).argsort(-1).float()
+            return (ranks * target).sum() / (target.sum() * preds.shape[-1])
+
+
+def test_wng8_a_metric_that_declares_no_gradient_is_named():
+    """Trial 9 G2 in plain torch: a loss made by a metric that declares is_differentiable = False
+    gets that metric named and the fix by purpose: train on a differentiable loss (BCE here,
+    three checked steps against BCE written out) and keep the metric for monitoring. A metric
+    kept inside the model, or not named, changes nothing: the general no-graph text stays."""
+    torch.manual_seed(0)
+    model, metric = nn.Linear(6, 5), _RankMetric()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, target = torch.randn(3, 4, 6), (torch.rand(3, 4, 5) > 0.5).float()
+    loss = 1 - metric(torch.sigmoid(model(x[0])), target[0])
+    found = why_no_grad(loss, model=model, opt=opt, metric=metric)["model.weight"]
+    assert found.rule == "not on the graph: a metric without gradient", found
+    assert "metric (_RankMetric) declares is_differentiable = False" in found.why, found
+    assert found.fix.startswith("train on a differentiable loss"), found.fix
+    model.metric = metric  # inside the model: it may only monitor
+    for report in (why_no_grad(loss, model=model, opt=opt), why_no_grad(loss, model=model)):
+        assert report["model.weight"].rule == "not on the graph: the loss has no graph", report
+    del model.metric
+
+    def reference(i):  # binary cross-entropy written out
+        p = torch.sigmoid(x[i] @ model.weight.T + model.bias)
+        return -(target[i] * p.log() + (1 - target[i]) * (1 - p).log()).mean()
+
+    def step_loss(i):  # the fix: BCE trains, the metric is kept for monitoring
+        logits = model(x[i])
+        metric(torch.sigmoid(logits.detach()), target[i])
+        return F.binary_cross_entropy_with_logits(logits, target[i])
+
+    _three_checked_steps(step_loss, opt, reference, model=model)
