@@ -39,9 +39,11 @@ Where it stops:
   tensor named with history puts the cut between it and the loss; an inference tensor was made
   under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
   forward hook to paste, one line, that tells "not called" from "called under no_grad" from "cut
-  after it" (it adds no hook itself). A parameter replaced is seen at run time (the optimizer
-  named holds another one than the module, or the graph used another one than the module holds
-  now); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
+  after it" (silent too where a library runs a patched copy of the module: higher) (it adds no
+  hook itself). A parameter replaced is seen at run time (the optimizer named holds another
+  ``nn.Parameter`` than the module, or the graph used another one than the module holds now; a
+  plain tensor the optimizer holds and a module keeps as an attribute was never a parameter:
+  ``parameters()``, and code that collects it, misses it); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
   words the fix: where it assigns that attribute or an item of it (``self.layers[0] = ...``; on
   every call, or on some: under an ``if`` or a loop), "create it once in ``__init__``"; without
   source (or any source it cannot read), the same, or, replaced only once, "make the optimizer
@@ -53,7 +55,9 @@ Where it stops:
   its size, or several of any size) is a weight, leaves meant to train (``a * b``) or an
   activation of an input not named: the fixes by what it is (the reader's expression is a
   placeholder, with the ops the graph shows). A copy (``.to()``) of a leaf that is held is None
-  by right: read the leaf's ``.grad``.
+  by right: read the leaf's ``.grad``. A non-leaf named that the loss's graph does not contain (a
+  property's fresh view) gets the leaf it is made from, not ``retain_grad()``. A loss without
+  graph made by a named object that says ``is_differentiable = False`` (a metric) names it.
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -102,7 +106,9 @@ Where it stops:
   wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
   has changed since (it remembers what each call saw, weakly: its own memory, not the program's);
   one it saw non-zero and sees zero now was likely set to zero (a backward adds to ``.grad``;
-  unless one added exactly the opposite).
+  unless one added exactly the opposite). Zeros behind a custom ``Function`` (named): its
+  computation does not read that very tensor (an ``adjoint_params`` it never uses), or the
+  outputs that depend on it are unused.
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -1476,7 +1482,11 @@ def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
     if g.held["module"].get(id(t)) == param:
         return (
             f"; if {g.label(leaf)} (a plain tensor of its shape the loss reaches) is a copy of it "
-            f"made for an inner loop (fast weights), keep that copy's .detach(): see {g.label(leaf)}"
+            "made for an inner loop (fast weights), its detach is the cut: make the copy without "
+            "it (higher: innerloop_ctx(..., copy_initial_weights=False); by hand: "
+            f"{param}.clone(), not .detach()), or, first order on purpose, add the copy's .grad "
+            f"to {param}.grad after backward()"
+            + (f": see {g.label(leaf)}" if id(leaf) in g.names else "")
         )
     return ""
 
@@ -1703,7 +1713,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
             "cut: compute the combination inside the forward (torch.func.functional_call with the "
-            "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
+            "combined weights); "
+            + _PATCHED
+            + "; False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside ("
             + (
                 f"the switches in its forward or the forwards above it: {switches}; in a library, "
@@ -1752,7 +1764,7 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
         return ""
     return (
         f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
-        "(nothing printed: its forward did not run; False: under no_grad"
+        f"(nothing printed: its forward did not run, {_PATCHED}; False: under no_grad"
         + (f" (switches: {switches})" if (switches := _switches(owner, g)) else "")
         + "; True: its output is cut "
         "after it, "
@@ -2006,6 +2018,12 @@ def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
             f"({type(module).__name__} overrides __call__, so a forward hook may never fire)"
         )
     return f"{path}.register_forward_hook(lambda m, i, o: {said})"
+
+
+_PATCHED = (  # the probe is silent too where a library runs a copy of the module, not it
+    "or a library runs a patched copy of it instead (higher's innerloop_ctx, which by default "
+    "copies the weights detached: copy_initial_weights=False lets their gradient reach them)"
+)
 
 
 def _silent(module: torch.nn.Module | None) -> str:

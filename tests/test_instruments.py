@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import io
 import linecache
 import random
 import re
@@ -6167,7 +6168,10 @@ def test_first_order_maml_on_a_one_parameter_module_gets_the_fast_weights_hedge(
     assert found.rule != "not on the graph: the loss uses a detached copy", found  # one: no claim
     hedge = (
         "; if fast[0] (a plain tensor of its shape the loss reaches) is a copy of it made for an "
-        "inner loop (fast weights), keep that copy's .detach(): see fast[0]"
+        "inner loop (fast weights), its detach is the cut: make the copy without it (higher: "
+        "innerloop_ctx(..., copy_initial_weights=False); by hand: model.weight.clone(), not "
+        ".detach()), or, first order on purpose, add the copy's .grad to model.weight.grad after "
+        "backward(): see fast[0]"
     )
     assert found.fix.endswith(hedge), found
     found = report["fast[0]"]
@@ -6235,8 +6239,7 @@ def test_first_order_maml_with_the_fast_weight_in_one_tensor_prints_tensor_code(
     loss.backward()
     report = why_no_grad(loss, model=model, fw=fw, meta_opt=meta_opt)
     assert report["model.weight"].fix.endswith(
-        "if fw (a plain tensor of its shape the loss reaches) is a copy of it made for an inner "
-        "loop (fast weights), keep that copy's .detach(): see fw"
+        "first order on purpose, add the copy's .grad to model.weight.grad after backward(): see fw"
     ), report["model.weight"]
     fix = report["fw"].fix
     assert "for w in" not in fix and "zip(" not in fix, fix
@@ -7092,3 +7095,49 @@ def test_wng8_a_metric_that_declares_no_gradient_is_named():
         return F.binary_cross_entropy_with_logits(logits, target[i])
 
     _three_checked_steps(step_loss, opt, reference, model=model)
+
+
+def _inner_loop(model, x, y, copy_initial_weights=True):
+    """A library's inner loop in higher's manner: it runs a functional copy of the model's
+    weights (detached by default), never the model's forward, and returns the adapted copy."""
+    (w,) = model.parameters()
+    w = w.detach().clone().requires_grad_() if copy_initial_weights else w
+    (g,) = torch.autograd.grad(F.mse_loss(F.linear(x, w), y), w, create_graph=True)
+    return w - 0.1 * g
+
+
+def test_wng8_a_silent_probe_names_a_librarys_patched_copy_and_its_option():
+    """Trial 9 G6 in plain torch: the inner loop runs a detached copy of the weights and not the
+    model's forward, so the printed forward-hook probe stays silent; the silent branch names a
+    library's patched copy and copy_initial_weights=False, and that option, followed, trains
+    three checked steps against MAML written out."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1, bias=False)
+    nn.init.constant_(model.weight, 0.5)  # as in the report: a copy is not told by its values
+    meta_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xs, ys = torch.randn(3, 4, 3), torch.randn(3, 4, 1)
+    fast = _inner_loop(model, xs[0], ys[0])
+    error = F.mse_loss(F.linear(xs[0], fast), ys[0])
+    error.backward()
+    found = why_no_grad(error, model=model, opt=meta_opt)["model.weight"]
+    probe = re.search(r"model\.register_forward_hook\(.*?enabled\(\)\)\)", found.fix).group(0)
+    silent = found.fix.partition("(nothing printed: ")[2].partition("; False:")[0]
+    assert "a library runs a patched copy" in silent, found.fix
+    assert "copy_initial_weights=False" in silent, found.fix
+    assert "keep that copy's .detach()" not in found.fix, found.fix
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        handle = eval(probe, {"model": model, "torch": torch})  # the probe, pasted
+        _inner_loop(model, xs[0], ys[0])
+        handle.remove()
+    assert out.getvalue() == ""  # nothing printed
+
+    def reference(i):  # one inner SGD step on the MSE, differentiated through, by hand
+        w = model.weight
+        grad = 2 * (xs[i] @ w.T - ys[i]).T @ xs[i] / ys[i].numel()
+        return F.mse_loss(xs[i] @ (w - 0.1 * grad).T, ys[i])
+
+    def step_loss(i):
+        adapted = _inner_loop(model, xs[i], ys[i], copy_initial_weights=False)  # as printed
+        return F.mse_loss(F.linear(xs[i], adapted), ys[i])
+
+    _three_checked_steps(step_loss, meta_opt, reference, model=model)
