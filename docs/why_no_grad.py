@@ -39,9 +39,11 @@ Where it stops:
   tensor named with history puts the cut between it and the loss; an inference tensor was made
   under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
   forward hook to paste, one line, that tells "not called" from "called under no_grad" from "cut
-  after it" (it adds no hook itself). A parameter replaced is seen at run time (the optimizer
-  named holds another one than the module, or the graph used another one than the module holds
-  now); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
+  after it" (silent too where a library runs a patched copy of the module: higher) (it adds no
+  hook itself). A parameter replaced is seen at run time (the optimizer named holds another
+  ``nn.Parameter`` than the module, or the graph used another one than the module holds now; a
+  plain tensor the optimizer holds and a module keeps as an attribute was never a parameter:
+  ``parameters()``, and code that collects it, misses it); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
   words the fix: where it assigns that attribute or an item of it (``self.layers[0] = ...``; on
   every call, or on some: under an ``if`` or a loop), "create it once in ``__init__``"; without
   source (or any source it cannot read), the same, or, replaced only once, "make the optimizer
@@ -53,7 +55,9 @@ Where it stops:
   its size, or several of any size) is a weight, leaves meant to train (``a * b``) or an
   activation of an input not named: the fixes by what it is (the reader's expression is a
   placeholder, with the ops the graph shows). A copy (``.to()``) of a leaf that is held is None
-  by right: read the leaf's ``.grad``.
+  by right: read the leaf's ``.grad``. A non-leaf named that the loss's graph does not contain (a
+  property's fresh view) gets the leaf it is made from, not ``retain_grad()``. A loss without
+  graph made by a named object that says ``is_differentiable = False`` (a metric) names it.
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -78,9 +82,9 @@ Where it stops:
 * Library code it reads from the classes named, never calling it: a method under torch's
   ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
   no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
-  function without it), the lines of ``forward`` that switch gradients (``set_grad_enabled(``,
-  ``no_grad``, ``inference_mode``, ``enable_grad``; file:line and the line, so an option that
-  drives one is seen), in the module and the modules named above it where its parameters are off
+  function without it), the lines of ``forward`` that can switch gradients off
+  (``set_grad_enabled(``, ``no_grad(``, ``inference_mode(``; file:line and the line, so an option
+  that drives one is seen), in the module and the modules named above it where its parameters are off
   the graph, a class that overrides ``__call__`` (its forward hooks may never fire:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
@@ -102,7 +106,9 @@ Where it stops:
   wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
   has changed since (it remembers what each call saw, weakly: its own memory, not the program's);
   one it saw non-zero and sees zero now was likely set to zero (a backward adds to ``.grad``;
-  unless one added exactly the opposite).
+  unless one added exactly the opposite). Zeros behind a custom ``Function`` (named): its
+  computation does not read that very tensor (an ``adjoint_params`` it never uses), or the
+  outputs that depend on it are unused.
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -288,7 +294,10 @@ def _summary(names: list[str], most: int = 4) -> str:
 def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for each tensor named, module parameter and optimizer parameter."""
     found, names = [], {}
-    for key, value in expected.items():
+    optimizers_last = sorted(  # a tensor named as a or b keeps that name, not the optimizer's
+        expected.items(), key=lambda kv: isinstance(kv[1], torch.optim.Optimizer)
+    )
+    for key, value in optimizers_last:
         if isinstance(value, torch.nn.Module):
             pairs = [(f"{key}.{n}", p) for n, p in value.named_parameters()]
         elif isinstance(value, torch.optim.Optimizer):
@@ -811,6 +820,28 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
 def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
     loss = g.loss
+    off = grad is None and t.grad_fn is not None and loss is not None and loss.grad_fn is not None
+    if off and t.grad_fn not in g.node_set and not _kept_on(t, g):  # retain_grad() cannot help
+        op, below = type(t.grad_fn).__name__, _leaves_below(t.grad_fn, most=5)
+        source = ", ".join(g.label(v) for v in below[:3]) or "no leaf"
+        used = [g.label(v) for v in below if id(v) in g.leaves]
+        code = used[0] if used and " " not in used[0] else "leaf"
+        return (
+            "not a leaf, and not on the graph",
+            f"made by {op} from {source}, but the loss's graph does not contain it: "
+            + (
+                f"it reaches {', '.join(used)} through another tensor, so this is a new tensor, not "
+                "the one the forward used (a property or a fresh view makes one at each "
+                "access; or a second computation)"
+                if used
+                else "it is not used for this loss"
+            )
+            + "; .grad is kept only for leaves, and retain_grad() on it would stay None",
+            f"read the .grad of {used[0]}, the leaf it is made from, or hook that leaf "
+            f"({code}.register_hook(fn): fn may return the gradient edited, rows set to zero)"
+            if used
+            else "None is right for this loss; find the tensor the loss does use",
+        )
     if t.grad_fn is not None and not t.retains_grad:
         op = type(t.grad_fn).__name__
         source = ", ".join(g.label(v) for v in _leaves_below(t.grad_fn)) or "no leaf"
@@ -1451,7 +1482,11 @@ def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
     if g.held["module"].get(id(t)) == param:
         return (
             f"; if {g.label(leaf)} (a plain tensor of its shape the loss reaches) is a copy of it "
-            f"made for an inner loop (fast weights), keep that copy's .detach(): see {g.label(leaf)}"
+            "made for an inner loop (fast weights), its detach is the cut: make the copy without "
+            "it (higher: innerloop_ctx(..., copy_initial_weights=False); by hand: "
+            f"{param}.clone(), not .detach()), or, first order on purpose, add the copy's .grad "
+            f"to {param}.grad after backward()"
+            + (f": see {g.label(leaf)}" if id(leaf) in g.names else "")
         )
     return ""
 
@@ -1469,6 +1504,19 @@ def _twin(t: torch.Tensor, g: _Context) -> str | None:
 
 def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     """The loss's graph does not reach ``t``: say what stands in its place, where it can tell."""
+    metrics = [  # a library's own word: torchmetrics' Metric says is_differentiable = False
+        f"{n} ({type(m).__name__})"
+        for n, m in g.modules
+        if "." not in n and inspect.getattr_static(m, "is_differentiable", None) is False
+    ]  # a metric kept inside a model for monitoring is not the loss's maker
+    if g.loss.grad_fn is None and not g.loss.requires_grad and metrics:
+        return (
+            "not on the graph: a metric without gradient",
+            f"the loss has no graph, and {', '.join(metrics)} declares is_differentiable = False: "
+            "it has no gradient by design (ranks, counts, thresholds), whatever mode it runs in",
+            "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
+            "differentiable surrogate of the metric) and keep the metric for monitoring",
+        )
     if g.loss.grad_fn is None and not g.loss.requires_grad:
         return (
             "not on the graph: the loss has no graph",
@@ -1477,7 +1525,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
             "torch.tensor(...), an argmax or another integer result, a distribution's .sample(): "
-            ".rsample() keeps the graph), or no input required grad" + _where_cut(g),
+            ".rsample() keeps the graph), or no input required grad (name the object that "
+            "computed it, metric=metric: one that says is_differentiable = False is told)"
+            + _where_cut(g),
             f"compute it with gradients enabled: {_INFERENCE_FIX}"
             if g.loss.is_inference()
             else "compute it with gradients enabled, with torch operations on the model's outputs; "
@@ -1542,7 +1592,27 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     "tensor's own copy cannot be matched by value (one value, or all values equal)",
                     _copy_fix(copy),
                 )
-    if id(t) in g.held["opt"] and id(t) not in g.held["module"] and g.held["module"]:
+    kept = _kept_on(t, g)  # a plain tensor attribute: never in module.parameters()
+    if kept and id(t) in g.held["opt"] and not isinstance(t, torch.nn.Parameter):
+        owner, _, key = kept.rpartition(".")
+        value = g.names.get(id(t), "value")
+        return (
+            "not on the graph: not a parameter",
+            f"it is a plain tensor kept on {kept} (requires grad, not an nn.Parameter), so "
+            f"{owner}.parameters() does not list it; code that collects a "
+            "module's parameters misses it (odeint_adjoint's adjoint_params, DDP, an optimizer "
+            "made from model.parameters(), a custom Function given the parameters as inputs) and "
+            "runs without its gradient",
+            f"make it a parameter where {owner} is built (self.{key} = nn.Parameter({value}) in "
+            "__init__, before the optimizer is made), or pass it where the parameters are "
+            f"collected (adjoint_params=({value}, *model.parameters()))",
+        )
+    if (
+        id(t) in g.held["opt"]
+        and id(t) not in g.held["module"]
+        and g.held["module"]
+        and isinstance(t, torch.nn.Parameter)  # a plain tensor never was a module's parameter
+    ):
         olds = max((_replaced(p, g) for _, p in g.tensors if p.shape == t.shape), default=0)
         return (
             "not on the graph: replaced",
@@ -1643,7 +1713,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
             "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
             "cut: compute the combination inside the forward (torch.func.functional_call with the "
-            "combined weights); False: it runs under torch.no_grad(), inference_mode (an encode() or "
+            "combined weights); "
+            + _PATCHED
+            + "; False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside ("
             + (
                 f"the switches in its forward or the forwards above it: {switches}; in a library, "
@@ -1692,7 +1764,7 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
         return ""
     return (
         f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
-        "(nothing printed: its forward did not run; False: under no_grad"
+        f"(nothing printed: its forward did not run, {_PATCHED}; False: under no_grad"
         + (f" (switches: {switches})" if (switches := _switches(owner, g)) else "")
         + "; True: its output is cut "
         "after it, "
@@ -1761,14 +1833,17 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
     return tuple(names)
 
 
-_SWITCH = re.compile(r"set_grad_enabled\(|\bno_grad\b|\binference_mode\b|\benable_grad\b")
+_SWITCH = re.compile(  # lines that can turn gradients off: calls and decorators, not enable_grad
+    r"\bset_grad_enabled\s*\(|\bno_grad\s*\(|\binference_mode\s*\(|@[\w.]*(no_grad|inference_mode)\b"
+)
 
 
 @functools.lru_cache(maxsize=512)
 def _switch_lines(cls: type) -> tuple[str, ...]:
-    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that switches
-    gradients (``set_grad_enabled(``, ``no_grad``, ``inference_mode``, ``enable_grad``), read, not
-    run; none where the source cannot be read (builtins, compiled, no file)."""
+    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that can
+    switch gradients off (a call of ``set_grad_enabled``, ``no_grad`` or ``inference_mode``; not
+    ``enable_grad``, nor an argument named ``no_grad``), read, not run; none where the source
+    cannot be read (builtins, compiled, no file)."""
     fn = getattr(cls, "forward", None)
     if cls.__module__.startswith("torch.") or fn is None:
         return ()
@@ -1831,9 +1906,11 @@ def _adapted_fix(copy: str, trained: str = "model", param: str = "") -> str:
     """The fix for weights made from the trained ones and detached, by what they are for; for a
     copy named as one tensor (``fw=fw``), tensor code with ``param``, the parameter it copies."""
     head = re.split(r"[.\[]", copy)[0]
-    fast = (
+    rest = copy[len(head) :]
+    fast = (  # a dict's label is fast['weight']: iterating a dict gives its keys
         "fast_weights" if not head.isidentifier()
-        else f"{head}.parameters()" if copy[len(head):].startswith(".") else head
+        else f"{head}.parameters()" if rest.startswith(".")
+        else f"{head}.values()" if rest[:2] in ("['", '["') else head
     )  # fmt: skip
     clear, add = (
         (f"{copy}.grad = None", f"{param}.grad = {copy}.grad.clone() if {param}.grad is None else "
@@ -1941,6 +2018,12 @@ def _probe(owner: str, module: torch.nn.Module | None = None) -> str:
             f"({type(module).__name__} overrides __call__, so a forward hook may never fire)"
         )
     return f"{path}.register_forward_hook(lambda m, i, o: {said})"
+
+
+_PATCHED = (  # the probe is silent too where a library runs a copy of the module, not it
+    "or a library runs a patched copy of it instead (higher's innerloop_ctx, which by default "
+    "copies the weights detached: copy_initial_weights=False lets their gradient reach them)"
+)
 
 
 def _silent(module: torch.nn.Module | None) -> str:
@@ -2205,12 +2288,18 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
                 f"{_REGION}, which wrote this zero", _COMPILED_FIX)  # fmt: skip
     functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
+        names = sorted({re.sub(r"Backward$", "", type(f).__name__) for f in functions})
         return (
             "zero: from a custom Function",
-            "every path from the loss to it passes through a custom autograd.Function, which gives "
-            "zeros (not None) for an output the loss does not use",
-            "in its forward, call ctx.set_materialize_grads(False), and return None from backward "
-            "for an input whose outputs got no gradient",
+            f"every path from the loss to it passes through a custom autograd.Function "
+            f"({', '.join(names[:3])}), whose backward returned zeros for it: the computation "
+            "inside does not read this very tensor (it is in the Function's inputs, but the "
+            "function it runs uses another), or the outputs that depend on it are unused",
+            "if it is meant to train, the computation inside must use this tensor: a library's "
+            "input list (odeint_adjoint's adjoint_params) must hold the tensors the function "
+            "reads, and a parameter meant for the function must be the one it reads (share it: "
+            "one nn.Parameter, assigned to both modules); ctx.set_materialize_grads(False) only "
+            "turns the zero into None",
         )
     what, cause, fix = _will_be_zero(g, node)  # step ops are seen by name after backward()
     steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import io
 import linecache
 import random
 import re
@@ -2719,7 +2720,8 @@ def _variation(kind):
     if kind == "view of a parameter":
         loss = m(x).sum()
         loss.backward()
-        return why_no_grad(loss, v=m.weight.view(-1), row=m.weight[0]), "row", "not a leaf", ""
+        report = why_no_grad(loss, v=m.weight.view(-1), row=m.weight[0])  # views made after it
+        return report, "row", "not a leaf, and not on the graph", "the leaf it is made from"
     if kind == "tied after the optimizer":
         enc, dec = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
         both = nn.ModuleDict(dict(enc=enc, dec=dec))
@@ -6166,7 +6168,10 @@ def test_first_order_maml_on_a_one_parameter_module_gets_the_fast_weights_hedge(
     assert found.rule != "not on the graph: the loss uses a detached copy", found  # one: no claim
     hedge = (
         "; if fast[0] (a plain tensor of its shape the loss reaches) is a copy of it made for an "
-        "inner loop (fast weights), keep that copy's .detach(): see fast[0]"
+        "inner loop (fast weights), its detach is the cut: make the copy without it (higher: "
+        "innerloop_ctx(..., copy_initial_weights=False); by hand: model.weight.clone(), not "
+        ".detach()), or, first order on purpose, add the copy's .grad to model.weight.grad after "
+        "backward(): see fast[0]"
     )
     assert found.fix.endswith(hedge), found
     found = report["fast[0]"]
@@ -6234,8 +6239,7 @@ def test_first_order_maml_with_the_fast_weight_in_one_tensor_prints_tensor_code(
     loss.backward()
     report = why_no_grad(loss, model=model, fw=fw, meta_opt=meta_opt)
     assert report["model.weight"].fix.endswith(
-        "if fw (a plain tensor of its shape the loss reaches) is a copy of it made for an inner "
-        "loop (fast weights), keep that copy's .detach(): see fw"
+        "first order on purpose, add the copy's .grad to model.weight.grad after backward(): see fw"
     ), report["model.weight"]
     fix = report["fw"].fix
     assert "for w in" not in fix and "zip(" not in fix, fix
@@ -6935,3 +6939,361 @@ def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detac
     _three_checked_steps(loss_of, meta_opt, reference, meta=meta)
     assert all(torch.allclose(actor._parameters[n], fast[n], atol=1e-6) for n in fast)
     assert not any(torch.equal(actor._parameters[n], start[n]) for n in start)
+
+
+# --- wng8: review 22 (F1, I1) and held-out trial 9 (a fresh view, a plain tensor attribute, an
+# input a Function never reads, a metric without gradient, a library's functional copy)
+
+
+def _printed_first_order(fix):
+    """The two lines of first-order code a fast-weights fix prints: (clear, add)."""
+    clear = re.search(r"clear their \.grad \((.*?); the inner loop", fix)
+    add = re.search(r"to the trained parameters \((.*?)\); second order", fix)
+    assert clear and add, fix
+    return clear.group(1), add.group(1)
+
+
+def test_wng8_fast_weights_in_a_dict_get_values_code_that_trains():
+    """Review 22 F1: fast weights kept in a dict for functional_call (``fast = {name: tensor}``)
+    got ``for w in fast`` (a dict's keys: AttributeError); the printed code iterates
+    ``fast.values()`` and, applied literally, trains three checked steps like first-order MAML
+    written by hand (closed-form inner steps, the query gradient at the adapted weights)."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(model.parameters(), 0.1)
+    tasks = [[torch.randn(8, k) for k in (4, 1, 4, 1)] for _ in range(3)]
+
+    def adapt(sx, sy):
+        fast = {n: p.detach().clone().requires_grad_() for n, p in model.named_parameters()}
+        for _ in range(2):
+            grads = torch.autograd.grad(
+                F.mse_loss(functional_call(model, fast, (sx,)), sy), list(fast.values())
+            )
+            fast = {
+                n: (w - 0.1 * gw).detach().requires_grad_()
+                for (n, w), gw in zip(fast.items(), grads)
+            }
+        return fast
+
+    sx, sy, qx, qy = tasks[0]
+    fast = adapt(sx, sy)
+    F.mse_loss(functional_call(model, fast, (qx,)), qy).backward()
+    report = why_no_grad(
+        F.mse_loss(functional_call(model, fast, (qx,)), qy), model=model, fast=fast, opt=meta_opt
+    )
+    clear, add = _printed_first_order(report["model.weight"].fix)
+    assert clear == "for w in fast.values(): w.grad = None", clear
+    assert "zip(model.parameters(), fast.values())" in add, add
+
+    def reference(i):  # by hand: two inner SGD steps on the MSE, then the query loss
+        sx, sy, qx, qy = tasks[i]
+        w, b = model.weight.detach(), model.bias.detach()
+        for _ in range(2):
+            err = 2 * (sx @ w.T + b - sy) / sy.numel()
+            w, b = w - 0.1 * err.T @ sx, b - 0.1 * err.sum(0)
+        return F.mse_loss(
+            qx @ (model.weight + (w - model.weight).detach()).T
+            + model.bias
+            + (b - model.bias).detach(),
+            qy,
+        )
+
+    from outcome import checked
+
+    with checked(meta_opt, reference, model=model) as done:
+        for i in range(3):
+            sx, sy, qx, qy = tasks[i]
+            space = {"fast": adapt(sx, sy), "model": model}
+            meta_opt.zero_grad()
+            exec(clear, space)  # printed, literally
+            F.mse_loss(functional_call(model, space["fast"], (qx,)), qy).backward()
+            exec(add, space)  # printed, literally
+            meta_opt.step()
+    assert len(done) == 3
+
+
+def test_wng8_switch_lines_are_only_those_that_can_turn_gradients_off():
+    """Review 22 I1: an ``enable_grad()`` block in a forward (an input-gradient penalty) and an
+    argument named ``no_grad`` are not switches that cut; a ``no_grad()`` block still is."""
+
+    class Penalty(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x, no_grad=False):
+            with torch.enable_grad():
+                y = self.lin(x.requires_grad_(True))
+            return y
+
+    class Stats(Penalty):
+        def forward(self, x, no_grad=False):
+            with torch.no_grad():
+                y = self.lin(x)
+            return y
+
+    for cls, listed in ((Penalty, False), (Stats, True)):
+        torch.manual_seed(0)
+        m = cls()
+        with torch.inference_mode():
+            out = m(torch.randn(8, 4))
+        text = str(why_no_grad(out.pow(2).mean(), m=m))
+        assert ("torch.no_grad():" in text) is listed, text
+        assert "enable_grad():" not in text.partition("with block in the library")[2][:300], text
+        assert "no_grad=False" not in text, text
+
+
+class _Book(nn.Module):
+    """A quantizer whose ``codebook`` is a property: a fresh view of the parameter per access."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Module()
+        self.inner.embed = nn.Parameter(torch.randn(6, 4))
+
+    @property
+    def codebook(self):
+        return self.inner.embed.view(6, 4)
+
+    def forward(self, x):
+        book = self.codebook
+        return book[torch.cdist(x, book).argmin(-1)]
+
+
+def test_wng8_a_fresh_view_off_the_graph_gets_the_leaf_not_retain_grad():
+    """Trial 9 G3 in plain torch: ``book.codebook`` (a property) is a new view at each access, not
+    the one the forward used, so ``retain_grad()`` on it stays None; the report says so and names
+    the leaf. Its hook, applied as printed (freezing rows 0-2, the reader's aim), trains three
+    checked steps against a loss whose frozen rows enter detached."""
+    torch.manual_seed(0)
+    book, head = _Book(), nn.Linear(4, 4)
+    opt = torch.optim.SGD([*book.parameters(), *head.parameters()], lr=0.1)
+    xs = torch.randn(3, 5, 4)
+    codebook, retained = book.codebook, book.codebook
+    codebook.register_hook(lambda g: pytest.fail("the reader's hook ran"))
+    retained.retain_grad()
+    loss = head(book(xs[0])).pow(2).mean()
+    loss.backward()
+    assert retained.grad is None
+    report = why_no_grad(loss, book=book, head=head, opt=opt, cb=codebook, kept=retained)
+    for found in (report["cb"], report["kept"]):
+        assert found.rule == "not a leaf, and not on the graph", found
+        assert "retain_grad()" not in found.fix and "a new tensor" in found.why, found
+    leaf = re.search(r"hook that leaf \((\S+)\.register_hook\(fn\)", found.fix).group(1)
+    assert leaf == "book.inner.embed", found.fix
+    frozen = torch.arange(6) < 3
+    eval(leaf, {"book": book}).register_hook(lambda g: g.masked_fill(frozen[:, None], 0))
+
+    def reference(i):  # frozen rows as constants, the rest trained
+        embed = torch.where(frozen[:, None], book.inner.embed.detach(), book.inner.embed)
+        return head(embed[torch.cdist(xs[i], embed).argmin(-1)]).pow(2).mean()
+
+    before = book.inner.embed.detach().clone()
+    _three_checked_steps(lambda i: head(book(xs[i])).pow(2).mean(), opt, reference, book=book)
+    assert torch.equal(book.inner.embed[:3], before[:3])
+
+
+class _Solve(torch.autograd.Function):
+    """A solver in the adjoint style: forward under no_grad, backward differentiates again only
+    with respect to the tensors passed in (``params``), as torchdiffeq's odeint_adjoint does."""
+
+    @staticmethod
+    def forward(ctx, func, x, *params):
+        ctx.func, ctx.params = func, params
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return func(func(x))
+
+    @staticmethod
+    def backward(ctx, out):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            grads = torch.autograd.grad(  # zeros for an input it does not read, as torchdiffeq
+                ctx.func(ctx.func(x)),
+                (x, *ctx.params),
+                out,
+                allow_unused=True,
+                materialize_grads=True,
+            )
+        return (None, *grads)
+
+
+class _Dynamics(nn.Module):
+    def __init__(self, a, as_parameter):
+        super().__init__()
+        self.a = nn.Parameter(a) if as_parameter else a  # the printed fix, or the reader's line
+        self.c = nn.Parameter(torch.tensor(0.1))
+
+    def forward(self, x):
+        return self.a * x - self.c * x**2
+
+
+def test_wng8_a_plain_tensor_attribute_is_not_replaced_but_not_a_parameter():
+    """Trial 9 G1 in plain torch: a and b, plain tensors kept on the dynamics module and given to
+    the optimizer, are missed by a solver that differentiates the module's parameters(); the
+    report names them a and b (not the optimizer's entries), says "not a parameter" (no module
+    ever held them, so not "replaced"), and its fix, nn.Parameter in __init__, trains three checked
+    steps against the dynamics applied by hand."""
+    torch.manual_seed(0)
+    x, target = torch.randn(3, 5), torch.randn(3, 5)
+    a = torch.tensor(1.0, requires_grad=True)
+    model = _Dynamics(a, as_parameter=False)
+    opt = torch.optim.SGD([a, *model.parameters()], lr=0.1)
+    loss = (_Solve.apply(model, x[0], *model.parameters()) - target[0]).pow(2).mean()
+    loss.backward()
+    assert a.grad is None
+    found = why_no_grad(loss, model=model, opt=opt, a=a)["a"]
+    assert found.rule == "not on the graph: not a parameter", found
+    assert "self.a = nn.Parameter(a) in __init__" in found.fix, found.fix
+    assert "replaced" not in str(why_no_grad(loss, opt=opt, model=model, a=a))
+
+    model = _Dynamics(torch.tensor(1.0, requires_grad=True), as_parameter=True)  # as printed
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):  # the dynamics twice, by hand, with autograd through both
+        h = x[i]
+        for _ in range(2):
+            h = model.a * h - model.c * h**2
+        return (h - target[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (_Solve.apply(model, x[i], *model.parameters()) - target[i]).pow(2).mean(),
+        opt,
+        reference,
+        model=model,
+    )
+
+
+def test_wng8_zeros_from_a_function_that_never_reads_the_input_are_worded_by_purpose():
+    """Trial 9 G7 in plain torch: SC is passed to an adjoint-style Function as its parameter list,
+    but the dynamics read their own weight a; the Function's backward gives SC zeros. The fix no
+    longer prints set_materialize_grads as the remedy (it only turns the zero into None); sharing
+    the parameter, as printed, trains three checked steps against the dynamics by hand."""
+
+    class Model(nn.Module):
+        def __init__(self, shared=False):
+            super().__init__()
+            self.SC = nn.Parameter(torch.tensor(0.5))
+            self.dyn = _Dynamics(torch.tensor(1.0), as_parameter=True)
+            if shared:  # as printed: one nn.Parameter in both modules, the list it reads
+                self.dyn.a = self.SC
+            self.params = list(self.dyn.parameters()) if shared else [self.SC]  # SC: the reader's
+
+        def forward(self, x):
+            return _Solve.apply(self.dyn, x, *self.params)
+
+    torch.manual_seed(0)
+    x, target = torch.randn(3, 5), torch.randn(3, 5)
+    model = Model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = (model(x[0]) - target[0]).pow(2).mean()
+    loss.backward()
+    assert model.SC.grad is not None and not model.SC.grad.any()
+    found = why_no_grad(loss, model=model, opt=opt)["model.SC"]
+    assert found.rule == "zero: from a custom Function" and "_Solve" in found.why, found
+    assert "must use this tensor" in found.fix and "share it" in found.fix, found.fix
+    assert found.fix.endswith("ctx.set_materialize_grads(False) only turns the zero into None")
+
+    model = Model(shared=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):
+        h = x[i]
+        for _ in range(2):
+            h = model.SC * h - model.dyn.c * h**2
+        return (h - target[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (model(x[i]) - target[i]).pow(2).mean(), opt, reference, model=model
+    )
+
+
+class _RankMetric(nn.Module):
+    """A torchmetrics-like metric: ``is_differentiable = False``, computed from ranks."""
+
+    is_differentiable = False
+
+    def forward(self, preds, target):
+        with torch.no_grad():
+            ranks = preds.argsort(-1).argsort(-1).float()
+            return (ranks * target).sum() / (target.sum() * preds.shape[-1])
+
+
+def test_wng8_a_metric_that_declares_no_gradient_is_named():
+    """Trial 9 G2 in plain torch: a loss made by a metric that declares is_differentiable = False
+    gets that metric named and the fix by purpose: train on a differentiable loss (BCE here,
+    three checked steps against BCE written out) and keep the metric for monitoring. A metric
+    kept inside the model, or not named, changes nothing: the general no-graph text stays."""
+    torch.manual_seed(0)
+    model, metric = nn.Linear(6, 5), _RankMetric()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, target = torch.randn(3, 4, 6), (torch.rand(3, 4, 5) > 0.5).float()
+    loss = 1 - metric(torch.sigmoid(model(x[0])), target[0])
+    found = why_no_grad(loss, model=model, opt=opt, metric=metric)["model.weight"]
+    assert found.rule == "not on the graph: a metric without gradient", found
+    assert "metric (_RankMetric) declares is_differentiable = False" in found.why, found
+    assert found.fix.startswith("train on a differentiable loss"), found.fix
+    model.metric = metric  # inside the model: it may only monitor
+    for report in (why_no_grad(loss, model=model, opt=opt), why_no_grad(loss, model=model)):
+        assert report["model.weight"].rule == "not on the graph: the loss has no graph", report
+    del model.metric
+
+    def reference(i):  # binary cross-entropy written out
+        p = torch.sigmoid(x[i] @ model.weight.T + model.bias)
+        return -(target[i] * p.log() + (1 - target[i]) * (1 - p).log()).mean()
+
+    def step_loss(i):  # the fix: BCE trains, the metric is kept for monitoring
+        logits = model(x[i])
+        metric(torch.sigmoid(logits.detach()), target[i])
+        return F.binary_cross_entropy_with_logits(logits, target[i])
+
+    _three_checked_steps(step_loss, opt, reference, model=model)
+
+
+def _inner_loop(model, x, y, copy_initial_weights=True):
+    """A library's inner loop in higher's manner: it runs a functional copy of the model's
+    weights (detached by default), never the model's forward, and returns the adapted copy."""
+    (w,) = model.parameters()
+    w = w.detach().clone().requires_grad_() if copy_initial_weights else w
+    (g,) = torch.autograd.grad(F.mse_loss(F.linear(x, w), y), w, create_graph=True)
+    return w - 0.1 * g
+
+
+def test_wng8_a_silent_probe_names_a_librarys_patched_copy_and_its_option():
+    """Trial 9 G6 in plain torch: the inner loop runs a detached copy of the weights and not the
+    model's forward, so the printed forward-hook probe stays silent; the silent branch names a
+    library's patched copy and copy_initial_weights=False, and that option, followed, trains
+    three checked steps against MAML written out."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1, bias=False)
+    nn.init.constant_(model.weight, 0.5)  # as in the report: a copy is not told by its values
+    meta_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xs, ys = torch.randn(3, 4, 3), torch.randn(3, 4, 1)
+    fast = _inner_loop(model, xs[0], ys[0])
+    error = F.mse_loss(F.linear(xs[0], fast), ys[0])
+    error.backward()
+    found = why_no_grad(error, model=model, opt=meta_opt)["model.weight"]
+    probe = re.search(r"model\.register_forward_hook\(.*?enabled\(\)\)\)", found.fix).group(0)
+    silent = found.fix.partition("(nothing printed: ")[2].partition("; False:")[0]
+    assert "a library runs a patched copy" in silent, found.fix
+    assert "copy_initial_weights=False" in silent, found.fix
+    assert "keep that copy's .detach()" not in found.fix, found.fix
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        handle = eval(probe, {"model": model, "torch": torch})  # the probe, pasted
+        _inner_loop(model, xs[0], ys[0])
+        handle.remove()
+    assert out.getvalue() == ""  # nothing printed
+
+    def reference(i):  # one inner SGD step on the MSE, differentiated through, by hand
+        w = model.weight
+        grad = 2 * (xs[i] @ w.T - ys[i]).T @ xs[i] / ys[i].numel()
+        return F.mse_loss(xs[i] @ (w - 0.1 * grad).T, ys[i])
+
+    def step_loss(i):
+        adapted = _inner_loop(model, xs[i], ys[i], copy_initial_weights=False)  # as printed
+        return F.mse_loss(F.linear(xs[i], adapted), ys[i])
+
+    _three_checked_steps(step_loss, meta_opt, reference, model=model)
