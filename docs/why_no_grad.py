@@ -42,8 +42,8 @@ Where it stops:
   after it" (silent too where a library runs a patched copy of the module: higher) (it adds no
   hook itself). A parameter replaced is seen at run time (the optimizer named holds another
   ``nn.Parameter`` than the module, or the graph used another one than the module holds now; a
-  plain tensor the optimizer holds and a module keeps as an attribute was never a parameter:
-  ``parameters()``, and code that collects it, misses it); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
+  plain tensor the optimizer holds and a module keeps as an attribute is said unused or cut
+  first, or, with a custom Function on the graph, missed by code that collects ``parameters()``); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
   words the fix: where it assigns that attribute or an item of it (``self.layers[0] = ...``; on
   every call, or on some: under an ``if`` or a loop), "create it once in ``__init__``"; without
   source (or any source it cannot read), the same, or, replaced only once, "make the optimizer
@@ -1594,19 +1594,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 )
     kept = _kept_on(t, g)  # a plain tensor attribute: never in module.parameters()
     if kept and id(t) in g.held["opt"] and not isinstance(t, torch.nn.Parameter):
-        owner, _, key = kept.rpartition(".")
-        value = g.names.get(id(t), "value")
-        return (
-            "not on the graph: not a parameter",
-            f"it is a plain tensor kept on {kept} (requires grad, not an nn.Parameter), so "
-            f"{owner}.parameters() does not list it; code that collects a "
-            "module's parameters misses it (odeint_adjoint's adjoint_params, DDP, an optimizer "
-            "made from model.parameters(), a custom Function given the parameters as inputs) and "
-            "runs without its gradient",
-            f"make it a parameter where {owner} is built (self.{key} = nn.Parameter({value}) in "
-            "__init__, before the optimizer is made), or pass it where the parameters are "
-            f"collected (adjoint_params=({value}, *model.parameters()))",
-        )
+        return _not_a_parameter(t, kept, g)
     if (
         id(t) in g.held["opt"]
         and id(t) not in g.held["module"]
@@ -1752,6 +1740,56 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             else ""
         )
         + _probe_owner(t, g),
+    )
+
+
+def _not_a_parameter(t: torch.Tensor, kept: str, g: _Context) -> tuple[str, str, str]:
+    """A plain tensor the optimizer holds, kept on a module: not used or cut, like any tensor, or
+    missed by code that collects the module's parameters; a custom Function on the loss's graph
+    (odeint_adjoint's) puts the second first."""
+    owner, _, key = kept.rpartition(".")
+    module = next((m for n, m in g.modules if n == owner), None)
+    plain = [  # the module's plain tensors the optimizer holds: all go in one list
+        f"{owner}.{k}" for k, v in (vars(module).items() if module is not None else ())
+        if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
+        and id(v) in g.held["opt"] and v.grad is None
+    ] or [kept]  # fmt: skip
+    value = g.names.get(id(t), "")
+    functions = sorted(
+        {
+            type(f).__name__.removesuffix("Backward")
+            for f in g.nodes
+            if isinstance(f, _FUNCTION_NODE)
+        }
+    )
+    collect = (
+        f"if a library or code that collects parameters uses it (odeint_adjoint's adjoint_params, "
+        f"DDP, a custom Function given the parameters as inputs): make it a parameter (self.{key} "
+        f"= nn.Parameter({value if value and '[' not in value else 'its value'}) in __init__, "
+        f"before the optimizer is made), or pass it (adjoint_params=({', '.join(plain)}, "
+        f"*{owner}.parameters()))"
+    )
+    cut = (
+        f"if {owner}'s forward does not use it for this loss (a branch not taken): None is right "
+        "if it is not meant to train, or use it; if it cuts it: " + _cut_fix(g, t)
+    )
+    why = (
+        f"it is a plain tensor kept on {kept} (requires grad, not an nn.Parameter), so "
+        f"{owner}.parameters() does not list it, and the loss's graph does not reach it: "
+    )
+    if functions:
+        return (
+            "not on the graph: not a parameter",
+            why + f"a custom Function on the graph ({', '.join(functions[:3])}) may run without "
+            "it if it differentiates only the parameters it is given; or it is not used, or cut "
+            f"({_CUTS})",
+            collect + "; else " + cut,
+        )
+    return (
+        "not on the graph: not used or cut, not a parameter",
+        why + f"it is not used for this loss, or its value is cut ({_CUTS}); code that collects "
+        "parameters misses it too",
+        cut + "; " + collect,
     )
 
 

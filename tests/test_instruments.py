@@ -7297,3 +7297,68 @@ def test_wng8_a_silent_probe_names_a_librarys_patched_copy_and_its_option():
         return F.mse_loss(F.linear(xs[i], adapted), ys[i])
 
     _three_checked_steps(step_loss, meta_opt, reference, model=model)
+
+
+# --- wng9 ---------------------------------------------------------------------------------------
+
+
+class _Scaled(nn.Module):
+    """Review 23 F2: a plain tensor ``scale`` the optimizer holds, which forward skips ("A", a
+    branch not taken), cuts ("B", ``.detach()``), or uses (``None``: the printed cut fix)."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.lin, self.mode = nn.Linear(3, 1), mode
+        self.scale = torch.ones(1, requires_grad=True)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.mode == "A":
+            return y
+        return y * (self.scale.detach() if self.mode == "B" else self.scale)
+
+
+def test_wng9_a_plain_tensor_cut_or_unused_is_said_so_before_not_a_parameter():
+    """Review 23 F2: a plain tensor attribute the optimizer holds, skipped or detached by the
+    forward, with no custom Function on the graph, gets "not used or cut" first (nn.Parameter
+    alone would leave it None), the parameter route after it as a condition, in the reader's
+    name (model.scale, not the optimizer's entry); the cut fix, applied, trains three checked
+    steps against the product written by hand. With a custom Function on the graph (trial 9 G1)
+    the parameter route comes first, and its adjoint_params lists the module's plain tensors."""
+    torch.manual_seed(0)
+    x, target = torch.randn(3, 4, 3), torch.randn(3, 4, 1)
+    for mode in "AB":
+        model = _Scaled(mode)
+        opt = torch.optim.SGD([*model.parameters(), model.scale], lr=0.1)
+        loss = F.mse_loss(model(x[0]), target[0])
+        loss.backward()  # as in the review (before it, B's saved .detach() is read: "a copy is")
+        found = why_no_grad(loss, model=model, opt=opt)["opt.param_groups[0]['params'][2]"]
+        assert found.rule == "not on the graph: not used or cut, not a parameter", found
+        cut, _, collect = found.fix.partition("; if a library or code that collects parameters")
+        assert "forward does not use it" in cut and "not its .detach()" in cut, found.fix
+        assert "self.scale = nn.Parameter(its value) in __init__" in collect, found.fix
+        assert "adjoint_params=(model.scale, *model.parameters())" in collect, found.fix
+        assert "param_groups" not in found.fix, found.fix
+
+    model = _Scaled(None)  # B with the cut removed, as printed: self.scale, not its .detach()
+    opt = torch.optim.SGD([*model.parameters(), model.scale], lr=0.1)
+    _three_checked_steps(
+        lambda i: F.mse_loss(model(x[i]), target[i]),
+        opt,
+        lambda i: (
+            ((x[i] @ model.lin.weight.T + model.lin.bias) * model.scale - target[i]).pow(2).mean()
+        ),
+        model=model,
+        scale=model.scale,
+    )
+
+    a, b = torch.tensor(1.0, requires_grad=True), torch.tensor(2.0, requires_grad=True)
+    dynamics = _Dynamics(a, as_parameter=False)
+    dynamics.b = b  # a second plain tensor: both go in the one list
+    opt = torch.optim.SGD([a, b, *dynamics.parameters()], lr=0.1)
+    loss = _Solve.apply(dynamics, torch.randn(5), *dynamics.parameters()).sum()
+    found = why_no_grad(loss, model=dynamics, opt=opt, a=a)["a"]
+    assert found.rule == "not on the graph: not a parameter", found
+    assert "custom Function on the graph (_Solve)" in found.why, found.why
+    assert found.fix.startswith("if a library or code that collects parameters uses it"), found.fix
+    assert "adjoint_params=(model.a, model.b, *model.parameters())" in found.fix, found.fix
