@@ -53,7 +53,9 @@ and reports:
   may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
   differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
   optimization's **state**: detached at each outer step's start (``torchopt.stop_gradient``),
-  or, to differentiate through all earlier outer steps, recomputed from the start. It cannot know what you mean the value to be: it
+  or, to differentiate through all earlier outer steps, recomputed from the start; reset first
+  (``torchopt.recover_state_dict``: MAML) when it was stepped from leaves an optimizer trains
+  that no module holds any more and the loss reaches no trained leaf but through such slots. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -1131,6 +1133,20 @@ def _mirrors(again: object, fn: object, mark: int, previous: int) -> bool:
     )
 
 
+def _stepped_from(fn: object) -> torch.Tensor | None:
+    """The leaf a value was stepped from by ``p + u`` or ``p - u`` steps (a differentiable
+    optimizer's), down the first input of each; None if it was made otherwise."""
+    while type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+        fn = fn.next_functions[0][0]
+    variable = getattr(fn, "variable", None)
+    return variable if isinstance(variable, torch.Tensor) else None
+
+
+def _module_code(path: str) -> str:
+    """A module's path as code: ``net.0.conv`` is ``net[0].conv``."""
+    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", path)
+
+
 def _named(leaves: list, names: dict) -> str:
     """``a, b and 3 more``: two leaves by name, the others counted (``_ALL`` at most)."""
     shown = ", ".join(names.get(id(v), f"a leaf {tuple(v.shape)}") for v in leaves[:2])
@@ -1952,16 +1968,53 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     )
                 ]
                 meta = metas[0] if metas else "its MetaOptimizer"
-                fix = (
-                    "by purpose: a meta-gradient that stops at each outer step (the usual "
-                    "meta-learning loop): detach them at each outer step's start: "
-                    f"torchopt.stop_gradient({module}) "
+                detach_fix = (
+                    f"detach them at each outer step's start: torchopt.stop_gradient({module}) "
                     f"and torchopt.stop_gradient({meta}); in plain torch: for p in "
-                    f"{module}.parameters(): p.detach_().requires_grad_(); to differentiate "
-                    "through all earlier outer steps instead: compute them from "
-                    + (f"{leaf_names} " if leaves else "the trained weights ")
-                    + "at each step, running every earlier inner step again from the start"
+                    f"{module}.parameters(): p.detach_().requires_grad_()"
                 )
+                # MAML's layout: the slots were stepped from leaves an optimizer trains that no
+                # module holds any more (the module's former parameters), and this step's graph
+                # reaches no trained leaf but through the slots: detaching would cut it all
+                slots = {
+                    p: t
+                    for p, t in tensor_at.items()
+                    if id(t) in walk.module_params and t.grad_fn and p.rpartition(".")[0] == module
+                }
+                former = {p: _stepped_from(t.grad_fn) for p, t in slots.items()}
+                every_slot = {t.grad_fn for t in tensor_at.values() if id(t) in walk.module_params}
+                elsewhere = any(
+                    not kids[f] and trains(getattr(f, "variable", None))
+                    for f in _all_below(root, kids, stop=every_slot - {None})
+                    if isinstance(getattr(f, "variable", None), torch.Tensor)
+                )
+                if (
+                    former
+                    and not elsewhere
+                    and all(v is not None and trains(v) for v in former.values())
+                    and not any(id(v) in walk.module_params for v in former.values())
+                ):
+                    back = "; ".join(
+                        f"{_module_code(p.rpartition('.')[0])}._parameters"
+                        f"[{p.rpartition('.')[2]!r}] = {names.get(id(v), 'the leaf it was')}"
+                        for p, v in former.items()
+                    )
+                    fix = (
+                        "by purpose: each outer step adapts the same start, the parameters an "
+                        f"optimizer trains, no longer in {module} (MAML): reset the slots to them "
+                        f"at each outer step's start: torchopt.recover_state_dict({module}, "
+                        f"state), state = torchopt.extract_state_dict({module}) saved before the "
+                        f"loop; in plain torch: {back}; inner weights meant to persist across "
+                        f"outer steps: {detach_fix}"
+                    )
+                else:
+                    fix = (
+                        "by purpose: inner weights that carry on across outer steps, a "
+                        f"meta-gradient that stops at each: {detach_fix}; to differentiate "
+                        "through all earlier outer steps instead: compute them from "
+                        + (f"{leaf_names} " if leaves else "the trained weights ")
+                        + "at each step, running every earlier inner step again from the start"
+                    )
                 state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif (
                 not old(fn)

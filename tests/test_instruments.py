@@ -6916,8 +6916,8 @@ def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detac
     ], str(report)
     carrier = report.carriers[0]
     assert carrier.fix.startswith(
-        "by purpose: a meta-gradient that stops at each outer step (the usual meta-learning "
-        "loop): detach them at each outer step's start: torchopt.stop_gradient(actor) and "
+        "by purpose: inner weights that carry on across outer steps, a meta-gradient that stops "
+        "at each: detach them at each outer step's start: torchopt.stop_gradient(actor) and "
         "torchopt.stop_gradient(its MetaOptimizer); in plain torch: for p in actor.parameters(): "
         "p.detach_().requires_grad_(); to differentiate through all earlier outer steps instead"
     ), carrier.fix
@@ -7297,3 +7297,70 @@ def test_wng8_a_silent_probe_names_a_librarys_patched_copy_and_its_option():
         return F.mse_loss(F.linear(xs[i], adapted), ys[i])
 
     _three_checked_steps(step_loss, meta_opt, reference, model=model)
+
+
+# ---- fog9: find_old_graph, review 23 F1 (MAML's slots not reset) and M1 (an LSTM's (h, c)) --
+
+
+def _maml_plain(net, meta_opt, xs, ys, reset=None):
+    """One outer step of MAML in torchopt's layout, in plain torch: two differentiable SGD steps
+    written into ``net``'s parameter slots (as MetaSGD does), then the query loss."""
+    if reset:  # the printed plain-torch line, run as printed
+        exec(reset, {"net": net, "meta_opt": meta_opt})
+    xq, yq = xs + 1, ys - 1
+    for _ in range(2):
+        slots = [(m, n) for m in net.modules() for n in m._parameters]
+        loss = F.mse_loss(net(xs), ys)
+        grads = torch.autograd.grad(loss, [m._parameters[n] for m, n in slots], create_graph=True)
+        for (m, n), g in zip(slots, grads):
+            m._parameters[n] = m._parameters[n] - 0.1 * g
+    return F.mse_loss(net(xq), yq)
+
+
+def test_fog9_maml_slots_not_reset_get_the_reset_first_and_it_trains():
+    """Review 23 F1: MAML in torchopt's layout whose reader forgot recover_state_dict. The slots
+    were stepped from leaves an optimizer trains that no module holds any more, and this step's
+    graph reaches no trained leaf but through them: detaching (the other branch) would cut the
+    whole meta-gradient, so the reset to those leaves comes first. Its plain-torch line, run as
+    printed at each outer step's start, trains three checked steps like a functional MAML."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for i in range(2):
+        mark_step()
+        loss = _maml_plain(net, meta_opt, *data[i])
+        report = find_old_graph(loss, net=net, meta_opt=meta_opt)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    assert {c.verdict for c in report.carriers} == {"state"}, str(report)
+    assert len(report.carriers) == 4, str(report)
+    fix = report.carriers[0].fix
+    assert fix.startswith(
+        "by purpose: each outer step adapts the same start, the parameters an optimizer trains, "
+        "no longer in net[0] (MAML): reset the slots to them at each outer step's start: "
+        "torchopt.recover_state_dict(net[0], state)"
+    ), fix
+    assert "inner weights meant to persist across outer steps: detach them" in fix, fix
+    fixes = dict.fromkeys(c.fix for c in report.carriers)  # one per layer
+    reset = "; ".join(re.search(r"in plain torch: (.*?); inner weights meant", f)[1] for f in fixes)
+    assert reset.count("._parameters[") == 4 and "net[2]._parameters['bias']" in reset, reset
+
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    meta = list(net.parameters())
+
+    def reference(i):  # functional MAML from the meta-parameters, its own code
+        xs, ys = data[i]
+        w = list(meta)
+        for _ in range(2):
+            out = F.linear(torch.tanh(F.linear(xs, w[0], w[1])), w[2], w[3])
+            grads = torch.autograd.grad(F.mse_loss(out, ys), w, create_graph=True)
+            w = [p - 0.1 * g for p, g in zip(w, grads)]
+        out = F.linear(torch.tanh(F.linear(xs + 1, w[0], w[1])), w[2], w[3])
+        return F.mse_loss(out, ys - 1)
+
+    _three_checked_steps(lambda i: _maml_plain(net, meta_opt, *data[i], reset), meta_opt, reference)
