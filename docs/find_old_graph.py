@@ -31,7 +31,9 @@ and reports:
   Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
   line order) get **samples**: the fix by what they are for (constants stored detached, or a
   buffer detached at each step's start; terms of one update, REINFORCE's, emptied after it;
-  terms later updates train through computed anew from stored inputs); else detach. One tensor kept from earlier weights that this step's own terms train
+  terms later updates train through computed anew from stored inputs); else detach. A tuple
+  stored again whose items reach what the same items held at the call before (an LSTM's
+  ``(h, c)``, before or after backward) is **state**, detached as a tuple. One tensor kept from earlier weights that this step's own terms train
   too (made before the loop, a closure cell, a default argument) is **recompute or record**,
   with the question only you can answer: to follow the weights, compute it inside the step; a record the
   loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
@@ -935,7 +937,7 @@ def _old_state(fn: object, mark: int | None, twice: list) -> tuple[tuple[str, ..
 
 _RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's grad_fn, holder's
 # weak reference or None)}, two marks kept; a place is (id of the object, its type, the attribute
-# or item), or ("name", path) for a name given at the top
+# or item), or ("name", path) for a name given at the top, and ("tuple", path) for a tuple's item
 
 
 # ops that move elements without mixing them (cat, stack, slicing, indexing, views, padding)
@@ -1503,7 +1505,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     record = {
         key: held
         for key, (held, ref) in _RECORD.get(_PREVIOUS if mark is not None else None, {}).items()
-        if key[0] == "name"
+        if key[0] in ("name", "tuple")
         or (key[0] in objects_now and (ref is None or ref() is objects_now[key[0]]))
     }
     recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
@@ -1537,6 +1539,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         return any(
             q != key and r == mine and any(fn in _all_below(g, kids) - {g} for g in new_held)
             for q, r in record.items()
+        )
+
+    def _passed_in_tuple(path: str, fn) -> bool:
+        """An item of a tuple stored again at each step ((h, c) = cell(x, model.h); model.h =
+        (h, c)): its graph reaches what the same path held at the call in the step before."""
+        then = record.get(("tuple", path))
+        return (
+            then is not None
+            and then != (id(fn), _seq(fn))
+            and then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
         )
 
     def _read_slot(fn) -> bool:
@@ -1891,7 +1903,24 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
                 kind = what + (", beside this step's" if group in this_step else "")
-                if _grows(container) and _kind(_file_of(type(owner))) == "library":
+                if (
+                    use_record
+                    and type(container) is tuple
+                    and all(_passed_in_tuple(p, f) for p, f in members)
+                ):  # an LSTM's (h, c) stored back after backward(): one state, not samples
+                    kind, verdict = (
+                        "a state passed on from step to step, made from its earlier value",
+                        "state",
+                    )
+                    reason = (
+                        "the loop reads it and stores the value made from it back in it: the "
+                        "carrier of a state"
+                    )
+                    fix = (
+                        f"within one sequence, {detach} at each step's start; between "
+                        "independent batches, reset it as a new tensor"
+                    )
+                elif _grows(container) and _kind(_file_of(type(owner))) == "library":
                     verdict = "state"
                     reason = f"a history that {type(owner).__name__} adds to at every call"
                     fix = (
@@ -2257,6 +2286,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     ref = None
                 held_now = ((id(t.grad_fn), _seq(t.grad_fn)), ref)
                 _RECORD.setdefault(mark, {})[place(names[id(t)])] = held_now
+                if type(holder) is tuple:  # a new tuple each step: by its path too
+                    _RECORD[mark][("tuple", names[id(t)])] = held_now
         for stale in sorted(_RECORD)[:-2]:
             del _RECORD[stale]
     if overwritten:

@@ -7364,3 +7364,66 @@ def test_fog9_maml_slots_not_reset_get_the_reset_first_and_it_trains():
         return F.mse_loss(out, ys - 1)
 
     _three_checked_steps(lambda i: _maml_plain(net, meta_opt, *data[i], reset), meta_opt, reference)
+
+
+@pytest.mark.parametrize("layers", [0, 2])  # 0: an LSTMCell; 2: an nn.LSTM of two layers
+def test_fog9_an_lstm_s_h_c_stored_after_backward_is_state_and_its_detach_trains(layers):
+    """Review 23 M1: an LSTM's ``(h, c)`` tuple stored on a module attribute after backward()
+    was called samples kept for later (a pool); it is the state, as when stored before backward,
+    with the tuple's detach at each step's start. That line, run as printed, trains three checked
+    steps like a reference that carries its own detached state from zeros."""
+    torch.manual_seed(0)
+    xs = torch.randn(4, 2, 3, 4)
+
+    def make():
+        m = nn.Module()
+        m.c = nn.LSTMCell(4, 4) if not layers else nn.LSTM(4, 4, layers, batch_first=True)
+        m.h = None
+        return m
+
+    def run(m, x):
+        if not layers:
+            hc = m.h
+            for t in range(x.shape[1]):
+                hc = m.c(x[:, t], hc)
+            return hc[0], hc
+        out, hc = m.c(x, m.h)
+        return out, hc
+
+    m = make()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for i in range(3):
+        mark_step()
+        out, hc = run(m, xs[i])
+        loss = out.pow(2).mean()
+        report = find_old_graph(loss, model=m, opt=opt)
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        m.h = hc
+    assert [c.verdict for c in report.carriers] == ["state"], str(report)
+    fix = report.carriers[0].fix
+    line = "model.h = tuple(x.detach() for x in model.h)"
+    assert fix.startswith(f"within one sequence, {line} at each step's start"), fix
+
+    torch.manual_seed(1)
+    m = make()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    kept = [m.h]
+
+    def loss_of(i):
+        if m.h is not None:
+            exec(line, {"model": m})  # the printed line, at the step's start
+        out, hc = run(m, xs[i])
+        m.h = hc
+        return out.pow(2).mean()
+
+    ref = make()  # the reference's own state, carried from zeros, made at each step's weights
+
+    def reference(i):
+        ref.c = m.c
+        out, hc = run(ref, xs[i])
+        ref.h = tuple(x.detach() for x in hc)  # its own copy, for the next step
+        return out.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference)
+    assert kept == [None]
