@@ -31,7 +31,9 @@ and reports:
   Samples whose graph reaches weights that still train (a list or such a buffer, whatever the
   line order) get **samples**: the fix by what they are for (constants stored detached, or a
   buffer detached at each step's start; terms of one update, REINFORCE's, emptied after it;
-  terms later updates train through computed anew from stored inputs); else detach. One tensor kept from earlier weights that this step's own terms train
+  terms later updates train through computed anew from stored inputs); else detach. A tuple
+  stored again whose items reach what the same items held at the call before (an LSTM's
+  ``(h, c)``, before or after backward) is **state**, detached as a tuple. One tensor kept from earlier weights that this step's own terms train
   too (made before the loop, a closure cell, a default argument) is **recompute or record**,
   with the question only you can answer: to follow the weights, compute it inside the step; a record the
   loss compares against (PPO's old log-probs), detach it. A value kept, not rebuilt, that this
@@ -53,7 +55,9 @@ and reports:
   may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
   differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
   optimization's **state**: detached at each outer step's start (``torchopt.stop_gradient``),
-  or, to differentiate through all earlier outer steps, recomputed from the start. It cannot know what you mean the value to be: it
+  or, to differentiate through all earlier outer steps, recomputed from the start; reset first
+  (``torchopt.recover_state_dict``: MAML) when it was stepped from leaves an optimizer trains
+  that no module holds any more and the loss reaches no trained leaf but through such slots. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -933,7 +937,7 @@ def _old_state(fn: object, mark: int | None, twice: list) -> tuple[tuple[str, ..
 
 _RECORD: dict = {}  # mark -> {place: ((id, sequence number) of its tensor's grad_fn, holder's
 # weak reference or None)}, two marks kept; a place is (id of the object, its type, the attribute
-# or item), or ("name", path) for a name given at the top
+# or item), or ("name", path) for a name given at the top, and ("tuple", path) for a tuple's item
 
 
 # ops that move elements without mixing them (cat, stack, slicing, indexing, views, padding)
@@ -1129,6 +1133,20 @@ def _mirrors(again: object, fn: object, mark: int, previous: int) -> bool:
         for j, ((a, _), (b, _)) in enumerate(zip(node.next_functions, twin.next_functions))
         if j != i
     )
+
+
+def _stepped_from(fn: object) -> torch.Tensor | None:
+    """The leaf a value was stepped from by ``p + u`` or ``p - u`` steps (a differentiable
+    optimizer's), down the first input of each; None if it was made otherwise."""
+    while type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+        fn = fn.next_functions[0][0]
+    variable = getattr(fn, "variable", None)
+    return variable if isinstance(variable, torch.Tensor) else None
+
+
+def _module_code(path: str) -> str:
+    """A module's path as code: ``net.0.conv`` is ``net[0].conv``."""
+    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", path)
 
 
 def _named(leaves: list, names: dict) -> str:
@@ -1487,7 +1505,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     record = {
         key: held
         for key, (held, ref) in _RECORD.get(_PREVIOUS if mark is not None else None, {}).items()
-        if key[0] == "name"
+        if key[0] in ("name", "tuple")
         or (key[0] in objects_now and (ref is None or ref() is objects_now[key[0]]))
     }
     recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
@@ -1521,6 +1539,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         return any(
             q != key and r == mine and any(fn in _all_below(g, kids) - {g} for g in new_held)
             for q, r in record.items()
+        )
+
+    def _passed_in_tuple(path: str, fn) -> bool:
+        """An item of a tuple stored again at each step ((h, c) = cell(x, model.h); model.h =
+        (h, c)): its graph reaches what the same path held at the call in the step before."""
+        then = record.get(("tuple", path))
+        return (
+            then is not None
+            and then != (id(fn), _seq(fn))
+            and then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
         )
 
     def _read_slot(fn) -> bool:
@@ -1875,7 +1903,24 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             elif count > 1 or group in this_step and group != here or _bounded(container):
                 what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
                 kind = what + (", beside this step's" if group in this_step else "")
-                if _grows(container) and _kind(_file_of(type(owner))) == "library":
+                if (
+                    use_record
+                    and type(container) is tuple
+                    and all(_passed_in_tuple(p, f) for p, f in members)
+                ):  # an LSTM's (h, c) stored back after backward(): one state, not samples
+                    kind, verdict = (
+                        "a state passed on from step to step, made from its earlier value",
+                        "state",
+                    )
+                    reason = (
+                        "the loop reads it and stores the value made from it back in it: the "
+                        "carrier of a state"
+                    )
+                    fix = (
+                        f"within one sequence, {detach} at each step's start; between "
+                        "independent batches, reset it as a new tensor"
+                    )
+                elif _grows(container) and _kind(_file_of(type(owner))) == "library":
                     verdict = "state"
                     reason = f"a history that {type(owner).__name__} adds to at every call"
                     fix = (
@@ -1952,16 +1997,53 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     )
                 ]
                 meta = metas[0] if metas else "its MetaOptimizer"
-                fix = (
-                    "by purpose: a meta-gradient that stops at each outer step (the usual "
-                    "meta-learning loop): detach them at each outer step's start: "
-                    f"torchopt.stop_gradient({module}) "
+                detach_fix = (
+                    f"detach them at each outer step's start: torchopt.stop_gradient({module}) "
                     f"and torchopt.stop_gradient({meta}); in plain torch: for p in "
-                    f"{module}.parameters(): p.detach_().requires_grad_(); to differentiate "
-                    "through all earlier outer steps instead: compute them from "
-                    + (f"{leaf_names} " if leaves else "the trained weights ")
-                    + "at each step, running every earlier inner step again from the start"
+                    f"{module}.parameters(): p.detach_().requires_grad_()"
                 )
+                # MAML's layout: the slots were stepped from leaves an optimizer trains that no
+                # module holds any more (the module's former parameters), and this step's graph
+                # reaches no trained leaf but through the slots: detaching would cut it all
+                slots = {
+                    p: t
+                    for p, t in tensor_at.items()
+                    if id(t) in walk.module_params and t.grad_fn and p.rpartition(".")[0] == module
+                }
+                former = {p: _stepped_from(t.grad_fn) for p, t in slots.items()}
+                every_slot = {t.grad_fn for t in tensor_at.values() if id(t) in walk.module_params}
+                elsewhere = any(
+                    not kids[f] and trains(getattr(f, "variable", None))
+                    for f in _all_below(root, kids, stop=every_slot - {None})
+                    if isinstance(getattr(f, "variable", None), torch.Tensor)
+                )
+                if (
+                    former
+                    and not elsewhere
+                    and all(v is not None and trains(v) for v in former.values())
+                    and not any(id(v) in walk.module_params for v in former.values())
+                ):
+                    back = "; ".join(
+                        f"{_module_code(p.rpartition('.')[0])}._parameters"
+                        f"[{p.rpartition('.')[2]!r}] = {names.get(id(v), 'the leaf it was')}"
+                        for p, v in former.items()
+                    )
+                    fix = (
+                        "by purpose: each outer step adapts the same start, the parameters an "
+                        f"optimizer trains, no longer in {module} (MAML): reset the slots to them "
+                        f"at each outer step's start: torchopt.recover_state_dict({module}, "
+                        f"state), state = torchopt.extract_state_dict({module}) saved before the "
+                        f"loop; in plain torch: {back}; inner weights meant to persist across "
+                        f"outer steps: {detach_fix}"
+                    )
+                else:
+                    fix = (
+                        "by purpose: inner weights that carry on across outer steps, a "
+                        f"meta-gradient that stops at each: {detach_fix}; to differentiate "
+                        "through all earlier outer steps instead: compute them from "
+                        + (f"{leaf_names} " if leaves else "the trained weights ")
+                        + "at each step, running every earlier inner step again from the start"
+                    )
                 state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif (
                 not old(fn)
@@ -2204,6 +2286,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     ref = None
                 held_now = ((id(t.grad_fn), _seq(t.grad_fn)), ref)
                 _RECORD.setdefault(mark, {})[place(names[id(t)])] = held_now
+                if type(holder) is tuple:  # a new tuple each step: by its path too
+                    _RECORD[mark][("tuple", names[id(t)])] = held_now
         for stale in sorted(_RECORD)[:-2]:
             del _RECORD[stale]
     if overwritten:

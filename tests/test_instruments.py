@@ -6916,8 +6916,8 @@ def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detac
     ], str(report)
     carrier = report.carriers[0]
     assert carrier.fix.startswith(
-        "by purpose: a meta-gradient that stops at each outer step (the usual meta-learning "
-        "loop): detach them at each outer step's start: torchopt.stop_gradient(actor) and "
+        "by purpose: inner weights that carry on across outer steps, a meta-gradient that stops "
+        "at each: detach them at each outer step's start: torchopt.stop_gradient(actor) and "
         "torchopt.stop_gradient(its MetaOptimizer); in plain torch: for p in actor.parameters(): "
         "p.detach_().requires_grad_(); to differentiate through all earlier outer steps instead"
     ), carrier.fix
@@ -7362,3 +7362,133 @@ def test_wng9_a_plain_tensor_cut_or_unused_is_said_so_before_not_a_parameter():
     assert "custom Function on the graph (_Solve)" in found.why, found.why
     assert found.fix.startswith("if a library or code that collects parameters uses it"), found.fix
     assert "adjoint_params=(model.a, model.b, *model.parameters())" in found.fix, found.fix
+
+
+# ---- fog9: find_old_graph, review 23 F1 (MAML's slots not reset) and M1 (an LSTM's (h, c)) --
+
+
+def _maml_plain(net, meta_opt, xs, ys, reset=None):
+    """One outer step of MAML in torchopt's layout, in plain torch: two differentiable SGD steps
+    written into ``net``'s parameter slots (as MetaSGD does), then the query loss."""
+    if reset:  # the printed plain-torch line, run as printed
+        exec(reset, {"net": net, "meta_opt": meta_opt})
+    xq, yq = xs + 1, ys - 1
+    for _ in range(2):
+        slots = [(m, n) for m in net.modules() for n in m._parameters]
+        loss = F.mse_loss(net(xs), ys)
+        grads = torch.autograd.grad(loss, [m._parameters[n] for m, n in slots], create_graph=True)
+        for (m, n), g in zip(slots, grads):
+            m._parameters[n] = m._parameters[n] - 0.1 * g
+    return F.mse_loss(net(xq), yq)
+
+
+def test_fog9_maml_slots_not_reset_get_the_reset_first_and_it_trains():
+    """Review 23 F1: MAML in torchopt's layout whose reader forgot recover_state_dict. The slots
+    were stepped from leaves an optimizer trains that no module holds any more, and this step's
+    graph reaches no trained leaf but through them: detaching (the other branch) would cut the
+    whole meta-gradient, so the reset to those leaves comes first. Its plain-torch line, run as
+    printed at each outer step's start, trains three checked steps like a functional MAML."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for i in range(2):
+        mark_step()
+        loss = _maml_plain(net, meta_opt, *data[i])
+        report = find_old_graph(loss, net=net, meta_opt=meta_opt)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    assert {c.verdict for c in report.carriers} == {"state"}, str(report)
+    assert len(report.carriers) == 4, str(report)
+    fix = report.carriers[0].fix
+    assert fix.startswith(
+        "by purpose: each outer step adapts the same start, the parameters an optimizer trains, "
+        "no longer in net[0] (MAML): reset the slots to them at each outer step's start: "
+        "torchopt.recover_state_dict(net[0], state)"
+    ), fix
+    assert "inner weights meant to persist across outer steps: detach them" in fix, fix
+    fixes = dict.fromkeys(c.fix for c in report.carriers)  # one per layer
+    reset = "; ".join(re.search(r"in plain torch: (.*?); inner weights meant", f)[1] for f in fixes)
+    assert reset.count("._parameters[") == 4 and "net[2]._parameters['bias']" in reset, reset
+
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    meta = list(net.parameters())
+
+    def reference(i):  # functional MAML from the meta-parameters, its own code
+        xs, ys = data[i]
+        w = list(meta)
+        for _ in range(2):
+            out = F.linear(torch.tanh(F.linear(xs, w[0], w[1])), w[2], w[3])
+            grads = torch.autograd.grad(F.mse_loss(out, ys), w, create_graph=True)
+            w = [p - 0.1 * g for p, g in zip(w, grads)]
+        out = F.linear(torch.tanh(F.linear(xs + 1, w[0], w[1])), w[2], w[3])
+        return F.mse_loss(out, ys - 1)
+
+    _three_checked_steps(lambda i: _maml_plain(net, meta_opt, *data[i], reset), meta_opt, reference)
+
+
+@pytest.mark.parametrize("layers", [0, 2])  # 0: an LSTMCell; 2: an nn.LSTM of two layers
+def test_fog9_an_lstm_s_h_c_stored_after_backward_is_state_and_its_detach_trains(layers):
+    """Review 23 M1: an LSTM's ``(h, c)`` tuple stored on a module attribute after backward()
+    was called samples kept for later (a pool); it is the state, as when stored before backward,
+    with the tuple's detach at each step's start. That line, run as printed, trains three checked
+    steps like a reference that carries its own detached state from zeros."""
+    torch.manual_seed(0)
+    xs = torch.randn(4, 2, 3, 4)
+
+    def make():
+        m = nn.Module()
+        m.c = nn.LSTMCell(4, 4) if not layers else nn.LSTM(4, 4, layers, batch_first=True)
+        m.h = None
+        return m
+
+    def run(m, x):
+        if not layers:
+            hc = m.h
+            for t in range(x.shape[1]):
+                hc = m.c(x[:, t], hc)
+            return hc[0], hc
+        out, hc = m.c(x, m.h)
+        return out, hc
+
+    m = make()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for i in range(3):
+        mark_step()
+        out, hc = run(m, xs[i])
+        loss = out.pow(2).mean()
+        report = find_old_graph(loss, model=m, opt=opt)
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+        m.h = hc
+    assert [c.verdict for c in report.carriers] == ["state"], str(report)
+    fix = report.carriers[0].fix
+    line = "model.h = tuple(x.detach() for x in model.h)"
+    assert fix.startswith(f"within one sequence, {line} at each step's start"), fix
+
+    torch.manual_seed(1)
+    m = make()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    kept = [m.h]
+
+    def loss_of(i):
+        if m.h is not None:
+            exec(line, {"model": m})  # the printed line, at the step's start
+        out, hc = run(m, xs[i])
+        m.h = hc
+        return out.pow(2).mean()
+
+    ref = make()  # the reference's own state, carried from zeros, made at each step's weights
+
+    def reference(i):
+        ref.c = m.c
+        out, hc = run(ref, xs[i])
+        ref.h = tuple(x.detach() for x in hc)  # its own copy, for the next step
+        return out.pow(2).mean()
+
+    _three_checked_steps(loss_of, opt, reference)
+    assert kept == [None]
