@@ -120,6 +120,11 @@ Where it stops:
   ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``,
   torch's backward frames (``torch.autograd.graph._engine_run_backward``) and
   ``Node._input_metadata`` (an output's shape).
+* Called with gradients off and a loss without graph, it says so first and reads the Python
+  stack for where: a function torch's ``no_grad``/``inference_mode`` decorator wraps, and the
+  switch lines (above) of other frames outside torch that enclose the running line. A module
+  named gives, beside its parameters, up to 8 computed tensors kept as plain attributes
+  (``torch.nn.utils.prune``'s ``weight``).
 """
 
 from __future__ import annotations
@@ -128,6 +133,7 @@ import ast
 import collections
 import functools
 import inspect
+import linecache
 import re
 import sys
 import textwrap
@@ -293,13 +299,19 @@ def _summary(names: list[str], most: int = 4) -> str:
 
 def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for each tensor named, module parameter and optimizer parameter."""
-    found, names = [], {}
+    found, names, kept = [], {}, []  # kept: named last, so a tensor you name keeps your name
     optimizers_last = sorted(  # a tensor named as a or b keeps that name, not the optimizer's
         expected.items(), key=lambda kv: isinstance(kv[1], torch.optim.Optimizer)
     )
     for key, value in optimizers_last:
         if isinstance(value, torch.nn.Module):
             pairs = [(f"{key}.{n}", p) for n, p in value.named_parameters()]
+            kept += [  # computed tensors kept as plain attributes (prune's weight), at most 8
+                (f"{key}.{n}.{attr}".replace("..", "."), v)
+                for n, m in value.named_modules()
+                for attr, v in vars(m).items()
+                if isinstance(v, torch.Tensor) and v.requires_grad and v.grad_fn is not None
+            ][:8]
         elif isinstance(value, torch.optim.Optimizer):
             pairs = [
                 (f"{key}.param_groups[{i}]['params'][{j}]", p)
@@ -321,6 +333,10 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
             if id(tensor) not in names:
                 names[id(tensor)] = name
                 found.append((name, tensor))
+    for name, tensor in kept:
+        if id(tensor) not in names:
+            names[id(tensor)] = name
+            found.append((name, tensor))
     return found
 
 
@@ -459,6 +475,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     }  # fmt: skip
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
     g.tensors = tensors
+    if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
+        g.grad_off = _grad_off_at(sys._getframe(1))  # read where it is called, before anything
     if loss is not None and loss.grad_fn is not None:
         seen, todo = {loss.grad_fn}, [loss.grad_fn]
         while todo:
@@ -636,6 +654,7 @@ class _Context:
     unread: set | None = None  # the nodes below them (_unread), once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
+    grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1517,6 +1536,22 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
             "differentiable surrogate of the metric) and keep the metric for monitoring",
         )
+    if g.loss.grad_fn is None and not g.loss.requires_grad and g.grad_off:
+        return (
+            "not on the graph: the loss has no graph",
+            f"gradients are off where why_no_grad is called ({g.grad_off}), so the loss was "
+            "computed without a graph and backward() on it raises 'element 0 of tensors does not "
+            "require grad'",
+            f"compute it with gradients enabled: {_INFERENCE_FIX}"
+            if torch.is_inference_mode_enabled()
+            else "if the code that calls yours is meant to compute gradients (a closure an "
+            "optimizer's step calls), wrap your part in with torch.enable_grad(): (or use an "
+            "optimizer whose step enables grad for the closure, as torch.optim's do)"
+            if "under @torch." in g.grad_off
+            else "in a function a solver or library calls under no_grad, put with "
+            "torch.enable_grad(): around the part that needs a graph (a tensor you differentiate "
+            "by there: x = x.detach().requires_grad_())",
+        )
     if g.loss.grad_fn is None and not g.loss.requires_grad:
         return (
             "not on the graph: the loss has no graph",
@@ -1885,16 +1920,71 @@ def _switch_lines(cls: type) -> tuple[str, ...]:
     fn = getattr(cls, "forward", None)
     if cls.__module__.startswith("torch.") or fn is None:
         return ()
+    return tuple(f"{where}:{n}: {line}" for where, n, line, _ in _source_switches(fn))
+
+
+def _source_switches(fn) -> list[tuple[str, int, str, str]]:
+    """(file name, line number, line, its indent) of each line of ``fn``'s source (a function or
+    a code object) that can switch gradients off; none where the source cannot be read."""
     try:
         lines, start = inspect.getsourcelines(fn)
         where = Path(inspect.getsourcefile(fn) or "").name
     except (OSError, TypeError):
-        return ()
-    return tuple(
-        f"{where}:{start + i}: {line.strip()}"
+        return []
+    return [
+        (where, start + i, line.strip(), line[: len(line) - len(line.lstrip())])
         for i, line in enumerate(lines)
         if _SWITCH.search(line) and not line.lstrip().startswith("#")
-    )
+    ]
+
+
+def _grad_off_at(frame, most: int = 3) -> str:
+    """Where the Python stack above ``frame`` (the caller of why_no_grad) turned gradients off,
+    nearest first: a function torch's ``no_grad``/``inference_mode`` decorator wraps (the frame
+    its wrapper calls, file:line), and in the other frames outside torch the lines of their
+    function that switch gradients off and enclose the line running (a ``with`` block around
+    it, a call before it). Read only; any failure gives what was found so far."""
+    found, inner = [], None
+    try:
+        while frame is not None and len(found) < most:
+            code = frame.f_code
+            path = str(Path(code.co_filename).resolve())
+            if code.co_name == "decorate_context" and path.endswith("utils/_contextlib.py"):
+                made = frame.f_locals.get("ctx_factory")
+                made = getattr(made, "__self__", made)
+                if inner is not None and isinstance(made, (torch.no_grad, torch.inference_mode)):
+                    kind = type(made).__name__
+                    found.append(
+                        f"{getattr(inner.f_code, 'co_qualname', inner.f_code.co_name)} at "
+                        f"{Path(inner.f_code.co_filename).name}:{inner.f_lineno}, under "
+                        f"@torch.{kind}()"
+                    )
+            elif not path.startswith(_TORCH_DIR + "/") and path != str(Path(__file__).resolve()):
+                now = frame.f_lineno
+                lines = dict(enumerate(linecache.getlines(code.co_filename), 1))
+                indent = len(lines.get(now, "")) - len(lines.get(now, "").lstrip())
+                for where, n, line, space in reversed(_source_switches(code)):
+                    between = [lines.get(k, "") for k in range(n + 1, now)]
+                    if n > now or len(space) > indent or len(found) >= most:
+                        continue
+                    if line.startswith("@"):  # a decorator: its wrapper's frame names it
+                        continue
+                    if line.startswith(("with ", "async with ")) and (
+                        len(space) == indent and n != now
+                        or any(  # a line at its indent or less closes the block
+                            b.strip() and not b.lstrip().startswith("#")
+                            and len(b) - len(b.lstrip()) <= len(space)
+                            for b in between
+                        )
+                    ):  # fmt: skip
+                        continue
+                    found.append(f"{where}:{n}: {line}")
+            inner, frame = frame, frame.f_back
+    except Exception:  # noqa: BLE001 - reading the stack must never break the reader's program
+        pass
+    finally:
+        del frame, inner
+    return "; ".join(found) or "the stack shows no switch: set before this function was called"
 
 
 def _switches(owner: str, g: _Context) -> str:

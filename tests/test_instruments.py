@@ -7492,3 +7492,94 @@ def test_fog9_an_lstm_s_h_c_stored_after_backward_is_state_and_its_detach_trains
 
     _three_checked_steps(loss_of, opt, reference)
     assert kept == [None]
+
+
+# wng10: grad mode off at the call (held-out trial 10, G5/G6); a pruned module's computed weight (G1)
+
+
+def test_grad_off_at_the_call_names_the_decorated_step_and_the_fix_trains():
+    torch.manual_seed(0)
+    m, x = nn.Linear(3, 1), torch.randn(4, 3)
+
+    class Opt(torch.optim.SGD):
+        @torch.no_grad()  # a step that runs the closure with gradients off (as transformers' AdamW)
+        def step(self, closure):
+            closure()
+            return super().step()
+
+    opt, seen = Opt(m.parameters(), lr=0.1), []
+
+    def closure():
+        opt.zero_grad()
+        loss = m(x).pow(2).mean()
+        seen.append(str(why_no_grad(loss, model=m, opt=opt)))
+        assert not torch.is_grad_enabled()  # the instrument left grad mode as it was
+        return loss
+
+    opt.step(closure)
+    assert "gradients are off where why_no_grad is called (" in seen[0], seen[0]
+    assert "Opt.step at test_instruments.py:" in seen[0] and "under @torch.no_grad()" in seen[0]
+    assert "wrap your part in with torch.enable_grad():" in seen[0], seen[0]
+
+    def fixed():  # the printed fix: the closure's part under torch.enable_grad()
+        opt.zero_grad()
+        with torch.enable_grad():
+            loss = m(x).pow(2).mean()
+            loss.backward()
+        return loss
+
+    w, b = m.weight, m.bias
+    from outcome import checked
+
+    with checked(opt, lambda i: (x @ w.T + b).pow(2).mean(), model=m) as done:
+        for _ in range(3):
+            opt.step(fixed)
+    assert len(done) >= 3  # each step checked after its closure ran (and at the step)
+
+
+def test_grad_off_in_a_with_block_above_names_the_line():
+    torch.manual_seed(0)
+    m, x, out = nn.Linear(3, 1), torch.randn(4, 3), []
+
+    def inner(y):
+        out.append(str(why_no_grad(m(y).sum(), model=m)))
+
+    def solver(y):
+        with torch.no_grad():
+            inner(y)
+
+    solver(x)
+    assert "with torch.no_grad():" in out[0] and "put with torch.enable_grad():" in out[0], out[0]
+    inner(x)  # gradients on: the usual report, no stack reading
+    assert "gradients are off" not in out[1], out[1]
+
+
+def test_pruned_weight_is_reported_as_made_from_weight_orig():
+    import torch.nn.utils.prune as prune
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Conv2d(1, 2, 3)), torch.randn(1, 1, 6, 6)
+    prune.random_unstructured(model[0], name="weight", amount=0.3)
+    loss = model(x).abs().mean()
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    found = report["model.0.weight"]
+    assert found.rule == "not a leaf" and "MulBackward0 from model.0.weight_orig" in found.why
+    assert ".retain_grad()" in found.fix, str(report)
+    plain = why_no_grad(loss, model=nn.Linear(2, 2))  # no computed attribute: parameters only
+    assert plain.names() == "model.weight, model.bias", plain.names()
+
+    opt, mask = torch.optim.SGD(model.parameters(), lr=0.1), model[0].weight_mask.clone()
+    conv = model[0]
+
+    def loss_of(i):
+        out = model(x)
+        conv.weight.retain_grad()  # the printed fix, before backward()
+        return out.abs().mean()
+
+    def reference(i):
+        return F.conv2d(x, conv.weight_orig * mask, conv.bias).abs().mean()
+
+    _three_checked_steps(loss_of, opt, reference, model=model)
+    assert conv.weight.grad is not None
+    assert torch.allclose(conv.weight.grad * mask, conv.weight_orig.grad)
