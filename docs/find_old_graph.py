@@ -54,10 +54,10 @@ and reports:
   leaf would look free: a state then gets the first fix, and a note to pass ``opt=...`` if it
   may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
   differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
-  optimization's **state**: detached at each outer step's start (``torchopt.stop_gradient``),
-  or, to differentiate through all earlier outer steps, recomputed from the start; reset first
-  (``torchopt.recover_state_dict``: MAML) when it was stepped from leaves an optimizer trains
-  that no module holds any more and the loss reaches no trained leaf but through such slots. It cannot know what you mean the value to be: it
+  optimization's **state**, with the state with a graph of an object with a ``step()`` (momentum
+  traces): both purposes, in this order: reset the slots and that state at each outer step's
+  start (MAML, ANIL), or detach both (weights that carry on); torchopt's calls only where
+  torchopt is loaded. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -1144,6 +1144,68 @@ def _stepped_from(fn: object) -> torch.Tensor | None:
     return variable if isinstance(variable, torch.Tensor) else None
 
 
+def _fast_fix(fast: list, state: list, objects: dict, tensor_at: dict, names: dict, trains) -> str:
+    """The fix of fast weights (a module's slots holding tensors with a graph) and the inner
+    optimizer's ``state`` carried with them: both purposes, in a fixed order, each complete."""
+    parts = [re.findall(r"\.?[^.\[]+|\[[^\]]*\]", _module_code(p.rpartition(".")[0])) for p in fast]
+    common = []
+    for part in zip(*parts):  # the module that holds every slot
+        if len(set(part)) > 1:
+            break
+        common.append(part[0])
+    module = "".join(common).lstrip(".") or "the module"
+    metas = [
+        n
+        for n, o in objects.items()
+        if any(
+            k.__name__ == "MetaOptimizer" and k.__module__.startswith("torchopt")
+            for k in type(o).__mro__
+        )
+    ]
+    opt = metas[0] if metas else re.split(r"[.\[]", state[0], maxsplit=1)[0] if state else None
+    back = []
+    for p in fast[:4]:
+        v = _stepped_from(tensor_at[p].grad_fn)
+        if v is None or id(v) not in names or not trains(v):
+            back = []
+            break
+        back.append(
+            f"{_module_code(p.rpartition('.')[0])}._parameters[{p.rpartition('.')[2]!r}] = "
+            f"{names[id(v)]}"
+        )
+    plain = (
+        "; ".join(back) + ("; and so for each slot, from the tensor it was stepped from" if len(fast) > 4 else "")
+        if back
+        else f"write the tensors the outer optimizer holds back into {module}'s slots"
+    )  # fmt: skip
+    held = list(dict.fromkeys(_group(p).replace("[*]", "") for p in state))
+    torchopt = "torchopt" in sys.modules or metas
+    name = opt or "inner_opt"
+    reset = (
+        (
+            f"torchopt.recover_state_dict({module}, net_state) and torchopt.recover_state_dict("
+            f"{name}, opt_state), net_state = torchopt.extract_state_dict({module}) and opt_state "
+            f"= torchopt.extract_state_dict({name}) taken before the loop; in plain torch: "
+            if torchopt
+            else ""
+        )
+        + plain
+        + (f", and make {opt} anew (its state with it)" if opt else ", and start any state your inner optimizer keeps anew")
+    )  # fmt: skip
+    detach = (
+        (f"torchopt.stop_gradient({module}) and torchopt.stop_gradient({name}); in plain torch: " if torchopt else "")
+        + f"for p in {module}.parameters(): p.detach_().requires_grad_(), and .detach_() each "
+        + (f"tensor of {', '.join(held)}" if held else "tensor of the inner optimizer's state, if it keeps one")
+    )  # fmt: skip
+    return (
+        "by purpose: 1. each outer step adapts the same start (MAML, ANIL, Reptile-style inner "
+        f"loops): at each outer step's start reset both {module}'s slots and the inner "
+        f"optimizer's state: {reset}; 2. inner weights meant to carry on across outer steps (a "
+        "meta-gradient that stops at each, as meta-gradient RL): at each outer step's start "
+        f"detach the slots and the inner optimizer's state: {detach}"
+    )
+
+
 def _module_code(path: str) -> str:
     """A module's path as code: ``net.0.conv`` is ``net[0].conv``."""
     return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", path)
@@ -1732,6 +1794,15 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         every(loss), key=lambda p: (_group(p) in old_groups, not re.search(r"[.\[]", p))
     )
     from_loss = len(carriers)  # the loss itself, handed back (above)
+    fast = [p for p, t in tensor_at.items() if id(t) in walk.module_params]  # fast weights
+    top = lambda p: objects.get(re.split(r"[.\[]", p, maxsplit=1)[0])  # noqa: E731
+    inner_state = [  # what an object with a step() (no module) holds with a graph: its state
+        p
+        for p, t in tensor_at.items()
+        if fast and p not in fast and callable(getattr(top(p), "step", None))
+        and not isinstance(top(p), torch.nn.Module)
+    ]  # fmt: skip
+    fast_fix = _fast_fix(fast, inner_state, objects, tensor_at, names, trains) if fast else ""
     for use_record in (True, False):  # without the record when it leaves no carrier to name
         del carriers[from_loss:], carrier_slots[from_loss:]
         for found in (derived, overwritten, state_slots, derived_slots):
@@ -1762,6 +1833,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
                 reason = "no error: each backward() adds to it, through its graph (memory grows)"
                 fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
+            elif any(p in inner_state for p in paths):  # a momentum trace of fast weights
+                kind, verdict = (
+                    "an inner optimizer's state with a graph (a momentum trace)",
+                    "state",
+                )
+                reason = f"the state of the optimizer that steps the fast weights ({fast[0]})"
+                fix = f"with the fast weights: the fix of {fast[0]}, which names this state"
+                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif reset in ("zero_()", "fill_()", "fill_(a tensor)"):
                 kind = f"reset in place ({reset}), the old graph kept behind the new value"
                 verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
@@ -1987,63 +2066,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     "a module's parameter slot holds a tensor with a graph: an inner "
                     "optimization's weights (fast weights), carried across outer steps"
                 )
-                module = here.rpartition(".")[0] if "." in here else "the module"
-                metas = [
-                    n
-                    for n, o in objects.items()
-                    if any(
-                        k.__name__ == "MetaOptimizer" and k.__module__.startswith("torchopt")
-                        for k in type(o).__mro__
-                    )
-                ]
-                meta = metas[0] if metas else "its MetaOptimizer"
-                detach_fix = (
-                    f"detach them at each outer step's start: torchopt.stop_gradient({module}) "
-                    f"and torchopt.stop_gradient({meta}); in plain torch: for p in "
-                    f"{module}.parameters(): p.detach_().requires_grad_()"
-                )
-                # MAML's layout: the slots were stepped from leaves an optimizer trains that no
-                # module holds any more (the module's former parameters), and this step's graph
-                # reaches no trained leaf but through the slots: detaching would cut it all
-                slots = {
-                    p: t
-                    for p, t in tensor_at.items()
-                    if id(t) in walk.module_params and t.grad_fn and p.rpartition(".")[0] == module
-                }
-                former = {p: _stepped_from(t.grad_fn) for p, t in slots.items()}
-                every_slot = {t.grad_fn for t in tensor_at.values() if id(t) in walk.module_params}
-                elsewhere = any(
-                    not kids[f] and trains(getattr(f, "variable", None))
-                    for f in _all_below(root, kids, stop=every_slot - {None})
-                    if isinstance(getattr(f, "variable", None), torch.Tensor)
-                )
-                if (
-                    former
-                    and not elsewhere
-                    and all(v is not None and trains(v) for v in former.values())
-                    and not any(id(v) in walk.module_params for v in former.values())
-                ):
-                    back = "; ".join(
-                        f"{_module_code(p.rpartition('.')[0])}._parameters"
-                        f"[{p.rpartition('.')[2]!r}] = {names.get(id(v), 'the leaf it was')}"
-                        for p, v in former.items()
-                    )
-                    fix = (
-                        "by purpose: each outer step adapts the same start, the parameters an "
-                        f"optimizer trains, no longer in {module} (MAML): reset the slots to them "
-                        f"at each outer step's start: torchopt.recover_state_dict({module}, "
-                        f"state), state = torchopt.extract_state_dict({module}) saved before the "
-                        f"loop; in plain torch: {back}; inner weights meant to persist across "
-                        f"outer steps: {detach_fix}"
-                    )
-                else:
-                    fix = (
-                        "by purpose: inner weights that carry on across outer steps, a "
-                        f"meta-gradient that stops at each: {detach_fix}; to differentiate "
-                        "through all earlier outer steps instead: compute them from "
-                        + (f"{leaf_names} " if leaves else "the trained weights ")
-                        + "at each step, running every earlier inner step again from the start"
-                    )
+                fix = fast_fix  # nothing in the graph tells the purposes apart: both, in order
                 state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif (
                 not old(fn)

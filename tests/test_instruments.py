@@ -6880,10 +6880,11 @@ def test_fog8_a_first_pass_by_autograd_grad_is_named_located_and_its_fix_trains(
 def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detach_trains():
     """Held-out trial 9 F1 (torchopt's MetaSGD), in plain torch: a differentiable SGD step writes
     the actor's new weights into actor._parameters (non-leaf tensors) and the next outer step
-    continues from them. A parameter slot holding a non-leaf is the inner optimization's state:
-    the fix detaches it at each outer step's start (torchopt's stop_gradient, or the plain loop),
-    with recomputing from the start as the other purpose. The plain loop, applied as printed,
-    trains three checked steps like a reference that replays its own detached fast weights."""
+    continues from them. A parameter slot holding a non-leaf is the inner optimization's state,
+    with both purposes in a fixed order (review 24): reset to the start (MAML), then the detach
+    at each outer step's start (the plain loop; no torchopt named in a program without it). The
+    plain loop, applied as printed, trains three checked steps like a reference that replays its
+    own detached fast weights."""
     torch.manual_seed(0)
     x, y, xq, yq = torch.randn(8, 4), torch.randn(8, 2), torch.randn(8, 4), torch.randn(8, 2)
     actor, meta = nn.Linear(4, 2), nn.Linear(4, 1)
@@ -6916,11 +6917,17 @@ def test_fog8_fast_weights_written_into_a_module_are_state_and_the_printed_detac
     ], str(report)
     carrier = report.carriers[0]
     assert carrier.fix.startswith(
-        "by purpose: inner weights that carry on across outer steps, a meta-gradient that stops "
-        "at each: detach them at each outer step's start: torchopt.stop_gradient(actor) and "
-        "torchopt.stop_gradient(its MetaOptimizer); in plain torch: for p in actor.parameters(): "
-        "p.detach_().requires_grad_(); to differentiate through all earlier outer steps instead"
+        "by purpose: 1. each outer step adapts the same start (MAML, ANIL, Reptile-style inner "
+        "loops): at each outer step's start reset both actor's slots and the inner optimizer's "
+        "state: write the tensors the outer optimizer holds back into actor's slots"
     ), carrier.fix
+    assert carrier.fix.endswith(
+        "2. inner weights meant to carry on across outer steps (a meta-gradient that stops at "
+        "each, as meta-gradient RL): at each outer step's start detach the slots and the inner "
+        "optimizer's state: for p in actor.parameters(): p.detach_().requires_grad_(), and "
+        ".detach_() each tensor of the inner optimizer's state, if it keeps one"
+    ), carrier.fix
+    assert "torchopt" not in carrier.fix  # a program without it (review 24 F3's I)
 
     actor, meta = nn.Linear(4, 2), nn.Linear(4, 1)
     meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
@@ -7386,8 +7393,9 @@ def test_fog9_maml_slots_not_reset_get_the_reset_first_and_it_trains():
     """Review 23 F1: MAML in torchopt's layout whose reader forgot recover_state_dict. The slots
     were stepped from leaves an optimizer trains that no module holds any more, and this step's
     graph reaches no trained leaf but through them: detaching (the other branch) would cut the
-    whole meta-gradient, so the reset to those leaves comes first. Its plain-torch line, run as
-    printed at each outer step's start, trains three checked steps like a functional MAML."""
+    whole meta-gradient; the reset to those leaves comes first, naming every slot of net (review
+    24 M1: not net[0]'s alone). Its plain-torch line, run as printed at each outer step's start,
+    trains three checked steps like a functional MAML."""
     torch.manual_seed(0)
     data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
     net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
@@ -7402,15 +7410,16 @@ def test_fog9_maml_slots_not_reset_get_the_reset_first_and_it_trains():
             meta_opt.step()
     assert {c.verdict for c in report.carriers} == {"state"}, str(report)
     assert len(report.carriers) == 4, str(report)
+    assert len({c.fix for c in report.carriers}) == 1, str(report)  # one fix names every slot
     fix = report.carriers[0].fix
-    assert fix.startswith(
-        "by purpose: each outer step adapts the same start, the parameters an optimizer trains, "
-        "no longer in net[0] (MAML): reset the slots to them at each outer step's start: "
-        "torchopt.recover_state_dict(net[0], state)"
-    ), fix
-    assert "inner weights meant to persist across outer steps: detach them" in fix, fix
-    fixes = dict.fromkeys(c.fix for c in report.carriers)  # one per layer
-    reset = "; ".join(re.search(r"in plain torch: (.*?); inner weights meant", f)[1] for f in fixes)
+    reset = re.fullmatch(
+        r"by purpose: 1\. each outer step adapts the same start \(MAML, ANIL, Reptile-style inner "
+        r"loops\): at each outer step's start reset both net's slots and the inner optimizer's "
+        r"state: (.*?), and start any state your inner optimizer keeps anew; 2\. inner weights .*",
+        fix,
+    )
+    assert reset, fix
+    reset = reset[1]
     assert reset.count("._parameters[") == 4 and "net[2]._parameters['bias']" in reset, reset
 
     torch.manual_seed(1)
@@ -7429,6 +7438,97 @@ def test_fog9_maml_slots_not_reset_get_the_reset_first_and_it_trains():
         return F.mse_loss(out, ys - 1)
 
     _three_checked_steps(lambda i: _maml_plain(net, meta_opt, *data[i], reset), meta_opt, reference)
+
+
+class _InnerMomentum:
+    """A hand-written differentiable SGD with momentum that writes into a module's slots (as
+    torchopt's MetaSGD(momentum=...) does); its traces are kept in ``buf``."""
+
+    def __init__(self, module, lr=0.1, momentum=0.9):
+        self.module, self.lr, self.momentum, self.buf = module, lr, momentum, {}
+
+    def step(self, loss):
+        slots = [(m, n) for m in self.module.modules() for n in m._parameters]
+        grads = torch.autograd.grad(loss, [m._parameters[n] for m, n in slots], create_graph=True)
+        for i, ((m, n), g) in enumerate(zip(slots, grads)):
+            self.buf[i] = g if i not in self.buf else self.momentum * self.buf[i] + g
+            m._parameters[n] = m._parameters[n] - self.lr * self.buf[i]
+
+
+def test_fog10_anil_with_momentum_in_a_nested_head_gets_both_purposes_and_the_reset_trains():
+    """Review 24 F1, F2, M1 in plain torch: ANIL (only the head adapted; the body trained directly
+    by the outer optimizer), the head a nested Sequential, the inner optimizer a hand-written one
+    with momentum, the reset forgotten. The slots of net[2] get both purposes in a fixed order
+    (the reset first, naming every slot and the inner optimizer; the detach second, naming its
+    traces), and the traces join that verdict, not a recompute. The reset, run as printed (and
+    the inner optimizer made anew), trains three checked steps like a functional ANIL."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+
+    def make():
+        net = nn.Sequential(
+            nn.Linear(4, 3), nn.Tanh(), nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+        )
+        return net, torch.optim.SGD(net.parameters(), lr=0.05)
+
+    def outer_step(net, inner, xs, ys):
+        for _ in range(2):
+            inner.step(F.mse_loss(net(xs), ys))
+        return F.mse_loss(net(xs + 1), ys - 1)
+
+    net, meta_opt = make()
+    inner = _InnerMomentum(net[2])
+    for i in range(2):
+        mark_step()
+        loss = outer_step(net, inner, *data[i])
+        report = find_old_graph(loss, net=net, meta_opt=meta_opt, inner=inner)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    assert {c.verdict for c in report.carriers} == {"state"}, str(report)
+    slots = [c for c in report.carriers if "parameter" in c.kind]
+    traces = [c for c in report.carriers if c.path.startswith("inner.buf")]
+    assert len(slots) == 4 and traces and len(slots) + len(traces) == len(report.carriers)
+    fix = slots[0].fix
+    reset = re.fullmatch(
+        r"by purpose: 1\. each outer step adapts the same start \(MAML, ANIL, Reptile-style inner "
+        r"loops\): at each outer step's start reset both net\[2\]'s slots and the inner "
+        r"optimizer's state: (.*?), and make inner anew \(its state with it\); 2\. inner weights "
+        r"meant to carry on across outer steps \(a meta-gradient that stops at each, as "
+        r"meta-gradient RL\): at each outer step's start detach the slots and the inner "
+        r"optimizer's state: for p in net\[2\]\.parameters\(\): p\.detach_\(\)\.requires_grad_\(\), "
+        r"and \.detach_\(\) each tensor of inner\.buf",
+        fix,
+    )
+    assert reset and "torchopt" not in fix, fix
+    assert reset[1].count("._parameters[") == 4 and "net[2][2]._parameters['bias']" in reset[1]
+    assert all("0.99" not in c.fix and "fix of net[2][0].weight" in c.fix for c in traces)
+
+    net, meta_opt = make()
+    meta = list(net.parameters())
+    state = {}
+
+    def loss_of(i):  # the printed reset at each outer step's start, the inner optimizer anew
+        exec(reset[1], {"net": net, "meta_opt": meta_opt})
+        state["inner"] = _InnerMomentum(net[2])
+        return outer_step(net, state["inner"], *data[i])
+
+    def reference(i):  # functional ANIL with momentum from the meta-parameters, its own code
+        xs, ys = data[i]
+        body, head, buf = meta[:2], list(meta[2:]), [None] * 4
+
+        def run(x, h):
+            z = torch.tanh(F.linear(torch.tanh(F.linear(x, *body)), h[0], h[1]))
+            return F.linear(z, h[2], h[3])
+
+        for _ in range(2):
+            grads = torch.autograd.grad(F.mse_loss(run(xs, head), ys), head, create_graph=True)
+            buf = [g if b is None else 0.9 * b + g for b, g in zip(buf, grads)]
+            head = [p - 0.1 * b for p, b in zip(head, buf)]
+        return F.mse_loss(run(xs + 1, head), ys - 1)
+
+    _three_checked_steps(loss_of, meta_opt, reference)
 
 
 @pytest.mark.parametrize("layers", [0, 2])  # 0: an LSTMCell; 2: an nn.LSTM of two layers
