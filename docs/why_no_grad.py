@@ -122,9 +122,13 @@ Where it stops:
   ``Node._input_metadata`` (an output's shape).
 * Called with gradients off and a loss without graph, it says so first and reads the Python
   stack for where: a function torch's ``no_grad``/``inference_mode`` decorator wraps, and the
-  switch lines (above) of other frames outside torch that enclose the running line. A module
-  named gives, beside its parameters, up to 8 computed tensors kept as plain attributes
-  (``torch.nn.utils.prune``'s ``weight``).
+  lines of other frames outside torch that turn gradients off around the running line, read from
+  the file (a script's top level and a notebook cell too): the ``with`` lines enclosing it and the
+  last ``set_grad_enabled`` before it in each enclosing block. The loss may have been made
+  elsewhere (detached, then checked in a ``no_grad`` block), so that cause is an "if", before
+  the others. A module named gives, beside its parameters, the computed tensors that stand in for
+  one (``prune``'s ``weight`` beside ``weight_orig``, old ``weight_norm``'s, a cached
+  parametrization), no other attribute.
 """
 
 from __future__ import annotations
@@ -306,12 +310,12 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     for key, value in optimizers_last:
         if isinstance(value, torch.nn.Module):
             pairs = [(f"{key}.{n}", p) for n, p in value.named_parameters()]
-            kept += [  # computed tensors kept as plain attributes (prune's weight), at most 8
+            kept += [  # a computed tensor standing in for a parameter (prune, weight_norm)
                 (f"{key}.{n}.{attr}".replace("..", "."), v)
                 for n, m in value.named_modules()
                 for attr, v in vars(m).items()
-                if isinstance(v, torch.Tensor) and v.requires_grad and v.grad_fn is not None
-            ][:8]
+                if isinstance(v, torch.Tensor) and v.grad_fn is not None and _stands_in(m, attr)
+            ]
         elif isinstance(value, torch.optim.Optimizer):
             pairs = [
                 (f"{key}.param_groups[{i}]['params'][{j}]", p)
@@ -338,6 +342,19 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
             names[id(tensor)] = name
             found.append((name, tensor))
     return found
+
+
+def _stands_in(module: torch.nn.Module, attr: str) -> bool:
+    """Whether ``attr`` of ``module`` is computed from its parameters in place of one:
+    ``torch.nn.utils.prune`` (``attr + '_orig'``), the old ``weight_norm`` (``_g``, ``_v``), a
+    parametrization's value kept (``parametrize.cached()``)."""
+    own, para = vars(module).get("_parameters", {}), vars(module).get("_modules", {})
+    return (
+        f"{attr}_orig" in own
+        or f"{attr}_g" in own
+        and f"{attr}_v" in own
+        or attr in getattr(para.get("parametrizations"), "_modules", {})
+    )
 
 
 def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool, bool]:
@@ -476,7 +493,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
     g.tensors = tensors
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
-        g.grad_off = _grad_off_at(sys._getframe(1))  # read where it is called, before anything
+        g.grad_off, g.grad_off_own = _grad_off_at(sys._getframe(1))  # before anything else
     if loss is not None and loss.grad_fn is not None:
         seen, todo = {loss.grad_fn}, [loss.grad_fn]
         while todo:
@@ -655,6 +672,7 @@ class _Context:
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
+    grad_off_own: bool = False  # the nearest switch found is in the reader's code
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1536,26 +1554,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
             "differentiable surrogate of the metric) and keep the metric for monitoring",
         )
-    if g.loss.grad_fn is None and not g.loss.requires_grad and g.grad_off:
-        return (
-            "not on the graph: the loss has no graph",
-            f"gradients are off where why_no_grad is called ({g.grad_off}), so the loss was "
-            "computed without a graph and backward() on it raises 'element 0 of tensors does not "
-            "require grad'",
-            f"compute it with gradients enabled: {_INFERENCE_FIX}"
-            if torch.is_inference_mode_enabled()
-            else "if the code that calls yours is meant to compute gradients (a closure an "
-            "optimizer's step calls), wrap your part in with torch.enable_grad(): (or use an "
-            "optimizer whose step enables grad for the closure, as torch.optim's do)"
-            if "under @torch." in g.grad_off
-            else "in a function a solver or library calls under no_grad, put with "
-            "torch.enable_grad(): around the part that needs a graph (a tensor you differentiate "
-            "by there: x = x.detach().requires_grad_())",
-        )
     if g.loss.grad_fn is None and not g.loss.requires_grad:
         return (
             "not on the graph: the loss has no graph",
-            "the loss has no graph (no grad_fn, requires_grad=False), so backward() on it writes no "
+            _off_here(g)
+            + "the loss has no graph (no grad_fn, requires_grad=False), so backward() on it writes no "
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), state_dict(), .item(), numpy, "
@@ -1563,11 +1566,14 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             ".rsample() keeps the graph), or no input required grad (name the object that "
             "computed it, metric=metric: one that says is_differentiable = False is told)"
             + _where_cut(g),
-            f"compute it with gradients enabled: {_INFERENCE_FIX}"
-            if g.loss.is_inference()
-            else "compute it with gradients enabled, with torch operations on the model's outputs; "
-            "an argmax has no gradient: use a differentiable surrogate (softmax, F.gumbel_softmax)"
-            + _inner_no_grad(g),
+            _off_here_fix(g)
+            + (
+                f"compute it with gradients enabled: {_INFERENCE_FIX}"
+                if g.loss.is_inference()
+                else "compute it with gradients enabled, with torch operations on the model's "
+                "outputs; an argmax has no gradient: use a differentiable surrogate (softmax, "
+                "F.gumbel_softmax)" + _inner_no_grad(g)
+            ),
         )
     if g.loss.grad_fn is None:
         return (
@@ -1778,6 +1784,45 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     )
 
 
+def _off_here(g: _Context) -> str:
+    """With gradients off at the call: where, as a possible cause (a loss detached earlier and
+    checked inside a logging ``no_grad`` block has another)."""
+    if not g.grad_off:
+        return ""
+    return (
+        f"gradients are off where why_no_grad is called ({g.grad_off}): if the loss was computed "
+        "here, that is why; otherwise: "
+    )
+
+
+def _off_here_fix(g: _Context) -> str:
+    """The fixes for gradients off at the call, before the general one (``_off_here``)."""
+    if not g.grad_off:
+        return ""
+    found = "shows no switch" not in g.grad_off
+    fix = "if the loss was computed " + ("under that switch: " if found else "with gradients off: ")
+    if g.grad_off_own:
+        fix += "remove it or move the call out of it (the forward pass and the loss)"
+        if torch.is_inference_mode_enabled():
+            return fix + ". Otherwise: "
+        fix += "; "
+    elif torch.is_inference_mode_enabled():
+        return ""  # the general fix is the inference one
+    if "under @torch." in g.grad_off:
+        fix += (
+            "if the code that calls yours is meant to compute gradients (a closure an optimizer's "
+            "step calls), wrap your part in with torch.enable_grad(): (or use an optimizer whose "
+            "step enables grad for the closure, as torch.optim's do)"
+        )
+    else:
+        fix += (
+            "in a function a solver or library calls under no_grad, put with torch.enable_grad(): "
+            "around the part that needs a graph (a tensor you differentiate by there: x = "
+            "x.detach().requires_grad_())"
+        )
+    return fix + ". Otherwise: "
+
+
 def _not_a_parameter(t: torch.Tensor, kept: str, g: _Context) -> tuple[str, str, str]:
     """A plain tensor the optimizer holds, kept on a module: not used or cut, like any tensor, or
     missed by code that collects the module's parameters; a custom Function on the loss's graph
@@ -1906,9 +1951,16 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
     return tuple(names)
 
 
-_SWITCH = re.compile(  # lines that can turn gradients off: calls and decorators, not enable_grad
-    r"\bset_grad_enabled\s*\(|\bno_grad\s*\(|\binference_mode\s*\(|@[\w.]*(no_grad|inference_mode)\b"
+_SWITCH = re.compile(  # calls and decorators that can turn gradients off (not enable_grad)
+    r"\bset_grad_enabled\s*\((?!\s*True\s*\))|\bno_grad\s*\(|\binference_mode\s*\((?!\s*(mode\s*=\s*)?False\s*\))"
+    r"|@[\w.]*(no_grad|inference_mode)\b"
 )
+_STRING = re.compile(r"""("(\\.|[^"\\])*"|'(\\.|[^'\\])*')""")
+
+
+def _turns_off(line: str) -> bool:
+    """Whether the code of ``line`` (not its strings or comment) can turn gradients off."""
+    return bool(_SWITCH.search(_STRING.sub('""', line).partition("#")[0]))
 
 
 @functools.lru_cache(maxsize=512)
@@ -1934,17 +1986,56 @@ def _source_switches(fn) -> list[tuple[str, int, str, str]]:
     return [
         (where, start + i, line.strip(), line[: len(line) - len(line.lstrip())])
         for i, line in enumerate(lines)
-        if _SWITCH.search(line) and not line.lstrip().startswith("#")
+        if _turns_off(line)
     ]
 
 
-def _grad_off_at(frame, most: int = 3) -> str:
+def _own(path: str) -> bool:
+    """Whether ``path`` is the reader's code: not torch's, not an installed package's."""
+    return not path.startswith(_TORCH_DIR + "/") and not re.search(
+        r"[/\\](site|dist)-packages[/\\]", path
+    )
+
+
+def _around(filename: str, now: int) -> list[tuple[int, str]]:
+    """(line number, line) of the lines that can turn gradients off around line ``now`` of the
+    file: the ``with`` lines that enclose it, and the nearest ``set_grad_enabled`` before it in
+    each block that encloses it (skipped when it turns them on); walked up from ``now`` through
+    decreasing indentation to the function's ``def`` (a script or a notebook cell: its top)."""
+    lines = linecache.getlines(filename)
+    depth = lambda line: len(line) - len(line.lstrip())  # noqa: E731
+    if not 0 < now <= len(lines):
+        return []
+    found, level, settled = [], depth(lines[now - 1]), False
+    for n in range(now - 1, 0, -1):
+        line = lines[n - 1]
+        if (
+            not line.strip()
+            or line.lstrip().startswith(("#", ")", "]", "}"))
+            or depth(line) > level
+        ):
+            continue
+        code = line.strip()
+        if depth(line) < level:  # a line opening the block that holds the lines below
+            level, settled = depth(line), False
+            if code.startswith(("def ", "async def ", "class ")):
+                break
+            if code.startswith(("with ", "async with ")) and _turns_off(code):
+                found.append((n, code))
+        elif "set_grad_enabled" in code and not settled:  # the last switch before, in this block
+            settled = True
+            if _turns_off(code):
+                found.append((n, code))
+    return found
+
+
+def _grad_off_at(frame, most: int = 3) -> tuple[str, bool]:
     """Where the Python stack above ``frame`` (the caller of why_no_grad) turned gradients off,
-    nearest first: a function torch's ``no_grad``/``inference_mode`` decorator wraps (the frame
-    its wrapper calls, file:line), and in the other frames outside torch the lines of their
-    function that switch gradients off and enclose the line running (a ``with`` block around
-    it, a call before it). Read only; any failure gives what was found so far."""
-    found, inner = [], None
+    nearest first, and whether the nearest is in the reader's code: a function torch's
+    ``no_grad``/``inference_mode`` decorator wraps (the frame its wrapper calls, file:line), and
+    in the other frames outside torch the lines of their file that turn gradients off around the
+    line running (``_around``). Read only; any failure gives what was found so far."""
+    found, own, inner = [], [], None
     try:
         while frame is not None and len(found) < most:
             code = frame.f_code
@@ -1959,32 +2050,21 @@ def _grad_off_at(frame, most: int = 3) -> str:
                         f"{Path(inner.f_code.co_filename).name}:{inner.f_lineno}, under "
                         f"@torch.{kind}()"
                     )
+                    own.append(_own(str(Path(inner.f_code.co_filename).resolve())))
             elif not path.startswith(_TORCH_DIR + "/") and path != str(Path(__file__).resolve()):
-                now = frame.f_lineno
-                lines = dict(enumerate(linecache.getlines(code.co_filename), 1))
-                indent = len(lines.get(now, "")) - len(lines.get(now, "").lstrip())
-                for where, n, line, space in reversed(_source_switches(code)):
-                    between = [lines.get(k, "") for k in range(n + 1, now)]
-                    if n > now or len(space) > indent or len(found) >= most:
-                        continue
-                    if line.startswith("@"):  # a decorator: its wrapper's frame names it
-                        continue
-                    if line.startswith(("with ", "async with ")) and (
-                        len(space) == indent and n != now
-                        or any(  # a line at its indent or less closes the block
-                            b.strip() and not b.lstrip().startswith("#")
-                            and len(b) - len(b.lstrip()) <= len(space)
-                            for b in between
-                        )
-                    ):  # fmt: skip
-                        continue
-                    found.append(f"{where}:{n}: {line}")
+                for n, line in _around(code.co_filename, frame.f_lineno)[: most - len(found)]:
+                    found.append(f"{Path(code.co_filename).name}:{n}: {line}")
+                    own.append(_own(path))
             inner, frame = frame, frame.f_back
     except Exception:  # noqa: BLE001 - reading the stack must never break the reader's program
         pass
     finally:
         del frame, inner
-    return "; ".join(found) or "the stack shows no switch: set before this function was called"
+    text = "; ".join(found) or (
+        "the stack shows no switch around this call (it may have been set earlier by a call that "
+        "returned, or by a caller)"
+    )
+    return text, bool(own and own[0])
 
 
 def _switches(owner: str, g: _Context) -> str:

@@ -7683,3 +7683,125 @@ def test_pruned_weight_is_reported_as_made_from_weight_orig():
     _three_checked_steps(loss_of, opt, reference, model=model)
     assert conv.weight.grad is not None
     assert torch.allclose(conv.weight.grad * mask, conv.weight_orig.grad)
+
+
+# wng11: review 25: grad off at the call is an "if" (F2), read at a script's top level (F1), only
+# lines that turn gradients off and enclose the call (M2, I1); attributes only in a parameter's place (M1)
+
+_TOP_LEVEL = """
+import sys
+sys.path.insert(0, {docs!r})
+import torch
+from torch import nn
+from why_no_grad import why_no_grad
+
+torch.manual_seed(0)
+model, x = nn.Linear(3, 1), torch.randn(4, 3)
+note = "torch.no_grad( in a string, set_grad_enabled(True) below: neither turns gradients off"
+torch.set_grad_enabled(True)
+with torch.no_grad():
+    loss = model(x).pow(2).mean()
+    print(why_no_grad(loss, model=model))
+"""
+
+
+def test_grad_off_at_a_script_top_level_names_the_with_line_and_the_fix_trains(tmp_path):
+    import subprocess
+
+    script = tmp_path / "train.py"
+    script.write_text(_TOP_LEVEL.format(docs=str(Path(__file__).parents[1] / "docs")))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "why_no_grad is called (train.py:12: with torch.no_grad():):" in out, out
+    assert "before this function" not in out and "train.py:10" not in out, out  # not the string
+    assert "train.py:11" not in out, out  # set_grad_enabled(True) turns nothing off
+    assert "Fix: if the loss was computed under that switch: remove it or move the call" in out, out
+
+    torch.manual_seed(0)  # the printed fix, literally: the forward pass and the loss moved out
+    model, x = nn.Linear(3, 1), torch.randn(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, b = model.weight, model.bias
+    _three_checked_steps(
+        lambda i: model(x).pow(2).mean(), opt, lambda i: (x @ w.T + b).pow(2).mean(), model=model
+    )
+
+
+def test_a_detached_loss_checked_in_a_logging_no_grad_block_still_reaches_detach():
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 1), torch.randn(4, 3)
+    loss = model(x).detach().pow(2).mean()  # the real cause, with gradients on
+    with torch.no_grad():  # a logging block around the check
+        report = str(why_no_grad(loss, model=model))
+    assert ": if the loss was computed here, that is why; otherwise:" in report, report
+    assert "from values without history (.detach()" in report, report  # the other causes follow
+    assert "Otherwise: compute it with gradients enabled" in report, report
+    assert "so the loss was computed without a graph" not in report, report
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)  # the fix: no .detach() on the way
+    w, b = model.weight, model.bias
+    _three_checked_steps(
+        lambda i: model(x).pow(2).mean(), opt, lambda i: (x @ w.T + b).pow(2).mean(), model=model
+    )
+
+
+def test_a_returned_function_switch_is_not_named_and_an_own_decorator_comes_first():
+    torch.manual_seed(0)
+    model, x, out = nn.Linear(3, 1), torch.randn(4, 3), []
+
+    @torch.no_grad()
+    def train_epoch(step_fn):
+        step_fn()
+
+    def main():
+        def evaluate():
+            torch.set_grad_enabled(False)
+            value = model(x).sum()
+            torch.set_grad_enabled(True)
+            return value
+
+        evaluate()
+
+        def step():
+            out.append(str(why_no_grad(model(x).pow(2).mean(), model=model)))
+
+        train_epoch(step)
+
+    main()
+    assert "called (test_a_returned_function_switch_is_not" in out[0]  # the nearest: train_epoch
+    assert "<locals>.train_epoch at test_instruments.py:" in out[0], out[0]
+    assert "set_grad_enabled" not in out[0], out[0]
+    assert "Fix: if the loss was computed under that switch: remove it or move the call" in out[0]
+
+    def setup():
+        torch.set_grad_enabled(False)
+
+    try:
+        setup()
+        out.append(str(why_no_grad(model(x).pow(2).mean(), model=model)))
+    finally:
+        torch.set_grad_enabled(True)
+    assert "the stack shows no switch around this call (it may have been set earlier" in out[1]
+    assert "before this function was called" not in out[1], out[1]
+
+
+def test_a_healthy_model_keeping_activations_views_and_casts_gets_no_extra_rows():
+    class Net(nn.Module):  # review 25 w02: trains right, keeps three computed tensors
+        def __init__(self):
+            super().__init__()
+            self.lin, self.out = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            h = torch.tanh(self.lin(x))
+            self.last_hidden = h  # an activation kept for logging
+            self.wT = self.lin.weight.t()  # a view
+            self.w64 = self.out.weight.double()  # a cast
+            return self.out(h)
+
+    torch.manual_seed(0)
+    m, x = Net(), torch.randn(8, 4)
+    loss = m(x).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=m)
+    assert report.names() == "model.lin.weight, model.lin.bias, model.out.weight, model.out.bias"
+    assert not report, str(report)
