@@ -120,15 +120,13 @@ Where it stops:
   ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``,
   torch's backward frames (``torch.autograd.graph._engine_run_backward``) and
   ``Node._input_metadata`` (an output's shape).
-* Called with gradients off and a loss without graph, it says so first and reads the Python
-  stack for where: a function torch's ``no_grad``/``inference_mode`` decorator wraps, and the
-  lines of other frames outside torch that turn gradients off around the running line, read from
-  the file (a script's top level and a notebook cell too): the ``with`` lines enclosing it and the
-  last ``set_grad_enabled`` before it in each enclosing block. The loss may have been made
-  elsewhere (detached, then checked in a ``no_grad`` block), so that cause is an "if", before
-  the others. A module named gives, beside its parameters, the computed tensors that stand in for
-  one (``prune``'s ``weight`` beside ``weight_orig``, old ``weight_norm``'s, a cached
-  parametrization), no other attribute.
+* Called with gradients off and a loss without graph, it says so first, as an "if" (the loss may
+  have been made elsewhere, detached, then checked in a ``no_grad`` block), and names the
+  functions torch's ``no_grad``/``inference_mode`` decorator wraps on the stack; without one, it
+  lists the frames outside torch as the places to look (it reads no source lines). A module
+  named gives, beside its parameters, the computed tensors that stand in for one (``prune``'s
+  ``weight``, old ``weight_norm``'s): their gradient is on that parameter.
+* Do not call it inside a ``torch.compile``'d function: call it outside, on its result.
 """
 
 from __future__ import annotations
@@ -137,7 +135,6 @@ import ast
 import collections
 import functools
 import inspect
-import linecache
 import re
 import sys
 import textwrap
@@ -209,6 +206,9 @@ _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy 
 }
 
 
+_FINE = ("has a gradient", "made from a parameter")  # not counted as without a gradient
+
+
 @dataclass(frozen=True)
 class Finding:
     """The rule that applies to one tensor you named."""
@@ -234,7 +234,7 @@ class Report:
     notes: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:  # true when some tensor has no (or a zero) gradient from this loss
-        return any(f.rule != "has a gradient" for f in self.findings)
+        return any(f.rule not in _FINE for f in self.findings)
 
     def __getitem__(self, name: str) -> Finding:
         for found in self.findings:
@@ -246,8 +246,9 @@ class Report:
         return _summary([f.name for f in self.findings])
 
     def __str__(self) -> str:
-        missing = [f for f in self.findings if f.rule != "has a gradient"]
+        missing = [f for f in self.findings if f.rule not in _FINE]
         fine = [f.name for f in self.findings if f.rule == "has a gradient"]
+        made = [f for f in self.findings if f.rule == "made from a parameter"]
         flagged = [  # a gradient from this loss, flagged for another reason (in no optimizer)
             f for f in missing if f.grad == "nonzero" and not f.rule.startswith("has a gradient")
         ]
@@ -272,6 +273,7 @@ class Report:
             lines.append(str(Finding(_summary(names), grad, rule, why, fix)))
         if fine:
             lines.append(f"with a gradient: {_summary(fine)}")
+        lines += [str(f) for f in made]
         if self.findings and not missing and self.graph.startswith("the loss's graph"):
             lines.append(
                 "To see what one term of your loss reaches (a term that seems to change nothing), "
@@ -344,17 +346,42 @@ def _named(expected: dict) -> list[tuple[str, torch.Tensor]]:
     return found
 
 
-def _stands_in(module: torch.nn.Module, attr: str) -> bool:
-    """Whether ``attr`` of ``module`` is computed from its parameters in place of one:
-    ``torch.nn.utils.prune`` (``attr + '_orig'``), the old ``weight_norm`` (``_g``, ``_v``), a
-    parametrization's value kept (``parametrize.cached()``)."""
-    own, para = vars(module).get("_parameters", {}), vars(module).get("_modules", {})
-    return (
-        f"{attr}_orig" in own
-        or f"{attr}_g" in own
-        and f"{attr}_v" in own
-        or attr in getattr(para.get("parametrizations"), "_modules", {})
-    )
+def _stands_in(module: torch.nn.Module, attr: str) -> list[str]:
+    """The parameters of ``module`` that ``attr`` is computed from, in place of a parameter, at
+    each forward: ``torch.nn.utils.prune`` and the old ``spectral_norm`` (``attr + '_orig'``),
+    the old ``weight_norm`` (``_g``, ``_v``); none for any other attribute."""
+    own = vars(module).get("_parameters", {})
+    if f"{attr}_orig" in own:
+        return [f"{attr}_orig"]
+    return [f"{attr}_g", f"{attr}_v"] if f"{attr}_g" in own and f"{attr}_v" in own else []
+
+
+def _stand_in(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
+    """(rule, why, fix) for a module's computed tensor that stands in for a parameter; None for
+    any other tensor. Its gradient is on the parameters it is made from; ``retain_grad()`` is
+    not offered (the hook makes a new tensor at every forward)."""
+    for name, module in g.modules:
+        for attr, value in vars(module).items():
+            if value is not t or not (sources := _stands_in(module, attr)):
+                continue
+            where = f"{name}.".lstrip(".")
+            params = [getattr(module, s) for s in sources]
+            grads = " and ".join(f"{g.label(p)}.grad" for p in params)
+            masked = hasattr(module, f"{attr}_mask")
+            why = (
+                f"computed from {', '.join(where + s for s in sources)} by a hook at every forward "
+                "(a new tensor each time), so it keeps no .grad; its gradient is on the parameter "
+                f"it is made from: {grads}"
+                + (" (masked entries get zero through the mask)" if masked else "")
+            )
+            if all(p.grad is not None for p in params):
+                return "made from a parameter", why, ""
+            return (
+                "made from a parameter without gradient",
+                why + ", which has none",
+                f"see {', '.join(g.label(p) for p in params)} above",
+            )
+    return None
 
 
 def _saved(fn: object) -> tuple[list[torch.Tensor], bool, bool, bool]:
@@ -493,7 +520,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
     g.tensors = tensors
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
-        g.grad_off, g.grad_off_own = _grad_off_at(sys._getframe(1))  # before anything else
+        g.grad_off = _grad_off_at(sys._getframe(1))  # before anything else
     if loss is not None and loss.grad_fn is not None:
         seen, todo = {loss.grad_fn}, [loss.grad_fn]
         while todo:
@@ -621,7 +648,7 @@ def _in_eval(modules: list, tensors: list, findings: list) -> str:
     """The topmost modules named that are in eval mode (``training`` False) and hold or contain a
     parameter that requires grad, while some tensor named has no gradient or a zero one: their
     names, with "is" or "are"; else ""."""
-    if all(f.rule == "has a gradient" for f in findings):
+    if all(f.rule in _FINE for f in findings):
         return ""
     found = []
     frozen = [  # modules with parameters, none requiring grad: frozen on purpose, or by mistake
@@ -672,7 +699,6 @@ class _Context:
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
-    grad_off_own: bool = False  # the nearest switch found is in the reader's code
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -856,6 +882,8 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
 
 def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
+    if t.grad_fn is not None and (found := _stand_in(t, g)):
+        return found
     loss = g.loss
     off = grad is None and t.grad_fn is not None and loss is not None and loss.grad_fn is not None
     if off and t.grad_fn not in g.node_set and not _kept_on(t, g):  # retain_grad() cannot help
@@ -1796,31 +1824,21 @@ def _off_here(g: _Context) -> str:
 
 
 def _off_here_fix(g: _Context) -> str:
-    """The fixes for gradients off at the call, before the general one (``_off_here``)."""
-    if not g.grad_off:
-        return ""
-    found = "shows no switch" not in g.grad_off
-    fix = "if the loss was computed " + ("under that switch: " if found else "with gradients off: ")
-    if g.grad_off_own:
-        fix += "remove it or move the call out of it (the forward pass and the loss)"
-        if torch.is_inference_mode_enabled():
-            return fix + ". Otherwise: "
-        fix += "; "
-    elif torch.is_inference_mode_enabled():
-        return ""  # the general fix is the inference one
-    if "under @torch." in g.grad_off:
-        fix += (
-            "if the code that calls yours is meant to compute gradients (a closure an optimizer's "
-            "step calls), wrap your part in with torch.enable_grad(): (or use an optimizer whose "
-            "step enables grad for the closure, as torch.optim's do)"
-        )
-    else:
-        fix += (
-            "in a function a solver or library calls under no_grad, put with torch.enable_grad(): "
-            "around the part that needs a graph (a tensor you differentiate by there: x = "
-            "x.detach().requires_grad_())"
-        )
-    return fix + ". Otherwise: "
+    """The fixes for gradients off at the call, before the general one (``_off_here``): first
+    ``enable_grad`` around the forward pass and loss (it works in every case, inside an
+    optimizer's no_grad step too), then removing the switch where nothing needs it."""
+    if not g.grad_off or g.loss.is_inference():
+        return ""  # an inference tensor: the general fix is the inference one
+    inference = torch.is_inference_mode_enabled()
+    return (
+        "if the loss was computed with gradients off: put "
+        + ("with torch.inference_mode(False), torch.enable_grad():" if inference
+           else "with torch.enable_grad():")
+        + " around your forward pass and loss (this works in every case, also in a closure an "
+        "optimizer's @torch.no_grad() step calls; a tensor you differentiate by there: x = "
+        "x.detach().requires_grad_()); or remove the switch, if it is yours and nothing under it "
+        "needs gradients off (an optimizer's step does: keep that one). Otherwise: "
+    )  # fmt: skip
 
 
 def _not_a_parameter(t: torch.Tensor, kept: str, g: _Context) -> tuple[str, str, str]:
@@ -1952,7 +1970,7 @@ def _no_grad_methods(cls: type) -> tuple[str, ...]:
 
 
 _SWITCH = re.compile(  # calls and decorators that can turn gradients off (not enable_grad)
-    r"\bset_grad_enabled\s*\((?!\s*True\s*\))|\bno_grad\s*\(|\binference_mode\s*\((?!\s*(mode\s*=\s*)?False\s*\))"
+    r"\bset_grad_enabled\s*\((?!\s*(mode\s*=\s*)?True\s*\))|\bno_grad\s*\(|\binference_mode\s*\((?!\s*(mode\s*=\s*)?False\s*\))"
     r"|@[\w.]*(no_grad|inference_mode)\b"
 )
 _STRING = re.compile(r"""("(\\.|[^"\\])*"|'(\\.|[^'\\])*')""")
@@ -1990,81 +2008,44 @@ def _source_switches(fn) -> list[tuple[str, int, str, str]]:
     ]
 
 
-def _own(path: str) -> bool:
-    """Whether ``path`` is the reader's code: not torch's, not an installed package's."""
-    return not path.startswith(_TORCH_DIR + "/") and not re.search(
-        r"[/\\](site|dist)-packages[/\\]", path
-    )
-
-
-def _around(filename: str, now: int) -> list[tuple[int, str]]:
-    """(line number, line) of the lines that can turn gradients off around line ``now`` of the
-    file: the ``with`` lines that enclose it, and the nearest ``set_grad_enabled`` before it in
-    each block that encloses it (skipped when it turns them on); walked up from ``now`` through
-    decreasing indentation to the function's ``def`` (a script or a notebook cell: its top)."""
-    lines = linecache.getlines(filename)
-    depth = lambda line: len(line) - len(line.lstrip())  # noqa: E731
-    if not 0 < now <= len(lines):
-        return []
-    found, level, settled = [], depth(lines[now - 1]), False
-    for n in range(now - 1, 0, -1):
-        line = lines[n - 1]
-        if (
-            not line.strip()
-            or line.lstrip().startswith(("#", ")", "]", "}"))
-            or depth(line) > level
-        ):
-            continue
-        code = line.strip()
-        if depth(line) < level:  # a line opening the block that holds the lines below
-            level, settled = depth(line), False
-            if code.startswith(("def ", "async def ", "class ")):
-                break
-            if code.startswith(("with ", "async with ")) and _turns_off(code):
-                found.append((n, code))
-        elif "set_grad_enabled" in code and not settled:  # the last switch before, in this block
-            settled = True
-            if _turns_off(code):
-                found.append((n, code))
-    return found
-
-
-def _grad_off_at(frame, most: int = 3) -> tuple[str, bool]:
+def _grad_off_at(frame, most: int = 3) -> str:
     """Where the Python stack above ``frame`` (the caller of why_no_grad) turned gradients off,
-    nearest first, and whether the nearest is in the reader's code: a function torch's
-    ``no_grad``/``inference_mode`` decorator wraps (the frame its wrapper calls, file:line), and
-    in the other frames outside torch the lines of their file that turn gradients off around the
-    line running (``_around``). Read only; any failure gives what was found so far."""
-    found, own, inner = [], [], None
+    said only where it is certain: each function torch's ``no_grad``/``inference_mode`` decorator
+    wraps (the frame its wrapper calls, file:line). Without one, the frames outside torch,
+    innermost first, as the places to look (source text cannot tell a switch for certain). Read
+    only; any failure gives what was found so far."""
+    found, places, inner = [], [], None
     try:
-        while frame is not None and len(found) < most:
+        while frame is not None:
             code = frame.f_code
             path = str(Path(code.co_filename).resolve())
             if code.co_name == "decorate_context" and path.endswith("utils/_contextlib.py"):
                 made = frame.f_locals.get("ctx_factory")
                 made = getattr(made, "__self__", made)
                 if inner is not None and isinstance(made, (torch.no_grad, torch.inference_mode)):
-                    kind = type(made).__name__
                     found.append(
                         f"{getattr(inner.f_code, 'co_qualname', inner.f_code.co_name)} at "
                         f"{Path(inner.f_code.co_filename).name}:{inner.f_lineno}, under "
-                        f"@torch.{kind}()"
+                        f"@torch.{type(made).__name__}()"
                     )
-                    own.append(_own(str(Path(inner.f_code.co_filename).resolve())))
             elif not path.startswith(_TORCH_DIR + "/") and path != str(Path(__file__).resolve()):
-                for n, line in _around(code.co_filename, frame.f_lineno)[: most - len(found)]:
-                    found.append(f"{Path(code.co_filename).name}:{n}: {line}")
-                    own.append(_own(path))
+                places.append(
+                    f"{Path(code.co_filename).name}:{frame.f_lineno} in "
+                    f"{getattr(code, 'co_qualname', code.co_name)}"
+                )
             inner, frame = frame, frame.f_back
     except Exception:  # noqa: BLE001 - reading the stack must never break the reader's program
         pass
     finally:
         del frame, inner
-    text = "; ".join(found) or (
-        "the stack shows no switch around this call (it may have been set earlier by a call that "
-        "returned, or by a caller)"
+    if found:
+        return "; ".join(found[:most])
+    return (
+        "no function on the stack is under torch's no_grad or inference_mode decorator; look for a "
+        "with torch.no_grad(), torch.set_grad_enabled(False) or torch.inference_mode() around the "
+        "call or before it (a block that has ended, an earlier notebook cell) in: "
+        + ("; ".join(places[:most]) or "no frame outside torch")
     )
-    return text, bool(own and own[0])
 
 
 def _switches(owner: str, g: _Context) -> str:
