@@ -7658,7 +7658,8 @@ def test_grad_off_in_a_with_block_above_lists_the_frames():
 
     solver(x)  # wng12: no line is named (source text cannot tell); the frames to look in are
     assert (
-        "in: test_instruments.py:" in out[0] and " in test_grad_off_in_a_with_block_above_lists" in out[0]
+        "in: test_instruments.py:" in out[0]
+        and " in test_grad_off_in_a_with_block_above_lists" in out[0]
     )
     assert "test_instruments.py:" + str(inner.__code__.co_firstlineno) not in out[0], out[0]
     assert "put with torch.enable_grad():" in out[0], out[0]
