@@ -44,7 +44,7 @@ EXPLAINED = {
 
 # --- results: written by measure/run_versions.py ---
 # fmt: off
-RUN = {"date": "6 December 2026", "commit": "76fe35c", "site_torch": "2.13.0", "runner": "measure/run_alone.py"}
+RUN = {"date": "6 December 2026", "commit": "1bbd0e3", "site_torch": "2.13.0", "runner": "measure/run_alone.py"}
 NUMPY = {"2.4.1": "2.4.6", "2.6.0": "2.4.6", "2.8.0": "2.4.6", "2.11.0": "2.4.6", "2.13.0": "2.4.6"}  # the numpy each release ran with
 # (release, download, outcome, cells, failed, not_run, error), by measure/run_alone.py:
 # outcome: pass, fail, flaky (failed, then passed when run again), extras (the page's extra
