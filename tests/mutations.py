@@ -147,14 +147,22 @@ def run(mutation: Mutation, python: str = sys.executable) -> tuple[str, str]:
 
 RUN_NOTEBOOK = """
 import sys, nbformat, nbclient
-nb = nbformat.read(sys.argv[1], as_version=4)
-try:
-    nbclient.NotebookClient(nb, timeout={timeout}, kernel_name="python3").execute()
-except nbclient.exceptions.CellExecutionError as error:
-    last = [i for i, c in enumerate(nb.cells) if c.get("execution_count") is not None][-1]
-    print(f"CELL {{last}} OF {{len(nb.cells)}}")
-    print(f"{{error.ename}}: {{error.evalue}}")
-    sys.exit(1)
+for attempt in (1, 2):  # a kernel that did not start (a loaded machine) gets one more try
+    nb = nbformat.read(sys.argv[1], as_version=4)
+    try:
+        nbclient.NotebookClient(
+            nb, timeout={timeout}, startup_timeout=300, kernel_name="python3"
+        ).execute()
+        break
+    except nbclient.exceptions.CellExecutionError as error:
+        last = [i for i, c in enumerate(nb.cells) if c.get("execution_count") is not None][-1]
+        print(f"CELL {{last}} OF {{len(nb.cells)}}")
+        print(f"{{error.ename}}: {{error.evalue}}")
+        sys.exit(1)
+    except Exception as error:  # the kernel itself: retry only if no cell ran
+        if attempt == 2 or any(c.get("execution_count") for c in nb.cells):
+            raise
+        print(f"kernel failed to start ({{error!r}}); retrying once", file=sys.stderr)
 """
 
 
