@@ -8034,11 +8034,11 @@ def test_wng13_a_with_enable_grad_block_in_torch_code_stops_the_walk():
         "torch.inference_mode(False)",
     ]
     turns_off = ["torch.no_grad()", "torch.set_grad_enabled(flag)", "torch.inference_mode()"]
-    assert all(wng._turns_on(ast_expr(s)) for s in turns_on)
-    assert not any(wng._turns_on(ast_expr(s)) for s in turns_off)
+    assert all(wng._turns_on(_ast_expr(s)) for s in turns_on)
+    assert not any(wng._turns_on(_ast_expr(s)) for s in turns_off)
 
 
-def ast_expr(source: str):
+def _ast_expr(source: str):
     import ast
 
     return ast.parse(source, mode="eval").body
