@@ -122,10 +122,16 @@ Where it stops:
   ``Node._input_metadata`` (an output's shape).
 * Called with gradients off and a loss without graph, it says so first, as an "if" (the loss may
   have been made elsewhere, detached, then checked in a ``no_grad`` block), and names the
-  functions torch's ``no_grad``/``inference_mode`` decorator wraps on the stack; without one, it
-  lists the frames outside torch as the places to look (it reads no source lines). A module
-  named gives, beside its parameters, the computed tensors that stand in for one (``prune``'s
-  ``weight``, old ``weight_norm``'s): their gradient is on that parameter.
+  functions on the stack that torch's ``no_grad``, ``inference_mode`` or
+  ``set_grad_enabled(False)`` decorator wraps (generators too), unless a switch nearer the call
+  turns gradients on again: an ``enable_grad`` decorator (LBFGS wraps its closure in one) or a
+  ``with`` block in torch's code (``torch.optim``'s steps run the closure in one). Else it lists
+  the frames outside torch nearer the call, innermost first (three, and how many there are), as
+  places to look. A ``with`` block in your code or another package's makes no frame and is not
+  read: one that turns gradients on again between a decorated function and the call leaves that
+  function named. A module named gives, beside its parameters, the computed tensors that stand
+  in for one (``prune``'s ``weight``, old ``weight_norm``'s): their gradient goes on to those
+  parameters.
 * Do not call it inside a ``torch.compile``'d function: call it outside, on its result.
 """
 
@@ -356,10 +362,10 @@ def _stands_in(module: torch.nn.Module, attr: str) -> list[str]:
     return [f"{attr}_g", f"{attr}_v"] if f"{attr}_g" in own and f"{attr}_v" in own else []
 
 
-def _stand_in(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
+def _stand_in(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str] | None:
     """(rule, why, fix) for a module's computed tensor that stands in for a parameter; None for
-    any other tensor. Its gradient is on the parameters it is made from; ``retain_grad()`` is
-    not offered (the hook makes a new tensor at every forward)."""
+    any other tensor. Its gradient goes on to the parameters it is made from; ``retain_grad()``
+    is not offered (the hook makes a new tensor at every forward); ``grad``: its own, if kept."""
     for name, module in g.modules:
         for attr, value in vars(module).items():
             if value is not t or not (sources := _stands_in(module, attr)):
@@ -370,16 +376,26 @@ def _stand_in(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
             masked = hasattr(module, f"{attr}_mask")
             why = (
                 f"computed from {', '.join(where + s for s in sources)} by a hook at every forward "
-                "(a new tensor each time), so it keeps no .grad; its gradient is on the parameter "
-                f"it is made from: {grads}"
+                + (
+                    "(a new tensor each time), so it keeps no .grad"
+                    if grad is None
+                    else "(a new tensor each time; this one's .grad, kept by retain_grad(), is "
+                    "not what trains)"
+                )
+                + f"; its gradient goes on to {grads}"
                 + (" (masked entries get zero through the mask)" if masked else "")
             )
-            if all(p.grad is not None for p in params):
+            if not (none := [p for p in params if p.grad is None]):
                 return "made from a parameter", why, ""
             return (
                 "made from a parameter without gradient",
-                why + ", which has none",
-                f"see {', '.join(g.label(p) for p in params)} above",
+                why
+                + (
+                    f"; {g.label(none[0])}.grad is None"
+                    if len(none) < len(params)
+                    else (", which is None" if len(none) == 1 else ", both None")
+                ),
+                f"see {', '.join(g.label(p) for p in none)} above",
             )
     return None
 
@@ -882,7 +898,7 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
 
 def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
-    if t.grad_fn is not None and (found := _stand_in(t, g)):
+    if t.grad_fn is not None and (found := _stand_in(t, grad, g)):
         return found
     loss = g.loss
     off = grad is None and t.grad_fn is not None and loss is not None and loss.grad_fn is not None
@@ -993,8 +1009,9 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 where, " (math on a Parameter returns a plain tensor: compute the value first)"
             )
             if where
-            else "call .retain_grad() on it before backward() (the .grad of the leaf it was "
-            "made from is the gradient with respect to that leaf, not to it)",
+            else "call .retain_grad() on it after the forward pass that computes it, before "
+            "backward() (the .grad of the leaf it was made from is the gradient with respect to "
+            "that leaf, not to it)",
         )
     if not t.requires_grad:
         twin = _twin(t, g)
@@ -1836,8 +1853,9 @@ def _off_here_fix(g: _Context) -> str:
            else "with torch.enable_grad():")
         + " around your forward pass and loss (this works in every case, also in a closure an "
         "optimizer's @torch.no_grad() step calls; a tensor you differentiate by there: x = "
-        "x.detach().requires_grad_()); or remove the switch, if it is yours and nothing under it "
-        "needs gradients off (an optimizer's step does: keep that one). Otherwise: "
+        "x.detach().requires_grad_()); or remove the switch, if it is yours: keep no_grad only "
+        "around your own in-place updates (p -= lr * p.grad, p.clamp_(), an EMA copy; "
+        "torch.optim's step() needs none). Otherwise: "
     )  # fmt: skip
 
 
@@ -2008,27 +2026,94 @@ def _source_switches(fn) -> list[tuple[str, int, str, str]]:
     ]
 
 
+def _grad_mode(made) -> tuple[str, str]:
+    """("off" or "on", the decorator) for torch's grad-mode context ``made``; ("", "") for any
+    other object."""
+    mode = getattr(made, "mode", None)
+    if isinstance(made, torch.no_grad):
+        return "off", "@torch.no_grad()"
+    if isinstance(made, torch.enable_grad):
+        return "on", "@torch.enable_grad()"
+    if isinstance(made, torch.set_grad_enabled) and isinstance(mode, bool):
+        return ("on" if mode else "off"), f"@torch.set_grad_enabled({mode})"
+    if isinstance(made, torch.inference_mode) and isinstance(mode, bool):
+        return (
+            ("off", "@torch.inference_mode()") if mode else ("on", "@torch.inference_mode(False)")
+        )
+    return "", ""
+
+
+def _turns_on(call: ast.expr) -> bool:
+    """Whether a ``with`` item turns gradients on: ``enable_grad()``, ``set_grad_enabled(True)``,
+    ``inference_mode(False)`` (the mode written as a constant)."""
+    if not isinstance(call, ast.Call):
+        return False
+    name = getattr(call.func, "attr", getattr(call.func, "id", ""))
+    mode = [getattr(a, "value", None) for a in call.args[:1] + [k.value for k in call.keywords]]
+    return (
+        name == "enable_grad"
+        or (name == "set_grad_enabled" and mode == [True])
+        or (name == "inference_mode" and mode == [False])
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _on_blocks(code) -> tuple[tuple[int, int], ...]:
+    """(first, last) lines of the bodies of the ``with`` blocks that turn gradients on in the
+    function of ``code``, one of torch's (its optimizers' steps run the closure in one)."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return ()
+    return tuple(
+        (start + node.body[0].lineno - 1, start + node.end_lineno - 1)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.With, ast.AsyncWith))
+        and any(_turns_on(item.context_expr) for item in node.items)
+    )
+
+
+def _here(frame) -> str:
+    code = frame.f_code
+    return (
+        f"{getattr(code, 'co_qualname', code.co_name)} at "
+        f"{Path(code.co_filename).name}:{frame.f_lineno}"
+    )
+
+
 def _grad_off_at(frame, most: int = 3) -> str:
-    """Where the Python stack above ``frame`` (the caller of why_no_grad) turned gradients off,
-    said only where it is certain: each function torch's ``no_grad``/``inference_mode`` decorator
-    wraps (the frame its wrapper calls, file:line). Without one, the frames outside torch,
-    innermost first, as the places to look (source text cannot tell a switch for certain). Read
-    only; any failure gives what was found so far."""
-    found, places, inner = [], [], None
+    """Where the Python stack above ``frame`` (the caller of why_no_grad) turned gradients off.
+    Walked outward from the call, the innermost switch that shows decides: a function that
+    torch's ``no_grad``, ``inference_mode`` or ``set_grad_enabled(False)`` decorator wraps (plain
+    or a generator) is named, file:line of the frame its wrapper calls; one outside a switch that
+    turns gradients on again is not: an ``enable_grad`` (``set_grad_enabled(True)``,
+    ``inference_mode(False)``) decorator (LBFGS wraps its closure in one) or ``with`` block in
+    torch's code (``torch.optim``'s steps run the closure in one). Without one named: the frames
+    outside torch nearer the call (the innermost ``most`` of them), as places to look. Not seen:
+    a ``with`` block in your code or another package's (it makes no frame); such a block that
+    turns gradients on again between a decorated function and the call leaves that function
+    named. Read only; any failure gives what was found so far."""
+    found, places, inner, on = [], [], None, ""
     try:
         while frame is not None:
             code = frame.f_code
             path = str(Path(code.co_filename).resolve())
-            if code.co_name == "decorate_context" and path.endswith("utils/_contextlib.py"):
+            if code.co_name in ("decorate_context", "generator_context") and path.endswith(
+                "utils/_contextlib.py"
+            ):
                 made = frame.f_locals.get("ctx_factory")
-                made = getattr(made, "__self__", made)
-                if inner is not None and isinstance(made, (torch.no_grad, torch.inference_mode)):
-                    found.append(
-                        f"{getattr(inner.f_code, 'co_qualname', inner.f_code.co_name)} at "
-                        f"{Path(inner.f_code.co_filename).name}:{inner.f_lineno}, under "
-                        f"@torch.{type(made).__name__}()"
-                    )
-            elif not path.startswith(_TORCH_DIR + "/") and path != str(Path(__file__).resolve()):
+                mode, how = _grad_mode(getattr(made, "__self__", made))
+                if inner is not None and mode == "off":
+                    found.append(f"{_here(inner)}, under {how}")
+                elif inner is not None and mode == "on":
+                    on = f"{how} on {_here(inner)}"
+                    break
+            elif path.startswith(_TORCH_DIR + "/"):
+                if any(a <= frame.f_lineno <= b for a, b in _on_blocks(code)):
+                    on = f"a with block in {_here(frame)}"
+                    break
+            elif path != str(Path(__file__).resolve()):
                 places.append(
                     f"{Path(code.co_filename).name}:{frame.f_lineno} in "
                     f"{getattr(code, 'co_qualname', code.co_name)}"
@@ -2040,11 +2125,18 @@ def _grad_off_at(frame, most: int = 3) -> str:
         del frame, inner
     if found:
         return "; ".join(found[:most])
+    where = "; ".join(places[:most]) or "no frame outside torch"
+    if len(places) > most:
+        where += f" (the innermost {most} of {len(places)} frames outside torch)"
+    look = (
+        "look for a with torch.no_grad(), torch.set_grad_enabled(False) or torch.inference_mode()"
+    )
+    if on:
+        return f"turned on again by {on}; {look} after that, in: {where}"
     return (
-        "no function on the stack is under torch's no_grad or inference_mode decorator; look for a "
-        "with torch.no_grad(), torch.set_grad_enabled(False) or torch.inference_mode() around the "
-        "call or before it (a block that has ended, an earlier notebook cell) in: "
-        + ("; ".join(places[:most]) or "no frame outside torch")
+        "no function on the stack is under torch's no_grad, inference_mode or "
+        f"set_grad_enabled(False) decorator; {look} around the call or before it (a block that "
+        f"has ended, an earlier notebook cell) in: {where}"
     )
 
 

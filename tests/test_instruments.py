@@ -7622,9 +7622,9 @@ def test_grad_off_at_the_call_names_the_decorated_step_and_the_fix_trains():
     fix = seen[0].partition("Fix: ")[2]
     first, second = (
         fix.index("put with torch.enable_grad(): around your forward pass and loss"),
-        fix.index(
-            "or remove the switch, if it is yours and nothing under it needs gradients off (an "
-            "optimizer's step does: keep that one)"
+        fix.index(  # wng13 (review 27 I1): what keeps no_grad, exactly
+            "or remove the switch, if it is yours: keep no_grad only around your own in-place "
+            "updates (p -= lr * p.grad, p.clamp_(), an EMA copy; torch.optim's step() needs none)"
         ),
     )
     assert first < second, fix  # wng12 (review 26 F2): enable_grad first, works inside the step
@@ -7792,7 +7792,7 @@ def test_a_returned_function_switch_is_not_named_and_an_own_decorator_comes_firs
         out.append(str(why_no_grad(model(x).pow(2).mean(), model=model)))
     finally:
         torch.set_grad_enabled(True)
-    assert "no function on the stack is under torch's no_grad or inference_mode" in out[1]
+    assert "no function on the stack is under torch's no_grad, inference_mode or" in out[1]
     assert "before this function was called" not in out[1], out[1]
 
 
@@ -7897,7 +7897,7 @@ def test_enable_grad_first_trains_inside_an_own_no_grad_optimizer_step():
     assert fix.startswith(
         "if the loss was computed with gradients off: put with torch.enable_grad("
     )
-    assert "(an optimizer's step does: keep that one)" in fix, fix
+    assert "keep no_grad only around your own in-place updates (p -= lr * p.grad" in fix, fix
 
     from outcome import checked
 
@@ -7954,3 +7954,272 @@ def test_stand_ins_point_to_their_parameter_and_count_only_without_its_gradient(
 
     _three_checked_steps(lambda i: model(x).pow(2).mean(), opt, reference, model=model)
     assert not lin.weight_orig.grad[mask == 0].any()  # masked entries: zero through the mask
+
+
+# wng13: review 27: the grad-off text: a decorated function under an enable_grad nearer the call
+# is not named (F1); generator functions (M1); "the innermost 3 of N" (M2); what needs no_grad
+# kept (I1); stand-in wording after retain_grad() and for two parameters (I2); retain_grad() after
+# the forward that computes it (I3)
+
+
+def test_wng13_lbfgs_closure_names_its_enable_grad_not_the_no_grad_step_and_the_fix_trains():
+    torch.manual_seed(0)
+    m, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    opt, seen = torch.optim.LBFGS(m.parameters(), lr=0.5, max_iter=2), []
+
+    def closure():  # the reader's own switch inside the closure; LBFGS.step is @torch.no_grad()
+        opt.zero_grad()
+        with torch.no_grad():
+            loss = F.mse_loss(m(x), y)
+            seen.append(str(why_no_grad(loss, model=m, opt=opt)))
+        return loss
+
+    opt.step(closure)
+    text = seen[0]
+    assert "LBFGS.step" not in text and "under @torch.no_grad()" not in text, text
+    assert "turned on again by @torch.enable_grad() on " in text, text
+    assert "in: test_instruments.py:" in text and "<locals>.closure)" in text, text
+    assert "no function on the stack" not in text, text  # the step is decorated: not claimed
+    assert "Fix: if the loss was computed with gradients off: put with torch.enable_grad():" in text
+
+    w, b = m.weight, m.bias
+
+    def fixed():  # the printed fix: enable_grad around the forward pass and loss, in the block
+        opt.zero_grad()
+        with torch.no_grad():
+            with torch.enable_grad():
+                loss = F.mse_loss(m(x), y)
+                loss.backward()
+        return loss
+
+    from outcome import checked
+
+    with checked(opt, lambda i: F.mse_loss(x @ w.T + b, y), model=m) as done:
+        for _ in range(3):
+            opt.step(fixed)
+    assert len(done) >= 3
+
+
+def test_wng13_a_with_enable_grad_block_in_torch_code_stops_the_walk():
+    torch.manual_seed(0)
+    m, x = nn.Linear(3, 1), torch.randn(8, 3)
+
+    class Lookahead:  # a wrapper whose own step is @torch.no_grad(); Adam runs the closure
+        def __init__(self, base):  # under its own with torch.enable_grad(): block
+            self.base = base
+
+        @torch.no_grad()
+        def step(self, closure):
+            return self.base.step(closure)
+
+    opt, seen = Lookahead(torch.optim.Adam(m.parameters(), lr=0.1)), []
+
+    def closure():
+        with torch.no_grad():
+            seen.append(str(why_no_grad(m(x).pow(2).mean(), model=m)))
+        return None
+
+    opt.step(closure)
+    assert "Lookahead.step" not in seen[0], seen[0]
+    assert "turned on again by a with block in Adam.step at adam.py:" in seen[0], seen[0]
+    assert "in: test_instruments.py:" in seen[0] and "<locals>.closure)" in seen[0], seen[0]
+
+    import why_no_grad as wng
+
+    turns_on = [  # only switches written as a constant that turn gradients on
+        "torch.enable_grad()",
+        "torch.autograd.enable_grad()",
+        "torch.set_grad_enabled(True)",
+        "torch.set_grad_enabled(mode=True)",
+        "torch.inference_mode(False)",
+    ]
+    turns_off = ["torch.no_grad()", "torch.set_grad_enabled(flag)", "torch.inference_mode()"]
+    assert all(wng._turns_on(_ast_expr(s)) for s in turns_on)
+    assert not any(wng._turns_on(_ast_expr(s)) for s in turns_off)
+
+
+def _ast_expr(source: str):
+    import ast
+
+    return ast.parse(source, mode="eval").body
+
+
+def test_wng13_a_generator_under_no_grad_is_named_and_the_fix_trains():
+    torch.manual_seed(0)
+    X, Y = torch.randn(3, 8, 4), torch.randn(3, 8, 1)
+    m, seen = nn.Linear(4, 1), []
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    @torch.no_grad()  # an evaluation generator reused for training
+    def losses():
+        for i in range(3):
+            loss = F.mse_loss(m(X[i]), Y[i])
+            seen.append(str(why_no_grad(loss, model=m)))
+            yield loss
+
+    next(losses())
+    assert "losses at test_instruments.py:" in seen[0], seen[0]
+    assert "under @torch.no_grad()" in seen[0] and "no function on the stack" not in seen[0]
+
+    @torch.set_grad_enabled(False)
+    def also():
+        return str(why_no_grad(m(X[0]).sum(), model=m))
+
+    text = also()
+    assert "<locals>.also at test_instruments.py:" in text, text
+    assert "under @torch.set_grad_enabled(False))" in text, text
+
+    @torch.no_grad()
+    def fixed():  # the printed fix: enable_grad around the forward pass and loss
+        for i in range(3):
+            with torch.enable_grad():
+                yield F.mse_loss(m(X[i]), Y[i])
+
+    w, b = m.weight, m.bias
+    from outcome import checked
+
+    with checked(opt, lambda i: F.mse_loss(X[i] @ w.T + b, Y[i]), model=m) as done:
+        for loss in fixed():
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert len(done) == 3
+
+
+def test_wng13_the_frames_listed_say_they_are_the_innermost_three_of_n():
+    torch.manual_seed(0)
+    m, x = nn.Linear(3, 1), torch.randn(4, 3)
+
+    def f1():
+        return f2()
+
+    def f2():
+        return f3()
+
+    def f3():
+        return f4()
+
+    def f4():
+        return str(why_no_grad(m(x).sum(), model=m))
+
+    count = re.compile(r"\(the innermost 3 of (\d+) frames outside torch\)\)")
+    with torch.no_grad():  # five frames out: this test's own frame (pytest's frames beyond)
+        text = f1()
+    assert "<locals>.f4; " in text and "<locals>.f1" not in text, text
+    with torch.no_grad():
+        near = f4()
+    assert "<locals>.f4; test_instruments.py:" in near, near  # then this test's frame
+    assert int(count.search(text)[1]) == int(count.search(near)[1]) + 3, (text, near)
+
+
+def test_wng13_keep_no_grad_only_around_own_in_place_updates_and_the_fix_trains():
+    torch.manual_seed(0)
+    X, Y = torch.randn(3, 8, 4), torch.randn(3, 8, 1)
+    m = nn.Linear(4, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    ema = [p.detach().clone() for p in m.parameters()]
+    want = [e.clone() for e in ema]
+    with torch.no_grad():  # meant for the EMA copy; it wraps the forward pass and loss too
+        loss = F.mse_loss(m(X[0]), Y[0])
+        text = str(why_no_grad(loss, model=m, opt=opt))
+    fix = text.partition("Fix: ")[2]
+    assert (
+        "or remove the switch, if it is yours: keep no_grad only around your own in-place "
+        "updates (p -= lr * p.grad, p.clamp_(), an EMA copy; torch.optim's step() needs none)"
+    ) in fix, fix
+    assert "keep that one" not in fix, fix
+
+    w, b, seen = m.weight, m.bias, []
+    from outcome import checked
+
+    with checked(opt, lambda i: F.mse_loss(X[i] @ w.T + b, Y[i]), model=m) as done:
+        for i in range(3):  # the switch removed from the forward pass, loss and torch.optim's step
+            opt.zero_grad()
+            F.mse_loss(m(X[i]), Y[i]).backward()
+            opt.step()
+            seen.append([p.detach().clone() for p in m.parameters()])
+            with torch.no_grad():  # kept around the reader's own in-place update
+                for e, p in zip(ema, m.parameters()):
+                    e.mul_(0.9).add_(p, alpha=0.1)
+    assert len(done) == 3
+    for step in seen:  # the EMA recomputed from the weights recorded after each step
+        want = [0.9 * a + 0.1 * s for a, s in zip(want, step)]
+    assert all(torch.allclose(e, v) for e, v in zip(ema, want))
+    assert not any(e.requires_grad for e in ema)
+
+
+def test_wng13_a_stand_in_after_retain_grad_and_two_parameters_are_worded_right():
+    import torch.nn.utils.prune as prune
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 1)), torch.randn(8, 4)
+    prune.l1_unstructured(model[0], "weight", 0.5)
+    conv = model[0]
+    loss = model(x).pow(2).mean()
+    conv.weight.retain_grad()  # after the forward that computed it: it gets a .grad
+    loss.backward()
+    assert conv.weight.grad is not None
+    found = why_no_grad(loss, model=model)["model.0.weight"]
+    assert found.rule == "made from a parameter" and "keeps no .grad" not in found.why, found
+    assert "this one's .grad, kept by retain_grad(), is not what trains" in found.why, found
+    assert "goes on to model.0.weight_orig.grad (masked entries get zero" in found.why, found
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        wn = nn.utils.weight_norm(nn.Linear(4, 1))
+    report = why_no_grad(wn(x).sum(), model=wn)  # before backward: neither parameter has one
+    why = report["model.weight"].why
+    assert "the parameter it is made from" not in why and "which has none" not in why, why
+    assert why.endswith("goes on to model.weight_g.grad and model.weight_v.grad, both None"), why
+
+    opt, mask = torch.optim.SGD(model.parameters(), lr=0.1), conv.weight_mask
+    orig, b0, last = conv.weight_orig, conv.bias, model[1]
+
+    def reference(i):  # the parameters it names, independent of the hook
+        return F.linear(F.linear(x, orig * mask, b0), last.weight, last.bias).pow(2).mean()
+
+    def loss_of(i):  # retain_grad() each step does not change what trains
+        out = model(x).pow(2).mean()
+        conv.weight.retain_grad()
+        return out
+
+    _three_checked_steps(loss_of, opt, reference, model=model)
+    assert not orig.grad[mask == 0].any()
+
+
+def test_wng13_retain_grad_on_a_pruned_weight_named_alone_is_after_the_forward_pass():
+    import torch.nn.utils.prune as prune
+
+    torch.manual_seed(0)
+    X = torch.randn(3, 8, 4)
+    lin = nn.Linear(4, 2)
+    prune.l1_unstructured(lin, "weight", 0.5)
+    loss = lin(X[0]).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, w=lin.weight)["w"].fix  # the tensor alone, not the module
+    assert fix.startswith(
+        "call .retain_grad() on it after the forward pass that computes it, before backward()"
+    ), fix
+
+    before = lin.weight  # retain_grad() before the forward: on a tensor the hook replaces
+    before.retain_grad()
+    lin(X[0]).pow(2).mean().backward()
+    assert lin.weight is not before and not lin.weight.retains_grad  # why the order matters
+
+    opt, mask = torch.optim.SGD(lin.parameters(), lr=0.1), lin.weight_mask
+    orig, b, grads = lin.weight_orig, lin.bias, []
+
+    def loss_of(i):  # the printed fix: after the forward pass, before backward()
+        out = lin(X[i]).pow(2).mean()
+        lin.weight.retain_grad()
+        grads.append((lin.weight, b.detach().clone()))
+        return out
+
+    _three_checked_steps(
+        loss_of, opt, lambda i: F.linear(X[i], orig * mask, b).pow(2).mean(), model=lin
+    )
+    for i, (w, bias) in enumerate(grads):  # each step's .grad: the gradient of that step's weight
+        want = torch.func.grad(lambda v, x=X[i], c=bias: F.linear(x, v, c).pow(2).mean())(
+            w.detach()
+        )
+        assert w.grad is not None and torch.allclose(w.grad, want, atol=1e-6)
