@@ -18,7 +18,8 @@ and reports:
   the previous step carried, or start each sequence again as its first step does). "Still trains" means an optimizer given or
   found holds the leaf; with no optimizer it says it cannot tell, unless the leaves reached are
   unchanged since made (``Tensor._version``) while others were updated: then a constant (labels
-  made from ``requires_grad`` tensors). Items of a ``deque(maxlen=...)``, or of a container that
+  made from ``requires_grad`` tensors), but a layer's weight (``nn.Parameter``: a framework's
+  optimizer, not torch's, trains the others) gets the recompute first. Items of a ``deque(maxlen=...)``, or of a container that
   holds, under any name, this step's tensor too, are a bank or history (detach), unless the loss
   itself lives there (``history.append(history[-1] + loss)``): then the item it is made from is
   detached there. A value rebuilt from its earlier value that reaches trained weights only
@@ -54,10 +55,11 @@ and reports:
   leaf would look free: a state then gets the first fix, and a note to pass ``opt=...`` if it
   may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
   differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
-  optimization's **state**, with the state with a graph of an object with a ``step()`` (momentum
-  traces): both purposes, in this order: reset the slots and that state at each outer step's
-  start (MAML, ANIL), or detach both (weights that carry on); torchopt's calls only where
-  torchopt is loaded. It cannot know what you mean the value to be: it
+  optimization's **state**, with the state with a graph of the object given with a ``step()``
+  whose references reach the slots (momentum traces; if none does, by purpose): both purposes,
+  in this order: reset the slots (a loop past four) and that state at each outer step's start
+  (MAML, ANIL), or detach both (weights that carry on), each module holding slots named;
+  torchopt's calls only where torchopt is loaded. It cannot know what you mean the value to be: it
   states the rule and its best guess, with the reason;
 * the loss itself, when it is an earlier step's tensor handed back (a cache such as
   ``Transform(cache_size=1)``): the place that holds it, and that the cache must go (dated by
@@ -1144,16 +1146,40 @@ def _stepped_from(fn: object) -> torch.Tensor | None:
     return variable if isinstance(variable, torch.Tensor) else None
 
 
-def _fast_fix(fast: list, state: list, objects: dict, tensor_at: dict, names: dict, trains) -> str:
+def _owners(fast: list) -> list[str]:
+    """The modules that hold the slots, as code: per object given, the longest path every slot
+    under it shares (``net[2]`` for ANIL's head; ``actor`` and ``critic``, two unrelated ones)."""
+    by_top: dict = {}
+    for p in fast:
+        parts = re.findall(r"\.?[^.\[]+|\[[^\]]*\]", _module_code(p.rpartition(".")[0]))
+        by_top.setdefault(parts[0] if parts else "", []).append(parts)
+    owners = []
+    for paths in by_top.values():
+        common = []
+        for part in zip(*paths):
+            if len(set(part)) > 1:
+                break
+            common.append(part[0])
+        owners.append("".join(common).lstrip("."))
+    return owners
+
+
+def _fast_fix(
+    fast: list, state: list, objects: dict, tensor_at: dict, names: dict, trains, inner=None
+) -> str:
     """The fix of fast weights (a module's slots holding tensors with a graph) and the inner
-    optimizer's ``state`` carried with them: both purposes, in a fixed order, each complete."""
-    parts = [re.findall(r"\.?[^.\[]+|\[[^\]]*\]", _module_code(p.rpartition(".")[0])) for p in fast]
-    common = []
-    for part in zip(*parts):  # the module that holds every slot
-        if len(set(part)) > 1:
-            break
-        common.append(part[0])
-    module = "".join(common).lstrip(".") or "the module"
+    optimizer's ``state`` carried with them: both purposes, in a fixed order, each complete.
+    ``inner``: the name of the object given that steps them (found on evidence), if known."""
+    order = {name: i for i, name in enumerate(objects)}  # the modules in the order given
+    owners = sorted(
+        (o for o in _owners(fast) if o),
+        key=lambda o: order.get(re.split(r"[.\[]", o, maxsplit=1)[0], len(order)),
+    ) or ["the module"]
+    one = len(owners) == 1
+    module = owners[0]
+    listed = owners[0] if one else f"{', '.join(owners[:-1])} and {owners[-1]}"
+    slots = f"{module}'s slots" if one else f"the slots of {listed}"
+    each = f"[{module}]" if one else f"({', '.join(owners)})"  # the modules, as code to loop over
     metas = [
         n
         for n, o in objects.items()
@@ -1162,9 +1188,12 @@ def _fast_fix(fast: list, state: list, objects: dict, tensor_at: dict, names: di
             for k in type(o).__mro__
         )
     ]
-    opt = metas[0] if metas else re.split(r"[.\[]", state[0], maxsplit=1)[0] if state else None
+    opt = (
+        metas[0] if metas
+        else inner or (re.split(r"[.\[]", state[0], maxsplit=1)[0] if state else None)
+    )  # fmt: skip
     back = []
-    for p in fast[:4]:
+    for p in fast:
         v = _stepped_from(tensor_at[p].grad_fn)
         if v is None or id(v) not in names or not trains(v):
             back = []
@@ -1174,32 +1203,52 @@ def _fast_fix(fast: list, state: list, objects: dict, tensor_at: dict, names: di
             f"{names[id(v)]}"
         )
     plain = (
-        "; ".join(back) + ("; and so for each slot, from the tensor it was stepped from" if len(fast) > 4 else "")
+        "; ".join(back)
+        if back and len(back) <= 4
+        else (  # any number of slots: the leaves taken before the loop, written back in a loop
+            f"start = [(m.get_submodule(n.rpartition('.')[0]), n.rpartition('.')[2], p) for m in "
+            f"{each} for n, p in m.named_parameters()] taken before the loop, then "
+            "for m, n, p in start: m._parameters[n] = p"
+        )
         if back
-        else f"write the tensors the outer optimizer holds back into {module}'s slots"
+        else f"write the tensors the outer optimizer holds back into {slots}"
     )  # fmt: skip
     held = list(dict.fromkeys(_group(p).replace("[*]", "") for p in state))
     torchopt = "torchopt" in sys.modules or metas
     name = opt or "inner_opt"
+    recover = (
+        f"torchopt.recover_state_dict({module}, net_state)" if one
+        else f"torchopt.recover_state_dict(m, s) for m, s in zip({each}, net_states)"
+    )  # fmt: skip
+    extract = (
+        f"net_state = torchopt.extract_state_dict({module})" if one
+        else f"net_states = [torchopt.extract_state_dict(m) for m in {each}]"
+    )  # fmt: skip
     reset = (
         (
-            f"torchopt.recover_state_dict({module}, net_state) and torchopt.recover_state_dict("
-            f"{name}, opt_state), net_state = torchopt.extract_state_dict({module}) and opt_state "
-            f"= torchopt.extract_state_dict({name}) taken before the loop; in plain torch: "
+            f"{recover} and torchopt.recover_state_dict({name}, opt_state), {extract} and "
+            f"opt_state = torchopt.extract_state_dict({name}) taken before the loop; in plain "
+            "torch: "
             if torchopt
             else ""
         )
         + plain
         + (f", and make {opt} anew (its state with it)" if opt else ", and start any state your inner optimizer keeps anew")
     )  # fmt: skip
+    parameters = (
+        f"{module}.parameters()" if one else f"[{', '.join(f'*{o}.parameters()' for o in owners)}]"
+    )
+    stop = (
+        f"torchopt.stop_gradient({module})" if one else f"torchopt.stop_gradient(m) for m in {each}"
+    )
     detach = (
-        (f"torchopt.stop_gradient({module}) and torchopt.stop_gradient({name}); in plain torch: " if torchopt else "")
-        + f"for p in {module}.parameters(): p.detach_().requires_grad_(), and .detach_() each "
+        (f"{stop} and torchopt.stop_gradient({name}); in plain torch: " if torchopt else "")
+        + f"for p in {parameters}: p.detach_().requires_grad_(), and .detach_() each "
         + (f"tensor of {', '.join(held)}" if held else "tensor of the inner optimizer's state, if it keeps one")
     )  # fmt: skip
     return (
         "by purpose: 1. each outer step adapts the same start (MAML, ANIL, Reptile-style inner "
-        f"loops): at each outer step's start reset both {module}'s slots and the inner "
+        f"loops): at each outer step's start reset both {slots} and the inner "
         f"optimizer's state: {reset}; 2. inner weights meant to carry on across outer steps (a "
         "meta-gradient that stops at each, as meta-gradient RL): at each outer step's start "
         f"detach the slots and the inner optimizer's state: {detach}"
@@ -1795,14 +1844,27 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     )
     from_loss = len(carriers)  # the loss itself, handed back (above)
     fast = [p for p, t in tensor_at.items() if id(t) in walk.module_params]  # fast weights
-    top = lambda p: objects.get(re.split(r"[.\[]", p, maxsplit=1)[0])  # noqa: E731
-    inner_state = [  # what an object with a step() (no module) holds with a graph: its state
+    steppers = [  # objects given with a step() (no module): an optimizer, inner or outer
+        n
+        for n, o in objects.items()
+        if fast and not issubclass(type(o), torch.nn.Module)
+        and (callable(_static(o, "step")) or callable((_own_dict(o) or {}).get("step")))
+    ]  # fmt: skip
+    slot_ids = {id(tensor_at[p]) for p in fast}
+    inner = [  # the one whose own references reach the slots' tensors steps them: the inner one
+        n for n in steppers if slot_ids & {id(t) for t in _walk({n: objects[n]}, BUDGET).tensors}
+    ]
+    inner_state = [  # what it holds with a graph, not on a module: its state (momentum traces)
         p
         for p, t in tensor_at.items()
-        if fast and p not in fast and callable(getattr(top(p), "step", None))
-        and not isinstance(top(p), torch.nn.Module)
+        if p not in fast and re.split(r"[.\[]", p, maxsplit=1)[0] in (inner or steppers)
+        and not issubclass(type(walk.holders.get(id(t))), torch.nn.Module)
     ]  # fmt: skip
-    fast_fix = _fast_fix(fast, inner_state, objects, tensor_at, names, trains) if fast else ""
+    fast_fix = (
+        _fast_fix(fast, inner_state if inner else [], objects, tensor_at, names, trains, *inner[:1])
+        if fast
+        else ""
+    )
     for use_record in (True, False):  # without the record when it leaves no carrier to name
         del carriers[from_loss:], carrier_slots[from_loss:]
         for found in (derived, overwritten, state_slots, derived_slots):
@@ -1833,13 +1895,21 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
                 reason = "no error: each backward() adds to it, through its graph (memory grows)"
                 fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
-            elif any(p in inner_state for p in paths):  # a momentum trace of fast weights
+            elif any(p in inner_state for p in paths) and inner:  # a momentum trace of fast weights
                 kind, verdict = (
                     "an inner optimizer's state with a graph (a momentum trace)",
                     "state",
                 )
                 reason = f"the state of the optimizer that steps the fast weights ({fast[0]})"
                 fix = f"with the fast weights: the fix of {fast[0]}, which names this state"
+                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+            elif any(p in inner_state for p in paths):  # no object given reaches the slots
+                kind, verdict = "the state with a graph of an object with step()", "state"
+                reason = "it holds none of the fast weights' slots, so whether it steps them cannot be told"
+                fix = (
+                    f"if it steps the fast weights (the inner optimizer): the fix of {fast[0]}, which "
+                    f"names this state; if not: {detach} at each step's start"
+                )
                 state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
             elif reset in ("zero_()", "fill_()", "fill_(a tensor)"):
                 kind = f"reset in place ({reset}), the old graph kept behind the new value"
@@ -2231,6 +2301,23 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         "trains: a constant for this step, unless something else trains it (then recompute it)"
                     )
                     fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
+                elif (
+                    unchanged
+                    and updated
+                    and (weights := [v for v in needs if isinstance(v, torch.nn.Parameter)])
+                ):  # a layer's weight nothing updates (a framework's optimizer: not torch's)
+                    verdict = "recompute or detach"  # made to train: the recompute first
+                    moved = ", ".join(names[id(v)] for v in updated[:2])
+                    one = len(weights) == 1
+                    reason = (
+                        f"its graph reaches {_named(weights, names)}, {'a weight' if one else 'weights'} "
+                        f"(nn.Parameter) that no torch optimizer found holds and nothing has changed since "
+                        f"made, while {moved} were updated: {'it does' if one else 'they do'} not train now"
+                    )
+                    fix = (
+                        "if it should train: compute it inside the step, in a layer of the model the "
+                        f"optimizer trains (its forward or call); a constant: {detach}"
+                    )
                 elif unchanged and updated:
                     moved = ", ".join(names[id(v)] for v in updated[:2])
                     reason = (

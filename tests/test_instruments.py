@@ -8223,3 +8223,367 @@ def test_wng13_retain_grad_on_a_pruned_weight_named_alone_is_after_the_forward_p
             w.detach()
         )
         assert w.grad is not None and torch.allclose(w.grad, want, atol=1e-6)
+
+
+# fog11: find_old_graph: a weight computed once outside the layers, no torch optimizer (held-out
+# trial, keras-team/keras-core#566 on Keras 3's torch backend); fast weights: a loop past four
+# slots, the inner optimizer found on evidence, each module holding slots named
+
+
+class _FrameworkSGD:
+    """A framework's optimizer, not torch's (as Keras 3's on the torch backend): it updates in
+    place the weights it is given; find_old_graph finds no torch.optim.Optimizer."""
+
+    def __init__(self, params, lr=0.1):
+        self.params, self.lr = list(params), lr
+
+    def apply(self):
+        with torch.no_grad():
+            for p in self.params:
+                p -= self.lr * p.grad
+                p.grad = None
+
+
+def test_fog11_a_weight_computed_once_outside_the_layers_gets_the_recompute_first_and_it_trains():
+    """Held-out trial (keras-core#566, Keras 3 on torch): a position embedding computed once from
+    an Embedding's weight outside any layer, kept in the model's own bookkeeping (a functional
+    model's constant) and reused each step; the framework's optimizer is not torch's and never
+    updates that weight. A weight (nn.Parameter) is made to train: the recompute, in a layer the
+    model runs each step, comes first, the detach second. Labels made from a plain tensor that
+    requires grad stay a constant. The recompute, applied, trains three checked steps like a
+    functional reference, the embedding's weight too."""
+    torch.manual_seed(0)
+    xs, ys = torch.randn(3, 8, 4, 3), torch.randn(3, 8, 1)
+
+    class Functional(nn.Module):
+        def __init__(self, pos):
+            super().__init__()
+            self.dense, self.head = nn.Linear(3, 6), nn.Linear(6, 1)
+            self.nodes = [[pos]]  # a constant of the graph a functional API built
+
+        def forward(self, x):
+            return self.head((self.dense(x) + self.nodes[0][0]).mean(1))
+
+    carriers = {}
+    for kind in ("weight", "plain tensor"):
+        table = torch.randn(4, 6)  # a framework's weight is made from its initial value: no write
+        made = nn.Parameter(table) if kind == "weight" else table.requires_grad_()
+        model = Functional(F.embedding(torch.arange(4), made))
+        opt = _FrameworkSGD(model.parameters())
+        for i in range(2):
+            mark_step()
+            loss = F.mse_loss(model(xs[i]), ys[i])
+            report = find_old_graph(loss, model=model, opt=opt)
+            if i == 0:
+                loss.backward()
+                opt.apply()
+        (carriers[kind],) = report.carriers
+    carrier = carriers["weight"]
+    assert carrier.verdict == "recompute or detach", carrier
+    assert "a weight (nn.Parameter)" in carrier.reason and "does not train now" in carrier.reason
+    assert carrier.fix.startswith(
+        "if it should train: compute it inside the step, in a layer of the model the optimizer "
+        "trains (its forward or call); a constant: "
+    ), carrier.fix
+    assert carriers["plain tensor"].verdict == "detach", carriers["plain tensor"]
+    assert "a constant (a target, a label, data)" in carriers["plain tensor"].reason
+
+    class Fixed(nn.Module):  # the recompute: the embedding is a layer the forward runs each step
+        def __init__(self):
+            super().__init__()
+            self.dense, self.pos, self.head = nn.Linear(3, 6), nn.Embedding(4, 6), nn.Linear(6, 1)
+
+        def forward(self, x):
+            return self.head((self.dense(x) + self.pos(torch.arange(4))).mean(1))
+
+    fixed = Fixed()
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def reference(i):  # its own code: matrix products and the whole table, no module called
+        h = xs[i] @ fixed.dense.weight.T + fixed.dense.bias + fixed.pos.weight
+        return (h.mean(1) @ fixed.head.weight.T + fixed.head.bias - ys[i]).pow(2).mean()
+
+    _three_checked_steps(lambda i: F.mse_loss(fixed(xs[i]), ys[i]), opt, reference, model=fixed)
+
+
+def _maml_reference(meta, data, sizes, inner_steps=2):
+    """Functional MAML over a tanh MLP of ``sizes`` from the meta-parameters: its own code."""
+
+    def run(w, x):
+        for k in range(0, len(w), 2):
+            x = F.linear(x, w[k], w[k + 1])
+            x = torch.tanh(x) if k + 2 < len(w) else x
+        return x
+
+    def reference(i):
+        xs, ys = data[i]
+        w = list(meta)
+        for _ in range(inner_steps):
+            grads = torch.autograd.grad(F.mse_loss(run(w, xs), ys), w, create_graph=True)
+            w = [p - 0.1 * g for p, g in zip(w, grads)]
+        return F.mse_loss(run(w, xs + 1), ys - 1)
+
+    return reference
+
+
+def test_fog11_past_four_slots_the_reset_is_a_loop_and_it_trains():
+    """Fast weights in six slots: the plain reset is a loop over the module's parameters taken
+    before the loop (any number of slots), not four slots and "and so for each slot". Run as
+    printed, it trains three checked steps like a functional MAML."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+
+    def make():
+        net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+        return net, torch.optim.SGD(net.parameters(), lr=0.05)
+
+    net, meta_opt = make()
+    for i in range(2):
+        mark_step()
+        loss = _maml_plain(net, meta_opt, *data[i])
+        report = find_old_graph(loss, net=net, meta_opt=meta_opt)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    assert len(report.carriers) == 6 and {c.verdict for c in report.carriers} == {"state"}
+    fix = report.carriers[0].fix
+    assert "and so for each slot" not in fix and "._parameters['" not in fix, fix
+    found = re.search(r"reset both net's slots and the inner optimizer's state: (start = .*?) "
+                      r"taken before the loop, then (for .*?), and start any state", fix)  # fmt: skip
+    assert found, fix
+    before, each = found[1], found[2]
+    assert each == "for m, n, p in start: m._parameters[n] = p", each
+
+    net, meta_opt = make()
+    names = {"net": net}
+    exec(before, names)  # before the loop, as printed
+
+    def loss_of(i):
+        exec(each, names)  # at each outer step's start, as printed
+        return _maml_plain(net, meta_opt, *data[i])
+
+    reference = _maml_reference(list(net.parameters()), data, (4, 3, 3, 1))
+    _three_checked_steps(loss_of, meta_opt, reference)
+
+
+class _LoggedOuter:
+    """The reader's outer optimizer: torch's SGD inside, and the weights before each step kept for
+    a log without detaching (a graph in its state); it holds no fast weights' slot."""
+
+    def __init__(self, params, lr):
+        self.opt, self.before = torch.optim.SGD(params, lr=lr), []
+
+    def zero_grad(self):
+        self.opt.zero_grad()
+
+    def step(self):
+        self.before = [p * 1.0 for p in self.opt.param_groups[0]["params"]]
+        self.opt.step()
+
+
+def test_fog11_the_inner_optimizer_is_the_one_that_reaches_the_slots_and_the_reset_trains():
+    """Two objects with step() and a graph in their state: the inner optimizer (its module is the
+    one whose slots hold fast weights) and the outer one (its weights before each step, kept for
+    a log). Only the first is the inner optimizer: its traces join the slots' verdict and the fix
+    names it; the outer one's log is not called a momentum trace. With no object that reaches the
+    slots, an object's state is worded by purpose. The reset, run as printed with the inner
+    optimizer made anew, trains three checked steps like a functional MAML with momentum."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+
+    def make():
+        net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+        return net, _LoggedOuter(net.parameters(), lr=0.05)
+
+    def outer_step(net, inner, xs, ys):
+        for _ in range(2):
+            inner.step(F.mse_loss(net(xs), ys))
+        return F.mse_loss(net(xs + 1), ys - 1)
+
+    net, outer = make()
+    inner = _InnerMomentum(net)
+    for i in range(2):
+        mark_step()
+        loss = outer_step(net, inner, *data[i])
+        report = find_old_graph(loss, net=net, outer=outer, inner=inner)
+        if i == 0:
+            outer.zero_grad()
+            loss.backward()
+            outer.step()
+    traces = [c for c in report.carriers if "momentum trace" in c.kind]
+    assert traces and all(c.path.startswith("inner.buf") for c in traces), str(report)
+    assert not any(c.path.startswith("outer") and c.verdict == "state" for c in report.carriers)
+    fix = next(c.fix for c in report.carriers if "parameter" in c.kind)
+    assert ", and make inner anew (its state with it)" in fix and "outer.before" not in fix, fix
+    assert fix.endswith(".detach_() each tensor of inner.buf"), fix
+    reset = re.search(r"optimizer's state: (.*?), and make inner anew", fix)[1]
+    assert reset.count("._parameters[") == 4, reset
+
+    import types
+
+    unseen = types.SimpleNamespace(buf=inner.buf, step=lambda: None)  # holds no module: unknown
+    text = find_old_graph(loss, net=net, opt=outer.opt, unseen=unseen)
+    states = [c for c in text.carriers if c.path.startswith("unseen.buf")]
+    assert states and all(
+        c.kind == "the state with a graph of an object with step()" and "cannot be told" in c.reason
+        and c.fix.startswith("if it steps the fast weights (the inner optimizer): the fix of ")
+        for c in states
+    ), str(text)  # fmt: skip
+    assert "make unseen anew" not in str(text), str(text)
+
+    net, outer = make()
+    meta = list(net.parameters())
+    state = {}
+
+    def loss_of(i):  # the printed reset at each outer step's start, the inner optimizer anew
+        exec(reset, {"net": net, "outer": outer})
+        state["inner"] = _InnerMomentum(net)
+        return outer_step(net, state["inner"], *data[i])
+
+    def reference(i):  # functional MAML with momentum from the meta-parameters, its own code
+        xs, ys = data[i]
+        w, buf = list(meta), [None] * 4
+
+        def run(x, w):
+            return F.linear(torch.tanh(F.linear(x, w[0], w[1])), w[2], w[3])
+
+        for _ in range(2):
+            grads = torch.autograd.grad(F.mse_loss(run(xs, w), ys), w, create_graph=True)
+            buf = [g if b is None else 0.9 * b + g for b, g in zip(buf, grads)]
+            w = [p - 0.1 * b for p, b in zip(w, buf)]
+        return F.mse_loss(run(xs + 1, w), ys - 1)
+
+    from outcome import checked
+
+    with checked(outer.opt, reference, net=net) as done:
+        for i in range(3):
+            outer.zero_grad()
+            loss_of(i).backward()
+            outer.step()
+    assert len(done) == 3
+
+
+def test_fog11_slots_in_two_unrelated_modules_name_each_and_both_fixes_train():
+    """Fast weights in two modules given apart (an actor and a critic, six slots): each module is
+    named, not "the module": the reset loops over both, the detach over both's parameters. Each,
+    run as printed, trains three checked steps like its own functional reference."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 2)) for _ in range(3)]
+
+    def make():
+        actor = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2))
+        critic = nn.Linear(4, 1)
+        return actor, critic, torch.optim.SGD([*actor.parameters(), *critic.parameters()], lr=0.05)
+
+    def outer_step(actor, critic, x, y):
+        for _ in range(2):
+            slots = [
+                (m, n) for net in (actor, critic) for m in net.modules() for n in m._parameters
+            ]
+            loss = F.mse_loss(actor(x), y) + critic(x).pow(2).mean()
+            grads = torch.autograd.grad(
+                loss, [m._parameters[n] for m, n in slots], create_graph=True
+            )
+            for (m, n), g in zip(slots, grads):
+                m._parameters[n] = m._parameters[n] - 0.1 * g
+        return F.mse_loss(actor(x + 1), y - 1) + critic(x + 1).pow(2).mean()
+
+    actor, critic, meta_opt = make()
+    for i in range(2):
+        mark_step()
+        loss = outer_step(actor, critic, *data[i])
+        report = find_old_graph(loss, actor=actor, critic=critic, meta_opt=meta_opt)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    assert len(report.carriers) == 6 and {c.verdict for c in report.carriers} == {"state"}
+    fix = report.carriers[0].fix
+    assert "the module" not in fix, fix
+    found = re.fullmatch(
+        r"by purpose: 1\. .*? reset both the slots of actor and critic and the inner optimizer's "
+        r"state: (start = .*?) taken before the loop, then (for .*?), and start any state your "
+        r"inner optimizer keeps anew; 2\. .*?: (for p in \[\*actor\.parameters\(\), "
+        r"\*critic\.parameters\(\)\]: p\.detach_\(\)\.requires_grad_\(\)), and \.detach_\(\) each "
+        r"tensor of the inner optimizer's state, if it keeps one",
+        fix,
+    )
+    assert found and "for m in (actor, critic)" in found[1], fix
+
+    def run(w, x):  # the references' own code: actor's three layers' weights, then the critic's
+        return F.linear(torch.tanh(F.linear(x, w[0], w[1])), w[2], w[3]), F.linear(x, w[4], w[5])
+
+    def inner(w, x, y):
+        for _ in range(2):
+            out, value = run(w, x)
+            loss = F.mse_loss(out, y) + value.pow(2).mean()
+            w = [p - 0.1 * g for p, g in zip(w, torch.autograd.grad(loss, w, create_graph=True))]
+        out, value = run(w, x + 1)
+        return F.mse_loss(out, y - 1) + value.pow(2).mean(), w
+
+    # 1. the reset: every outer step adapts the meta-parameters again
+    actor, critic, meta_opt = make()
+    names = {"actor": actor, "critic": critic}
+    exec(found[1], names)
+    meta = [*actor.parameters(), *critic.parameters()]
+
+    def reset_step(i):
+        exec(found[2], names)
+        return outer_step(actor, critic, *data[i])
+
+    _three_checked_steps(reset_step, meta_opt, lambda i: inner(meta, *data[i])[0])
+
+    # 2. the detach: inner weights that carry on; the outer optimizer trains the inner loss's
+    # weighting (meta), as in meta-gradient RL: the slots are cut at each outer step's start
+    def weighted_step(actor, critic, meta, x, y):
+        for _ in range(2):
+            slots = [
+                (m, n) for net in (actor, critic) for m in net.modules() for n in m._parameters
+            ]
+            weight = torch.sigmoid(meta(x)).squeeze(-1)
+            loss = (weight * ((actor(x) - y).pow(2).sum(-1) + critic(x).pow(2).sum(-1))).mean()
+            grads = torch.autograd.grad(
+                loss, [m._parameters[n] for m, n in slots], create_graph=True
+            )
+            for (m, n), g in zip(slots, grads):
+                m._parameters[n] = m._parameters[n] - 0.1 * g
+        return F.mse_loss(actor(x + 1), y - 1) + critic(x + 1).pow(2).mean()
+
+    actor, critic, _ = make()
+    meta = nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
+    for i in range(2):
+        mark_step()
+        loss = weighted_step(actor, critic, meta, *data[i])
+        report = find_old_graph(loss, actor=actor, critic=critic, meta=meta, meta_opt=meta_opt)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+    fix = report.carriers[0].fix
+    assert "write the tensors the outer optimizer holds back into the slots of actor and " in fix
+    detach = re.search(r"the inner optimizer's state: (for p in \[.*?\]: .*?\(\)), and ", fix)
+    assert detach and detach[1] == found[3], fix
+
+    actor, critic, _ = make()
+    meta = nn.Linear(4, 1)
+    meta_opt = torch.optim.SGD(meta.parameters(), lr=0.1)
+    carried = [p.detach().clone() for p in [*actor.parameters(), *critic.parameters()]]
+
+    def detach_step(i):
+        exec(detach[1], {"actor": actor, "critic": critic})  # at each outer step's start
+        return weighted_step(actor, critic, meta, *data[i])
+
+    def reference(i):  # its own fast weights, carried detached from step to step
+        x, y = data[i]
+        w = [p.clone().requires_grad_() for p in carried]
+        for _ in range(2):
+            out, value = run(w, x)
+            weight = torch.sigmoid(F.linear(x, meta.weight, meta.bias)).squeeze(-1)
+            loss = (weight * ((out - y).pow(2).sum(-1) + value.pow(2).sum(-1))).mean()
+            w = [p - 0.1 * g for p, g in zip(w, torch.autograd.grad(loss, w, create_graph=True))]
+        carried[:] = [p.detach() for p in w]
+        out, value = run(w, x + 1)
+        return F.mse_loss(out, y - 1) + value.pow(2).mean()
+
+    _three_checked_steps(detach_step, meta_opt, reference, meta=meta)
