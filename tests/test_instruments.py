@@ -6045,8 +6045,9 @@ def test_paths_that_cancel_are_said_only_for_x_plus_c_minus_x_with_no_other_caus
     kl = (0.5 * (mu**2 + (2 * log_s).exp() - 1) - log_s).sum(-1).mean()
     loss = F.mse_loss(dec(Normal(mu, log_s.exp()).sample()), x) + 0 * kl
     loss.backward()
-    found = why_no_grad(loss, enc=enc, dec=dec)["enc.weight"]
-    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    found = why_no_grad(loss, enc=enc, dec=dec)["enc.weight"]  # wng14: the 0 * kl is named
+    assert found.rule == "zero: a multiplication by a tensor without history", found
+    assert "cancel" not in found.why + found.fix, found
     att, gate = nn.Linear(8, 8), nn.Parameter(torch.zeros(8))  # q and k from one projection
     h = torch.randn(5, 8)
     loss = ((att(h) * gate @ att(h).T).softmax(-1) @ h).sum()
@@ -8587,3 +8588,179 @@ def test_fog11_slots_in_two_unrelated_modules_name_each_and_both_fixes_train():
         return F.mse_loss(out, y - 1) + value.pow(2).mean()
 
     _three_checked_steps(detach_step, meta_opt, reference, meta=meta)
+
+
+# wng14: a loss rebuilt from values (torch.tensor of losses) named first; a zero factor of a state
+# reset to 0 (spikingjelly#397) named before a surrogate Function seen to pass a gradient
+
+
+def _two_losses(model, x):
+    out = model(x)
+    return [out[:, 0].pow(2).mean(), (out[:, 1] - 1).abs().mean()]
+
+
+def test_a_loss_rebuilt_by_torch_tensor_is_named_first_and_stack_trains():
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 2), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rebuilt = (
+        "a tensor rebuilt from values (torch.tensor(list_of_losses), .item(), numpy) has no history"
+    )
+    combine = "combine with torch.stack(losses).sum() / sum(losses)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "To copy construct from a tensor ..."
+        leaves = {  # the loss a leaf whose requires_grad was set, or its graph reaching only one
+            "tensor(list, requires_grad=True).mean()": lambda ls: torch.tensor(
+                ls, requires_grad=True
+            ).mean(),
+            "tensor(l.item(), requires_grad=True)": lambda ls: torch.tensor(
+                ls[0].item(), requires_grad=True
+            ),
+            "Tensor(list).requires_grad_().sum()": lambda ls: (
+                torch.Tensor(ls).requires_grad_().sum()
+            ),
+        }
+        plain = {  # no graph at all: rebuilt first, as an "or" with no_grad
+            "tensor(list).sum()": lambda ls: torch.tensor(ls).sum(),
+            "as_tensor(list).sum()": lambda ls: torch.as_tensor(ls).sum(),
+            "FloatTensor(list).sum()": lambda ls: torch.FloatTensor(ls).sum(),
+            "tensor(l.item())": lambda ls: torch.tensor(ls[0].item()),
+        }
+        for kind, make in leaves.items():
+            loss = make(_two_losses(model, x[0]))
+            loss.backward()
+            found = why_no_grad(loss, model=model, opt=opt)["model.weight"]
+            assert found.rule == "not on the graph: the loss is rebuilt from values", (kind, found)
+            assert found.why.startswith(rebuilt) and found.fix.startswith(combine), (kind, found)
+        for kind, make in plain.items():
+            found = why_no_grad(make(_two_losses(model, x[0])), model=model)["model.weight"]
+            assert found.rule == "not on the graph: the loss has no graph", (kind, found)
+            assert found.why.index(rebuilt) < found.why.index("torch.no_grad()"), (kind, found)
+            assert found.fix.startswith(f"rebuilt from values: {combine}; else "), (kind, found)
+    assert model.weight.grad is None
+
+    def reference(i):  # the two losses written out from the weights
+        out = x[i] @ model.weight.T + model.bias
+        return out[:, 0].pow(2).mean() + (out[:, 1] - 1).abs().mean()
+
+    _three_checked_steps(lambda i: torch.stack(_two_losses(model, x[i])).sum(), opt, reference,
+                         model=model)  # fmt: skip
+    _three_checked_steps(lambda i: sum(_two_losses(model, x[i])), opt, reference, model=model)
+
+
+class _ATan(torch.autograd.Function):
+    """A surrogate spike, spikingjelly's ATan: a step forward, alpha/2 / (1 + (pi/2 alpha x)^2)
+    back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (1 + (torch.pi * x).square())  # alpha = 2
+
+
+class _Neuron(nn.Module):
+    """spikingjelly#397's neuron: a learnable a on the membrane potential v, which is reset to 0
+    (a number, made a tensor at the first step) between sequences."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.v = nn.Parameter(torch.tensor(0.0)), 0.0
+
+    def forward(self, x):
+        if not isinstance(self.v, torch.Tensor):
+            self.v = torch.full_like(x, self.v)
+        v = self.v + (x - self.v) / 2.0 + self.a * self.v
+        spike = _ATan.apply(v - 1.0)
+        self.v = v * (1 - spike)  # hard reset
+        return spike
+
+    def reset(self):
+        self.v = 0.0
+
+
+def test_a_zero_state_factor_is_named_before_a_surrogate_function_and_more_steps_train():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), _Neuron())
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)
+    x, target = torch.rand(3, 4, 8, 4) * 2, torch.rand(3, 8, 4)
+    loss = net(x[0, 0]).sum()  # one step, as the report ran it
+    before = why_no_grad(loss, net=net)["net.1.a"]
+    assert before.rule == "read before backward; will be zero: a multiplication by zero", before
+    assert "a state reset to 0" in before.why and "run more than one step" in before.fix, before
+    loss.backward()
+    assert net[1].a.grad is not None and not net[1].a.grad.any()
+    found = why_no_grad(loss, net=net, opt=opt)["net.1.a"]
+    assert found.rule == "zero: a multiplication by a tensor without history", found
+    assert "a state reset to 0 at the first step" in found.why, found
+    assert "the custom Function on the way (_ATan) passed a gradient" in found.why, found
+    assert found.fix.startswith("a state reset to 0: what multiplies it gets a gradient from the "
+                                "second step on: run more than one step per sequence"), found  # fmt: skip
+
+    alone, xs = _Neuron(), torch.rand(8, 4, requires_grad=True)  # the report's own lines
+    loss = alone(xs).sum()
+    loss.backward()
+    found = why_no_grad(loss, net=alone)["net.a"]
+    assert found.rule == "zero: a multiplication by a tensor without history", found
+    alone.reset()  # nothing else below the Function: it may be the cause, as before
+    loss = alone(xs.detach()).sum()
+    alone.zero_grad()
+    loss.backward()
+    found = why_no_grad(loss, net=alone)["net.a"]
+    assert found.rule == "zero: from a custom Function", found
+
+    lin, head = nn.Linear(3, 4), nn.Linear(4, 1)  # 0.5 * loss passes a gradient: not blamed
+    with torch.no_grad():
+        lin.bias.fill_(-10.0)  # a dead ReLU below it
+    for scaled in (
+        lambda h: 0.5 * head(torch.relu(lin(h))).pow(2).mean(),
+        lambda h: 0.5 * torch.relu(lin(h)).sum(),  # nothing below it gets a gradient
+    ):
+        loss = scaled(torch.randn(5, 3))
+        loss.backward()
+        assert why_no_grad(loss, lin=lin, head=head)["lin.weight"].rule == "zero"
+
+    def steps(i):  # the fix: several steps per sequence, the state reset before each
+        net[1].reset()
+        return (torch.stack([net(x[i, t]) for t in range(4)]).mean(0) - target[i]).pow(2).mean()
+
+    def reference(i):  # by hand: the spike as a straight-through atan, no custom Function
+        w, b, a = net[0].weight, net[0].bias, net[1].a
+        v, spikes = torch.zeros(8, 4), []
+        for t in range(4):
+            v = v + (x[i, t] @ w.T + b - v) / 2.0 + a * v
+            soft = torch.atan(torch.pi * (v - 1.0)) / torch.pi
+            spike = (v >= 1.0).float() + soft - soft.detach()
+            v = v * (1 - spike)
+            spikes.append(spike)
+        return (torch.stack(spikes).mean(0) - target[i]).pow(2).mean()
+
+    _three_checked_steps(steps, opt, reference, net=net)
+
+
+def test_a_weight_of_zero_after_backward_is_named_and_a_non_zero_weight_trains():
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 1), torch.randn(3, 4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = 0.0 * model(x[0]).pow(2).mean()  # a term weighted 0.0
+    loss.backward()
+    found = why_no_grad(loss, model=model, opt=opt)["model.weight"]
+    assert found.rule == "zero: a multiplication by a tensor without history", found
+    assert "a weight of 0.0: a non-zero weight" in found.fix, found
+    w, b = model.weight, model.bias
+    _three_checked_steps(lambda i: 0.1 * model(x[i]).pow(2).mean(), opt,
+                         lambda i: 0.1 * (x[i] @ w.T + b).pow(2).mean(), model=model)  # fmt: skip
+    z = -torch.rand(3, 4, 1)  # a mask made by a comparison, all False here
+    loss = (model(x[0]) * (z[0] > 0).float()).sum()
+    opt.zero_grad()
+    loss.backward()
+    found = why_no_grad(loss, model=model, opt=opt)["model.weight"]
+    assert found.rule == "zero: a multiplication by a tensor without history", found
+    assert "a mask from a comparison (x > 0): a soft one (torch.sigmoid(k * x))" in found.fix
+    _three_checked_steps(lambda i: (model(x[i]) * torch.sigmoid(4 * z[i])).sum(), opt,
+                         lambda i: ((x[i] @ w.T + b) / (1 + torch.exp(-4 * z[i]))).sum(),
+                         model=model)  # fmt: skip
