@@ -43,18 +43,18 @@ from urllib.parse import quote, unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
-# The targets are what the search achieves, rounded down, since held-out set 7 (50 real reports,
-# 64.0 % right first when scored once) joined the queries on 2026-12-06 and a section the query's
-# pasted message names hands its link to the subsection holding the reader's situation: measured
-# in Chromium, 77.1 % right first (557 of 722 queries), 89.3 % in the first three, 50.8 % page and
-# section (set 7 joining alone: 77.0 %, 89.2 %, 45.2 %; before it, 0.77, 0.89 and 0.47 on 672).
-# Raise them with the figures; never drop queries.
+# The targets are what the search achieves, rounded down, since held-out set 8 (47 real reports,
+# 63.8 % right first when scored once) joined the queries on 2026-12-07, torch's two autograd.grad
+# messages were indexed at the rules of a gradient left None, and a subsection the pasted message
+# names too takes the link: measured in Chromium, 77.4 % right first (595 of 769 queries), 89.3 %
+# in the first three, 53.3 % page and section (set 8 joining alone: 76.5 %, 89.2 %, 50.2 %; before
+# it, 0.77, 0.89 and 0.50 on 722). Raise them with the figures; never drop queries.
 RIGHT_FIRST_TARGET = 0.77  # share of queries whose first result is a right page
 TOP = 3  # a right page among this many first results ...
 TOP_TARGET = 0.89  # ... for this share of the queries
 # Of the queries that name a section: the right page first and linked to that section (29.5 %
 # before section-level links).
-SECTION_FIRST_TARGET = 0.50
+SECTION_FIRST_TARGET = 0.53
 # Built pages that are not content (nothing to find on them).
 NOT_CONTENT = {"search", "genindex", "404", "py-modindex"}
 # Pages merged or renamed since query files were written (old docname -> the page holding it now).

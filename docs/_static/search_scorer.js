@@ -58,9 +58,9 @@
  *    the `{index}` lines within it count together (the build links each index entry to the
  *    section holding it; the line under the page title to the page's top). A section whose
  *    heading or entry the query contains (a pasted message) hands the link to its subsection
- *    holding most of the situation's words, if one holds any (the build lists each subsection's
- *    enclosing section: sectionparents): the message names the section, the situation the case
- *    within it. Equal scores are
+ *    that the query names too (a more specific message), else to the one holding most of the
+ *    situation's words, if one holds any (the build lists each subsection's enclosing section:
+ *    sectionparents): the message names the section, the situation the case within it. Equal scores are
  *    ordered by the share of the query found, then by the smaller page (fewer distinct words:
  *    more focused), then by page name, never by title alone.
  *
@@ -360,9 +360,10 @@ const SiteSearch = (() => {
         if (total > best) [best, anchor] = [total, id ? `#${id}` : ""];
       }
       // The message names the section, the situation the case within it: a linked section whose
-      // heading or entry the query contains hands the link to its subsection (at any depth)
-      // holding most of the situation's words, if one holds any.
-      if (anchor && contains.has(anchor.slice(1)) && situation.length) {
+      // heading or entry the query contains hands the link to its subsection (at any depth) whose
+      // heading or entry the query contains too (a more specific message: "output 0 of
+      // ReluBackward0"), else to the one holding most of the situation's words, if one holds any.
+      if (anchor && contains.has(anchor.slice(1))) {
         const enclosing = sectionParents[doc.docname] || {};
         const inside = (id, outer) => {
           for (let up = enclosing[id]; up !== undefined; up = enclosing[up])
@@ -370,10 +371,12 @@ const SiteSearch = (() => {
           return false;
         };
         const outer = anchor.slice(1);
-        let most = 0;
+        let most = [0, 0]; // [named by the query, situation words]
         for (const [id, [, unit]] of sections) {
-          const own = inside(id, outer) ? idfIn(unit, situation) : 0;
-          if (own > most) [most, anchor] = [own, `#${id}`];
+          if (!inside(id, outer)) continue;
+          const own = [contains.has(id) ? 1 : 0, idfIn(unit, situation)];
+          if (own[0] > most[0] || (own[0] === most[0] && own[1] > most[1]))
+            [most, anchor] = [own, `#${id}`];
         }
       }
       // Each query word scores by where it is on the page; in index entries and headings fully
