@@ -55,8 +55,10 @@ and reports:
   leaf would look free: a state then gets the first fix, and a note to pass ``opt=...`` if it
   may be fast weights. A module's parameter slot holding a tensor with a graph (written by a
   differentiable optimizer's step: torchopt's ``MetaSGD``, your own functional SGD) is an inner
-  optimization's **state**, with the state with a graph of the object given with a ``step()``
-  whose references reach the slots (momentum traces; if none does, by purpose): both purposes,
+  optimization's **state**, with the state with a graph of the one object given with a
+  ``step()`` that steps them on evidence (it holds a slot's tensor, or a tensor of its own that a
+  slot's value is made from, or it is optimizer-like and reaches the slots; one reaching them
+  only through a module it holds, a trainer, is none): momentum traces; else by purpose. Both purposes,
   in this order: reset the slots (a loop past four) and that state at each outer step's start
   (MAML, ANIL), or detach both (weights that carry on), each module holding slots named;
   torchopt's calls only where torchopt is loaded. It cannot know what you mean the value to be: it
@@ -1164,6 +1166,52 @@ def _owners(fast: list) -> list[str]:
     return owners
 
 
+def _own_tensors(obj: object, depth: int = 3) -> list:
+    """The tensors ``obj`` holds itself: in its attributes and the lists, tuples, sets and dicts
+    in them (``depth`` deep), not inside another object (a module it holds)."""
+    found, todo = [], [(v, 1) for v in (_own_dict(obj) or {}).values()]
+    while todo and len(found) < 10_000:
+        value, level = todo.pop()
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif level < depth and type(value) in (list, tuple, set, frozenset, dict):
+            items = value.values() if type(value) is dict else value
+            todo.extend((v, level + 1) for v in list(items)[:10_000])
+    return found
+
+
+def _inner_optimizer(steppers: list, objects: dict, slots: list) -> list:
+    """The one object given with ``step()`` that steps the fast weights, on evidence, as a list
+    (empty: none or several qualify): it holds a slot's tensor itself, or a tensor of its own
+    feeds a slot's value (``p - lr * buf``: three nodes down), or it is optimizer-like
+    (``param_groups``, or a ``state`` dict holding tensors) and its references reach the slots.
+    One that reaches the slots only through a module it holds (a trainer) is no evidence."""
+    ids, near, todo = {id(t) for t in slots}, set(), [(t.grad_fn, 0) for t in slots]
+    while todo:  # the nodes at most three below a slot's value
+        fn, level = todo.pop()
+        if fn is None or fn in near:
+            continue
+        near.add(fn)
+        if level < 3:
+            todo.extend((c, level + 1) for c, _ in getattr(fn, "next_functions", ()))
+    found = []
+    for n in steppers:
+        obj, own = objects[n], _own_tensors(objects[n])
+        state = (_own_dict(obj) or {}).get("state")
+        optimizer_like = (
+            _static(obj, "param_groups") is not None
+            or "param_groups" in (_own_dict(obj) or {})
+            or (isinstance(state, dict) and any(_own_tensors(types.SimpleNamespace(s=state))))
+        )
+        if (
+            ids & {id(t) for t in own}
+            or any(t.grad_fn in near for t in own if t.grad_fn is not None)
+            or (optimizer_like and ids & {id(t) for t in _walk({n: obj}, BUDGET).tensors})
+        ):
+            found.append(n)
+    return found if len(found) == 1 else []
+
+
 def _fast_fix(
     fast: list, state: list, objects: dict, tensor_at: dict, names: dict, trains, inner=None
 ) -> str:
@@ -1850,10 +1898,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         if fast and not issubclass(type(o), torch.nn.Module)
         and (callable(_static(o, "step")) or callable((_own_dict(o) or {}).get("step")))
     ]  # fmt: skip
-    slot_ids = {id(tensor_at[p]) for p in fast}
-    inner = [  # the one whose own references reach the slots' tensors steps them: the inner one
-        n for n in steppers if slot_ids & {id(t) for t in _walk({n: objects[n]}, BUDGET).tensors}
-    ]
+    inner = _inner_optimizer(steppers, objects, [tensor_at[p] for p in fast])
     inner_state = [  # what it holds with a graph, not on a module: its state (momentum traces)
         p
         for p, t in tensor_at.items()

@@ -58,10 +58,8 @@ Where it stops:
   by right: read the leaf's ``.grad``. A non-leaf named that the loss's graph does not contain (a
   property's fresh view) gets the leaf it is made from, not ``retain_grad()``. A loss without
   graph made by a named object that says ``is_differentiable = False`` (a metric) names it.
-  A loss that is a leaf requiring grad, or whose graph reaches only plain leaves of at most one
-  dimension that nothing named holds, is a tensor rebuilt from values (``torch.tensor`` of
-  losses): ``torch.stack(losses).sum()``; a loss without graph gets that first too, as an "or",
-  with gradients on at the call and no switch in the modules named.
+  A loss that is a leaf requiring grad gets both causes, neither as certain: computed with
+  gradients off then ``requires_grad_()``, or rebuilt from values (``torch.tensor`` of losses).
   One nothing can give a gradient (made under ``no_grad``, by a comparison; an integer) is a
   constant; a buffer is state or a constant (torch's own: statistics). Leaves the graph
   reaches that you did not name are called parameters (``nn.Parameter``) or leaves, by their
@@ -110,12 +108,7 @@ Where it stops:
   wrote look alike: it says both, unless an earlier call on the same loss saw a ``.grad`` that
   has changed since (it remembers what each call saw, weakly: its own memory, not the program's);
   one it saw non-zero and sees zero now was likely set to zero (a backward adds to ``.grad``;
-  unless one added exactly the opposite). After ``backward()``, where the first op on every path
-  from the loss that can pass back zero by itself is a product by a tensor without history (a
-  state reset to 0, a mask, a weight of 0.0), with none below it, it names that as an "if" (the
-  value is freed); a custom ``Function`` or such a product seen to pass a gradient to another
-  leaf through the same input (a surrogate spike, ``0.5 * loss``) is gone through. Zeros behind
-  a custom ``Function`` (named): its
+  unless one added exactly the opposite). Zeros behind a custom ``Function`` (named): its
   computation does not read that very tensor (an ``adjoint_params`` it never uses), or the
   outputs that depend on it are unused.
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
@@ -214,10 +207,7 @@ _CUT_FIX = (
     "F.gumbel_softmax(hard=True)), or keep the loss from going through it; a draw by "
     "Distribution.sample(): .rsample() where the distribution has it (has_rsample)"
 )
-_REBUILT = (
-    "a tensor rebuilt from values (torch.tensor(list_of_losses), .item(), numpy) has no history"
-)
-_REBUILT_FIX = "combine with torch.stack(losses).sum() / sum(losses)"
+_SEVERAL = "several losses: torch.stack(losses).sum() or sum(losses)"
 _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy does not
     "ToCopyBackward0": "a copy made by .to(), .cuda(), .cpu(), .half(), .float() or .type()",
     "CloneBackward0": "a copy made by .clone()",
@@ -728,7 +718,6 @@ class _Context:
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
-    reach: dict = field(default_factory=dict)  # node -> the nodes around it, below it (_passes)
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1616,47 +1605,38 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "differentiable surrogate of the metric) and keep the metric for monitoring",
         )
     if g.loss.grad_fn is None and not g.loss.requires_grad:
-        rebuilt = not g.grad_off and not g.loss.is_inference() and not _switch_seen(g)
         return (
             "not on the graph: the loss has no graph",
             _off_here(g)
             + "the loss has no graph (no grad_fn, requires_grad=False), so backward() on it writes no "
             ".grad (a term like this changes no gradient; alone, backward() raises 'element 0 of "
-            "tensors does not require grad'): "
-            + (  # gradients on here, no switch in the modules named: a rebuilt tensor first
-                f"{_REBUILT}; or it was computed under torch.no_grad() or inference_mode, or from "
-                "values without history (.detach(), state_dict(), an argmax or another integer "
-                "result, a distribution's .sample(): .rsample() keeps the graph)"
-                if rebuilt
-                else "it was computed under torch.no_grad() or inference_mode, or from values "
-                "without history (.detach(), state_dict(), .item(), numpy, torch.tensor(...), an "
-                "argmax or another integer result, a distribution's .sample(): .rsample() keeps "
-                "the graph)"
-            )
-            + ", or no input required grad (name the object that "
-            "computed it, metric=metric: one that says is_differentiable = False is told)"
-            + _where_cut(g),
+            "tensors does not require grad'): it was computed under torch.no_grad() or "
+            "inference_mode, or from values without history (.detach(), state_dict(), rebuilt "
+            "from values: torch.tensor(list_of_losses), .item(), numpy; an argmax or another "
+            "integer result, a distribution's .sample(): .rsample() keeps the graph), or no input "
+            "required grad (name the object that computed it, metric=metric: one that says "
+            "is_differentiable = False is told)" + _where_cut(g),
             _off_here_fix(g)
             + (
                 f"compute it with gradients enabled: {_INFERENCE_FIX}"
                 if g.loss.is_inference()
-                else (f"rebuilt from values: {_REBUILT_FIX}; else " if rebuilt else "")
-                + "compute it with gradients enabled, with torch operations on the model's "
-                "outputs; an argmax has no gradient: use a differentiable surrogate (softmax, "
-                "F.gumbel_softmax)" + _inner_no_grad(g)
+                else "compute it with gradients enabled, with torch operations on the model's "
+                f"outputs ({_SEVERAL}); an argmax has no gradient: use a differentiable surrogate "
+                "(softmax, F.gumbel_softmax)" + _inner_no_grad(g)
             ),
         )
     if (
         g.loss.grad_fn is None
         and not isinstance(g.loss, torch.nn.Parameter)
         and not any(id(g.loss) in h for h in (g.names, *g.held.values()))
-    ):  # a leaf whose requires_grad the reader set: a rebuilt tensor
+    ):  # a leaf whose requires_grad the reader set: either cause, neither certain
         return (
-            "not on the graph: the loss is rebuilt from values",
-            f"{_REBUILT}: the loss is a leaf whose requires_grad was set (requires_grad=True, "
-            ".requires_grad_()), so its graph reaches nothing",
-            f"{_REBUILT_FIX} (each term keeps its graph); one loss: use it as it is, without "
-            ".item(), numpy or torch.tensor(...)",
+            "not on the graph: the loss is a leaf",
+            "the loss is a leaf: it has no history. Either it was computed with gradients off "
+            "(torch.no_grad(), .detach()) and requires_grad_() was set on it afterwards, or it "
+            "was rebuilt from values (torch.tensor(list_of_losses), .item(), numpy)",
+            "remove requires_grad_() / torch.tensor(...) and compute the loss from the model's "
+            f"outputs with gradients on; {_SEVERAL}",
         )
     if g.loss.grad_fn is None:
         return (
@@ -1762,13 +1742,6 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 f"name), none of yours: your tensors' values enter it without history ({_CUTS}), "
                 "or are not used; name that module too to see which of yours it reaches",
                 _CUT_FIX + _probe_owner(t, g),
-            )
-        if all(v.dim() <= 1 for v in foreign):  # a value per loss or per sample, not an input
-            return (
-                "not on the graph: the loss is rebuilt from values",
-                f"{_REBUILT}: the loss's graph reaches only {shown}, a new leaf made from values "
-                "(requires_grad=True set on it), none of yours",
-                f"{_REBUILT_FIX}, not torch.tensor([...], requires_grad=True)",
             )
         return (
             "not on the graph: the loss reaches only leaves you did not name",
@@ -1970,18 +1943,6 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
         "or used only to draw or round a random choice, such as a crop box's size, which has no "
         "gradient by construction: None is right, and learning it needs a differentiable form of "
         "that choice)"
-    )
-
-
-def _switch_seen(g: _Context) -> bool:
-    """Whether a module named has a method under torch's no_grad or inference_mode decorator, or
-    a line in its forward that can switch gradients off (what ``_inner_no_grad`` names)."""
-    return any(
-        ("." not in name and _no_grad_methods(type(module)))
-        or "forward" in _no_grad_methods(type(module))
-        or "__call__" in _no_grad_methods(type(module))
-        or _switch_lines(type(module))
-        for name, module in g.modules
     )
 
 
@@ -2527,8 +2488,9 @@ _STATE_FIX = (  # a factor of a state reset to 0 (a membrane potential, an RNN s
 )
 _ZERO_FIX = {
     "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
-    "a multiplication by zero": "a non-zero weight for that term; a mask from a comparison "
-    "(x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
+    "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
+    "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
+    "comparison (x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
     "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
     "it; check the inputs' range (normalise them)",
@@ -2629,33 +2591,6 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         return ("zero: from a compiled region", f"every path from the loss to it passes through "
                 f"{_REGION}, which wrote this zero", _COMPILED_FIX)  # fmt: skip
     functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
-    steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])
-    passed = (  # not with a step op on the way, nor with (x + c) - x
-        _by_constant_first(g, node, functions) if not (steps or jumps or _cancel(g, node)) else None
-    )
-    if passed is not None:  # the first op on every path that can pass back zero: x * c
-        names = sorted({re.sub(r"Backward$", "", type(f).__name__) for f in passed})
-        why = (
-            "the gradient written is zero; on every path from the loss to it, the first op that "
-            "can pass back zero by itself is a multiplication by a tensor without history (c in "
-            "x * c: a state reset to 0 at the first step, as a membrane potential or an RNN state; "
-            "a mask; a weight of 0.0): if c was all zero, so is this gradient (the backward freed c)"
-            + (
-                f"; the custom Function on the way ({', '.join(names[:3])}) passed a gradient to "
-                "other leaves through the same input"
-                if names
-                else ""
-            )
-        )
-        if hooks:
-            why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"
-        return (
-            "zero: a multiplication by a tensor without history",
-            why,
-            f"{_STATE_FIX}; a weight of 0.0: a non-zero weight; a mask from a comparison (x > 0): "
-            "a soft one (torch.sigmoid(k * x)); to read c, call why_no_grad(loss, ...) before "
-            "backward()",
-        )
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
         names = sorted({re.sub(r"Backward$", "", type(f).__name__) for f in functions})
         return (
@@ -2671,6 +2606,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "turns the zero into None",
         )
     what, cause, fix = _will_be_zero(g, node)  # step ops are seen by name after backward()
+    steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])
     if what:
         why = f"the gradient written is zero: {cause}"
     elif steps or jumps:
@@ -2703,102 +2639,6 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if hooks:
         why += f"; hooks on it or its module that could zero it: {', '.join(hooks)}"
     return ("zero" + (f": {what}" if what else ""), why, fix)
-
-
-_MAY_ZERO = {  # nodes whose derivative can be zero on every element, by their input alone
-    *_STEPS, *_JUMPS, *_SATURATES, *_AT_MINIMUM, *_CLAMPS, "ReluBackward0", "WhereBackward0",
-    "MaskedFillBackward0", "HardsigmoidBackward0", "HardswishBackward0",
-}  # fmt: skip
-
-
-def _by_constant(fn) -> bool:
-    """A multiplication one of whose factors has no history (a state, a mask, a number)."""
-    name = type(fn).__name__
-    return name == "MulBackward1" or (
-        name == "MulBackward0" and any(c is None for c, _ in fn.next_functions[:2])
-    )
-
-
-def _reach(g: _Context, roots: list, stop=None) -> set:
-    """The nodes reached from ``roots`` (themselves included), not going through ``stop``."""
-    seen, todo = set(roots), list(roots)
-    while todo:
-        for child in g.kids.get(todo.pop(), ()):
-            if child not in seen and child is not stop:
-                seen.add(child)
-                todo.append(child)
-    return seen
-
-
-def _passes(g: _Context, fn, node) -> bool:
-    """Whether the node ``fn`` (a custom Function, a multiplication by a constant) is seen to pass
-    a gradient toward ``node``: on each of its inputs that leads to ``node``, another leaf that
-    the loss reaches only through that input has a non-zero ``.grad`` (read after backward, when
-    the values it used are freed)."""
-    if fn not in g.reach:  # the nodes reached around fn, and below each of its inputs: once
-        root = g.loss.grad_fn
-        g.reach[fn] = (
-            _reach(g, [root], stop=fn) if root is not fn else set(),
-            [_reach(g, [c]) if c is not None else set() for c, _ in fn.next_functions],
-        )
-    outside, below = g.reach[fn]
-    leads = [i for i, nodes in enumerate(below) if node in nodes]
-    return bool(leads) and all(
-        any(
-            acc is not node and acc in below[i] and acc not in outside
-            and not any(acc in nodes for j, nodes in enumerate(below) if j != i)
-            and v.grad is not None and bool(v.grad.any())
-            for v, acc in g.leaves.values()
-        )
-        for i in leads
-    )  # fmt: skip
-
-
-def _by_constant_first(g: _Context, node, functions: set) -> list | None:
-    """After backward, a zero gradient: where, on every path from the loss to ``node``, the first
-    node that can pass back zero by itself is a multiplication by a tensor without history
-    (``_by_constant``), and none is below it (a dead ReLU under ``0.5 * loss`` is not one), the
-    custom Functions on the way seen to pass a gradient there; None otherwise. A Function or such a multiplication seen to pass a gradient (``_passes``: a
-    ``0.5 * loss``) is gone through, not stopped at. The factor's value is freed by then, so it
-    is an "if": all zero (a state reset to 0, a weight of 0.0, a mask)."""
-    if node is None or g.loss is None or g.loss.grad_fn is None:
-        return None
-    parents = collections.defaultdict(list)
-    for fn, kids in g.kids.items():
-        for child in kids:
-            parents[child].append(fn)
-    above, todo = {node}, [node]  # the nodes from which node is reached
-    while todo:
-        for up in parents[todo.pop()]:
-            if up not in above:
-                above.add(up)
-                todo.append(up)
-    compiled, first, passing = _compiled(g), set(), set()
-    seen, todo = {g.loss.grad_fn}, [g.loss.grad_fn]
-    while todo:  # from the loss down to the first node on each path that can pass back zero
-        fn = todo.pop()
-        if fn is node:
-            return None  # a path without one
-        if type(fn).__name__ in _MAY_ZERO or fn in compiled:
-            first.add(fn)
-            continue
-        if fn in functions or _by_constant(fn):
-            if not _passes(g, fn, node):
-                first.add(fn)
-                continue
-            passing.add(fn)
-        for child in g.kids.get(fn, ()):
-            if child in above and child not in seen:
-                seen.add(child)
-                todo.append(child)
-    if not first or not all(_by_constant(fn) for fn in first):
-        return None
-    for fn in _reach(g, list(first)) & above:  # below them, no other cause: the factor alone
-        if type(fn).__name__ in _MAY_ZERO or fn in compiled:
-            return None
-        if fn in functions and not _passes(g, fn, node):
-            return None
-    return sorted(passing & functions, key=lambda f: type(f).__name__)
 
 
 def _cancel(g: _Context, node) -> str:
