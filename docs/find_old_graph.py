@@ -146,6 +146,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import re
 import sys
 import sysconfig
@@ -876,12 +877,14 @@ def _walk(objects: dict[str, object], budget: int):
                 elif issubclass(kind, torch.optim.Optimizer):
                     for group in obj.param_groups:
                         walk.opt_params.update(id(p) for p in group["params"] if p.requires_grad)
-                elif issubclass(kind, torch.nn.Module):
-                    walk.module_params.update(
+                slots = set()
+                if issubclass(kind, torch.nn.Module):
+                    slots = {
                         id(p)
                         for p in (_own_dict(obj) or {}).get("_parameters", {}).values()
                         if p is not None
-                    )
+                    }
+                    walk.module_params.update(slots)
                 try:
                     for suffix, child in _children(obj, walk.names, top):
                         if issubclass(
@@ -894,6 +897,8 @@ def _walk(objects: dict[str, object], budget: int):
                                 return walk
                         else:
                             where = suffix[1:] if suffix.startswith("=") else f"{path}{suffix}"
+                            if id(child) in slots:  # a module's slot: named by its module
+                                walk.slot_paths.setdefault(id(child), (where, obj, suffix))
                             if id(child) not in seen:
                                 queue.append((where, child, False, obj, suffix))
                             else:
@@ -916,6 +921,9 @@ class _Walk:
     pinned: list = field(default_factory=list)  # keeps every visited object alive (ids stay unique)
     opt_params: set = field(default_factory=set)  # ids of the parameters of the optimizers found
     module_params: set = field(default_factory=set)  # ids of the parameters of the modules found
+    slot_paths: dict = field(
+        default_factory=dict
+    )  # id -> (path, module, suffix) of a module's slot
     visited: int = 0
     unfinished: tuple = ()  # the objects given whose walk the budget stopped
     unread: list = field(default_factory=list)  # paths whose reading raised
@@ -1166,23 +1174,30 @@ def _owners(fast: list) -> list[str]:
     return owners
 
 
-def _own_tensors(obj: object, depth: int = 3) -> list:
-    """The tensors ``obj`` holds itself: in its attributes and the lists, tuples, sets and dicts
-    in them (``depth`` deep), not inside another object (a module it holds)."""
-    found, todo = [], [(v, 1) for v in (_own_dict(obj) or {}).values()]
-    while todo and len(found) < 10_000:
+def _own_tensors(obj: object, depth: int = 6) -> list:
+    """The tensors ``obj`` holds itself: in its attributes and the lists, tuples (namedtuples too),
+    sets and dicts in them (``depth`` deep: torchopt's list of tuples of a module's ``_parameters``
+    dicts), not inside another object (a module it holds); no property is read."""
+    found, todo, seen = [], [(v, 1) for v in (_own_dict(obj) or {}).values()], set()
+    while todo and len(found) < 10_000 and len(seen) < 100_000:
         value, level = todo.pop()
         if isinstance(value, torch.Tensor):
             found.append(value)
-        elif level < depth and type(value) in (list, tuple, set, frozenset, dict):
-            items = value.values() if type(value) is dict else value
-            todo.extend((v, level + 1) for v in list(items)[:10_000])
+        elif (
+            level < depth
+            and issubclass(type(value), (list, tuple, set, frozenset, dict))
+            and id(value) not in seen
+        ):
+            seen.add(id(value))
+            base = next(b for b in (dict, list, tuple, set, frozenset) if isinstance(value, b))
+            items = dict.values(value) if base is dict else base.__iter__(value)  # not its own
+            todo.extend((v, level + 1) for v in itertools.islice(items, 10_000))
     return found
 
 
 def _inner_optimizer(steppers: list, objects: dict, slots: list) -> list:
-    """The one object given with ``step()`` that steps the fast weights, on evidence, as a list
-    (empty: none or several qualify): it holds a slot's tensor itself, or a tensor of its own
+    """The objects given with ``step()`` that may step the fast weights, on evidence (one: the
+    inner optimizer; several: which one cannot be told): it holds a slot's tensor itself, or a tensor of its own
     feeds a slot's value (``p - lr * buf``: three nodes down), or it is optimizer-like
     (``param_groups``, or a ``state`` dict holding tensors) and its references reach the slots.
     One that reaches the slots only through a module it holds (a trainer) is no evidence."""
@@ -1209,7 +1224,7 @@ def _inner_optimizer(steppers: list, objects: dict, slots: list) -> list:
             or (optimizer_like and ids & {id(t) for t in _walk({n: obj}, BUDGET).tensors})
         ):
             found.append(n)
-    return found if len(found) == 1 else []
+    return found
 
 
 def _fast_fix(
@@ -1252,7 +1267,7 @@ def _fast_fix(
         )
     plain = (
         "; ".join(back)
-        if back and len(back) <= 4
+        if back and len(back) <= 4 and not any("(key)" in b for b in back)  # not code: a loop
         else (  # any number of slots: the leaves taken before the loop, written back in a loop
             f"start = [(m.get_submodule(n.rpartition('.')[0]), n.rpartition('.')[2], p) for m in "
             f"{each} for n, p in m.named_parameters()] taken before the loop, then "
@@ -1474,6 +1489,8 @@ def _beside(container: object, owner: object, store: str, objects: dict) -> list
             if issubclass(type(owner), dict)
             else (lambda name: f"{prefix[1]}.{name}")
         )
+    if container is None:
+        return []
     length = len(container)
     return [
         path(name)
@@ -1491,6 +1508,16 @@ def _library_cache(path: str, tensor: torch.Tensor, holders: dict) -> bool:
     while obj is not None and _kind(_file_of(type(obj))) not in ("torch", "library"):
         obj = holders.get(id(obj))
     return obj is not None and re.search(r"[.\[].*cache", path, re.IGNORECASE) is not None
+
+
+def _higher_held(obj: object, holders: dict) -> bool:
+    """Whether ``obj`` or an object holding it is of the ``higher`` library's own classes (its
+    functional model, its differentiable optimizer): the class's module, not its shape."""
+    while obj is not None:
+        if (getattr(type(obj), "__module__", None) or "").startswith("higher."):
+            return True
+        obj = holders.get(id(obj))
+    return False
 
 
 def _named_slot(slot: tuple) -> bool:
@@ -1544,6 +1571,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     }
     walk = _walk(objects, BUDGET)
     names = walk.names
+    for key, (path, module, suffix) in walk.slot_paths.items():  # a slot met first elsewhere (a
+        if (
+            names.get(key, path) != path
+        ):  # logger's reference): named by its module, the other apart
+            walk.aliases.setdefault(key, []).insert(0, names[key])
+            names[key] = path
+            walk.holders[key] = module
+            walk.slot[key] = (id(module), type(module).__name__, suffix)
     held = walk.opt_params  # what is known to train: an optimizer given or found holds it
     trains = lambda t: id(t) in held and t.requires_grad  # noqa: E731
     trains_what = "optimizers' parameters"
@@ -1884,7 +1919,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             if not reaches_old.get(fn):
                 holding.append(path)
             else:
-                groups[key if item and old(fn) else path].append((path, fn))
+                slot = id(tensor_at[path]) in walk.module_params  # a module's slot: its own
+                groups[key if item and old(fn) and not slot else path].append((path, fn))
     # the loss is named by the place that carries it: an object's, not a history's item or a name
     # (the loss's own, rebound each step); every other place holding it is named beside
     shown_root = sorted(
@@ -1898,502 +1934,595 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         if fast and not issubclass(type(o), torch.nn.Module)
         and (callable(_static(o, "step")) or callable((_own_dict(o) or {}).get("step")))
     ]  # fmt: skip
-    inner = _inner_optimizer(steppers, objects, [tensor_at[p] for p in fast])
+    try:
+        several = _inner_optimizer(steppers, objects, [tensor_at[p] for p in fast])
+    except Exception:  # noqa: BLE001 - a rule of this tool failed: the inner optimizer is not known
+        several = []
+    inner = several if len(several) == 1 else []
     inner_state = [  # what it holds with a graph, not on a module: its state (momentum traces)
         p
         for p, t in tensor_at.items()
         if p not in fast and re.split(r"[.\[]", p, maxsplit=1)[0] in (inner or steppers)
         and not issubclass(type(walk.holders.get(id(t))), torch.nn.Module)
     ]  # fmt: skip
-    fast_fix = (
-        _fast_fix(fast, inner_state if inner else [], objects, tensor_at, names, trains, *inner[:1])
-        if fast
-        else ""
-    )
+
+    def fast_fix() -> str:  # made where used: inside the rules' guard
+        state_ = inner_state if inner else []
+        return _fast_fix(fast, state_, objects, tensor_at, names, trains, *inner[:1])
+
     for use_record in (True, False):  # without the record when it leaves no carrier to name
         del carriers[from_loss:], carrier_slots[from_loss:]
         for found in (derived, overwritten, state_slots, derived_slots):
             found.clear()
         for group, members in groups.items():
-            paths = [p for p, _ in members]
-            fn = members[0][1]
-            shown, count = _collapse(paths)
-            here, tensor = paths[0], tensor_at[paths[0]]
-            reset = _reset_below(fn, kids, old)
-            leaves = _leaves_below(fn, kids, trains, limit=_ALL)
-            leaf_names = _named(leaves, names)
-            if fn is root and shown_root:
-                here_shown = shown_root[0]
-                others = [p for p in shown_root[1:] if _group(p) not in old_groups][:2]
-                shown = here_shown + (f" (also {', '.join(others)})" if others else "")
-            else:
-                here_shown = here
-            memory_only = False  # no error: a graph kept, freed, not rebuilt (only memory)
-            detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
-            frozen = not detach.startswith(f"{here_shown} = ")
-            if fn is root and shown_root and _group(here_shown) in old_groups:  # a history's item
-                shown, frozen = "the loss given", True  # the name it is rebuilt from is not given
-                detach = "detach the value it adds to (not given: pass **locals())"
-            container, owner = _container(tensor, walk.holders)
-            enters = any(f in in_loss for _, f in members)
-            if here.endswith(".grad"):
-                kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
-                reason = "no error: each backward() adds to it, through its graph (memory grows)"
-                fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
-            elif any(p in inner_state for p in paths) and inner:  # a momentum trace of fast weights
-                kind, verdict = (
-                    "an inner optimizer's state with a graph (a momentum trace)",
-                    "state",
-                )
-                reason = f"the state of the optimizer that steps the fast weights ({fast[0]})"
-                fix = f"with the fast weights: the fix of {fast[0]}, which names this state"
-                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-            elif any(p in inner_state for p in paths):  # no object given reaches the slots
-                kind, verdict = "the state with a graph of an object with step()", "state"
-                reason = "it holds none of the fast weights' slots, so whether it steps them cannot be told"
-                fix = (
-                    f"if it steps the fast weights (the inner optimizer): the fix of {fast[0]}, which "
-                    f"names this state; if not: {detach} at each step's start"
-                )
-                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-            elif reset in ("zero_()", "fill_()", "fill_(a tensor)"):
-                kind = f"reset in place ({reset}), the old graph kept behind the new value"
-                verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
-                new = (  # the value written: fill_'s node keeps none, so v stands for it
-                    (
-                        "torch.zeros_like(...)",
-                        f"torch.zeros_like({here})",
-                        f"{here}.detach().zero_()",
-                    )
-                    if reset == "zero_()"
-                    else (
-                        "torch.full_like(..., v)",
-                        f"{here}.detach().fill_(v)",
-                        f"torch.full_like({here}, v)",
-                    )
-                    if reset == "fill_()"  # full_like takes a number only: not for fill_(a tensor)
-                    else ("x.detach().fill_(v)", f"{here}.detach().fill_(v)", None)
-                )
-                fix = (
-                    f"reset it as a new tensor ({new[0]}) where it is made" if frozen
-                    else f"reset it as a new tensor, {here} = {new[1]}" + (f", or {here} = {new[2]}" if new[2] else "")
-                ) + ("" if reset == "zero_()" else " (v: the value your fill_() writes)")  # fmt: skip
-            elif reset and old(fn):  # the last write is an earlier step's (or made before the loop)
-                kind = f"written in place ({reset}) before this step"
-                verdict = "recompute"
-                reason = "a write made once, outside the step, keeps that write's graph"
-                fix = (
-                    "make it and write into it inside the step (a new tensor each step); if each "
-                    f"step writes into it: {detach} at each step's start, before writing"
-                )
-            elif reset:
-                kind = (
-                    f"written in place ({reset}) into a tensor that carries an earlier step's graph"
-                )
-                verdict = "state"
-                reason = "a write into a tensor keeps its history below the new values"
-                fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
-                if reaches_trained.get(fn) and _rows_written(fn, kids, old, reaches_old):
-                    verdict = "samples"  # a ring buffer: rows written, made without the old ones
-                    reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
-                    cache = _CACHE.format(detach=detach, added="written")
-                    fix = _BY_PURPOSE.format(
-                        cache="" if frozen else cache, empty=_emptied(here_shown)
-                    )
-            elif (
-                root is not None
-                and not enters
-                and (
-                    tensor.dim() == 0
-                    or (count == 1 or _grows(container) and group.endswith("[*]"))
-                    and old(fn)
-                    and not (group in this_step and group != here or _bounded(container))
-                )
-            ):  # a number, one tensor kept (prev = out), or a list's items, this loss does not use
-                if use_record and not old(fn) and _made_from_others(here, fn):
-                    derived.append(shown)  # a loss term of this step (meta-learning's inner loss)
-                    continue
-                held_then = record.get(place(here))
-                kept = held_then == (id(fn), _seq(fn))  # the very node it held then: not rebuilt
-                grows = not kept and (
-                    not old(fn)
-                    or held_then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
-                )
-                if held_then is not None and not grows and not kept:
-                    overwritten.append(shown)
-                    continue
-                appended = _grows(container)  # losses.append(loss)
-                # "freed" only where it shows: a saved tensor below still alive means its graph is
-                # alive (no backward, or backward(retain_graph=True): validation outputs, no no_grad)
-                below = [f for _, m in members for f in _all_below(m, kids)]
-                saved_alive = any(alive.get(f) and not state.get(f) for f in below)
-                graph = (
-                    "graph (alive: saved activations kept)"
-                    if saved_alive
-                    else "graph, freed by a backward pass (backward() or torch.autograd.grad),"
-                    if any(state.get(f) for f in below)
-                    else "graph"
-                )
-                kind = (
-                    "a number kept across steps that this loss does not use"
-                    if tensor.dim() == 0 and count == 1
-                    else "a tensor kept from an earlier step that this loss does not use"
-                    if count == 1
-                    else f"{count} tensors of earlier steps kept in {group} that this loss does not use"
-                )
-                verdict = "detach"
-                op = type(fn).__name__
-                reason = (
-                    "a running total or a log adds to itself: it keeps every earlier step's graph "
-                    "alive (memory grows)"
-                    if grows
-                    else "kept in a list that grows by append; each item's graph is alive (saved "
-                    "activations kept): memory grows"
-                    if appended and saved_alive
-                    else f"kept in a list that grows by append: no error; each item's {graph} only holds memory"
-                    if appended
-                    else f"kept, not rebuilt: no error; its {graph} only holds memory"
-                    if old(fn) and (kept or tensor.dim() or "Add" not in op)
-                    else "it keeps an earlier step's graph alive until it is replaced; memory grows "
-                    "only if it adds to itself (a running total)"
-                )
-                # no error (bool(report) leaves it out); a sum first seen may be a running total
-                memory_only = (
-                    old(fn)
-                    and not grows
-                    and not (appended and saved_alive)
-                    and (kept or appended or tensor.dim() > 0 or "Add" not in op)
-                )
-                run = here_shown
-                running = (  # the fix by the op: a max or an average keeps a float, not a sum
-                    f"keep it as a float: {run} = max({run}, loss.item())"
-                    if re.match(r"(Maximum|Max|Amax)Backward", op)
-                    else f"keep it as a float: {run} = min({run}, loss.item())"
-                    if re.match(r"(Minimum|Min|Amin)Backward", op)
-                    else f"keep it as a float: {run} = 0.9 * {run} + 0.1 * loss.item() (your factor)"
-                    if op.startswith("LerpBackward")
-                    else "add loss.item() (a float) to it, or loss.detach()"
-                    if "Add" in op
-                    else "keep it as a float (loss.item() in it), or use loss.detach() in it"
-                )
-                fix = (  # a loss backwarded with retain_graph=True must keep its graph: no no_grad
-                    f"append {'loss.item() (a float) or loss.detach()' if tensor.dim() == 0 else 'x.detach() (x: what you append)'} "
-                    "instead; values not trained through (validation outputs): compute them under "
-                    "torch.no_grad()"
-                    if appended and saved_alive
-                    else running
-                    if not memory_only
-                    else "none needed; to free that memory, append loss.item() (a float) or "
-                    "loss.detach() instead"
-                    if appended and tensor.dim() == 0
-                    else "none needed; to free that memory, append x.detach() instead (x: what "
-                    "you append)"
-                    if appended
-                    else "none needed; to free that memory, store loss.detach() or loss.item() "
-                    "there and call backward() on loss"
-                    if tensor.dim() == 0
-                    else f"none needed; to free that memory, keep a detached copy there ({detach})"
-                )
-            elif count > 1 or group in this_step and group != here or _bounded(container):
-                what = f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
-                kind = what + (", beside this step's" if group in this_step else "")
+            try:
+                paths = [p for p, _ in members]
+                fn = members[0][1]
+                shown, count = _collapse(paths)
+                here, tensor = paths[0], tensor_at[paths[0]]
+                reset = _reset_below(fn, kids, old)
+                leaves = _leaves_below(fn, kids, trains, limit=_ALL)
+                leaf_names = _named(leaves, names)
+                if fn is root and shown_root:
+                    here_shown = shown_root[0]
+                    others = [p for p in shown_root[1:] if _group(p) not in old_groups][:2]
+                    shown = here_shown + (f" (also {', '.join(others)})" if others else "")
+                else:
+                    here_shown = here
+                memory_only = False  # no error: a graph kept, freed, not rebuilt (only memory)
+                detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
+                frozen = not detach.startswith(f"{here_shown} = ")
                 if (
-                    use_record
-                    and type(container) is tuple
-                    and all(_passed_in_tuple(p, f) for p, f in members)
-                ):  # an LSTM's (h, c) stored back after backward(): one state, not samples
+                    fn is root and shown_root and _group(here_shown) in old_groups
+                ):  # a history's item
+                    shown, frozen = (
+                        "the loss given",
+                        True,
+                    )  # the name it is rebuilt from is not given
+                    detach = "detach the value it adds to (not given: pass **locals())"
+                container, owner = _container(tensor, walk.holders)
+                enters = any(f in in_loss for _, f in members)
+                if here.endswith(".grad"):
+                    kind, verdict = "a gradient kept with its graph (create_graph=True)", "reset"
+                    reason = (
+                        "no error: each backward() adds to it, through its graph (memory grows)"
+                    )
+                    fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
+                elif (
+                    any(p in inner_state for p in paths) and inner
+                ):  # a momentum trace of fast weights
+                    kind, verdict = (
+                        "an inner optimizer's state with a graph (a momentum trace)",
+                        "state",
+                    )
+                    reason = f"the state of the optimizer that steps the fast weights ({fast[0]})"
+                    fix = f"with the fast weights: the fix of {fast[0]}, which names this state"
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif any(p in inner_state for p in paths) and len(several) > 1:
+                    kind, verdict = "the state with a graph of an object with step()", "state"
+                    reason = (
+                        f"{', '.join(several[:-1])} and {several[-1]} each hold fast weights' "
+                        "slots; which of them step the fast weights cannot be told"
+                    )
+                    fix = (
+                        "each one that steps fast weights (an inner optimizer): make it anew at "
+                        f"each outer step's start, with the fix of {fast[0]}; any other: {detach} at "
+                        "each step's start"
+                    )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif any(p in inner_state for p in paths):  # no object given reaches the slots
+                    kind, verdict = "the state with a graph of an object with step()", "state"
+                    reason = (
+                        "none of the objects given was shown to step the fast weights, so whether "
+                        "it does cannot be told"
+                    )
+                    fix = (
+                        f"if it steps the fast weights (the inner optimizer): the fix of {fast[0]}, which "
+                        f"names this state; if not: {detach} at each step's start"
+                    )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif _higher_held(tensor, walk.holders) and (
+                    id(tensor) in walk.module_params or "_fast_params" in here
+                ):  # higher's own record of fast weights (fmodel's slots, its history of them)
+                    made = [n for n, o in objects.items() if _higher_held(o, {})] or ["fmodel"]
+                    both = ", ".join(made[:-1]) + " and " + made[-1] if len(made) > 1 else made[0]
+                    kind, verdict = (
+                        "fast weights kept by higher's own objects, with a graph",
+                        "state",
+                    )
+                    reason = (
+                        "higher's functional model keeps its fast weights and their history: "
+                        "carried across outer steps"
+                    )
+                    fix = (
+                        f"make {both} anew at each outer step's start (higher.innerloop_ctx inside "
+                        "the outer loop); these are higher's, not yours to edit"
+                    )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif reset in ("zero_()", "fill_()", "fill_(a tensor)"):
+                    kind = f"reset in place ({reset}), the old graph kept behind the new value"
+                    verdict, reason = "reset", "zero_() or fill_() on a tensor keeps its history"
+                    new = (  # the value written: fill_'s node keeps none, so v stands for it
+                        (
+                            "torch.zeros_like(...)",
+                            f"torch.zeros_like({here})",
+                            f"{here}.detach().zero_()",
+                        )
+                        if reset == "zero_()"
+                        else (
+                            "torch.full_like(..., v)",
+                            f"{here}.detach().fill_(v)",
+                            f"torch.full_like({here}, v)",
+                        )
+                        if reset
+                        == "fill_()"  # full_like takes a number only: not for fill_(a tensor)
+                        else ("x.detach().fill_(v)", f"{here}.detach().fill_(v)", None)
+                    )
+                    fix = (
+                        f"reset it as a new tensor ({new[0]}) where it is made" if frozen
+                        else f"reset it as a new tensor, {here} = {new[1]}" + (f", or {here} = {new[2]}" if new[2] else "")
+                    ) + ("" if reset == "zero_()" else " (v: the value your fill_() writes)")  # fmt: skip
+                elif reset and old(
+                    fn
+                ):  # the last write is an earlier step's (or made before the loop)
+                    kind = f"written in place ({reset}) before this step"
+                    verdict = "recompute"
+                    reason = "a write made once, outside the step, keeps that write's graph"
+                    fix = (
+                        "make it and write into it inside the step (a new tensor each step); if each "
+                        f"step writes into it: {detach} at each step's start, before writing"
+                    )
+                elif reset:
+                    kind = f"written in place ({reset}) into a tensor that carries an earlier step's graph"
+                    verdict = "state"
+                    reason = "a write into a tensor keeps its history below the new values"
+                    fix = f"{detach} at each step's start, before writing; a statistic: write under torch.no_grad()"
+                    if reaches_trained.get(fn) and _rows_written(fn, kids, old, reaches_old):
+                        verdict = (
+                            "samples"  # a ring buffer: rows written, made without the old ones
+                        )
+                        reason = f"stored samples written in place (a ring buffer), not a state; their graph reaches {leaf_names} ({trains_what}), which still train"
+                        cache = _CACHE.format(detach=detach, added="written")
+                        fix = _BY_PURPOSE.format(
+                            cache="" if frozen else cache, empty=_emptied(here_shown)
+                        )
+                elif (
+                    root is not None
+                    and not enters
+                    and (
+                        tensor.dim() == 0
+                        or (count == 1 or _grows(container) and group.endswith("[*]"))
+                        and old(fn)
+                        and not (group in this_step and group != here or _bounded(container))
+                    )
+                ):  # a number, one tensor kept (prev = out), or a list's items, this loss does not use
+                    if use_record and not old(fn) and _made_from_others(here, fn):
+                        derived.append(
+                            shown
+                        )  # a loss term of this step (meta-learning's inner loss)
+                        continue
+                    held_then = record.get(place(here))
+                    kept = held_then == (
+                        id(fn),
+                        _seq(fn),
+                    )  # the very node it held then: not rebuilt
+                    grows = not kept and (
+                        not old(fn)
+                        or held_then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
+                    )
+                    if held_then is not None and not grows and not kept:
+                        overwritten.append(shown)
+                        continue
+                    appended = _grows(container)  # losses.append(loss)
+                    # "freed" only where it shows: a saved tensor below still alive means its graph is
+                    # alive (no backward, or backward(retain_graph=True): validation outputs, no no_grad)
+                    below = [f for _, m in members for f in _all_below(m, kids)]
+                    saved_alive = any(alive.get(f) and not state.get(f) for f in below)
+                    graph = (
+                        "graph (alive: saved activations kept)"
+                        if saved_alive
+                        else "graph, freed by a backward pass (backward() or torch.autograd.grad),"
+                        if any(state.get(f) for f in below)
+                        else "graph"
+                    )
+                    kind = (
+                        "a number kept across steps that this loss does not use"
+                        if tensor.dim() == 0 and count == 1
+                        else "a tensor kept from an earlier step that this loss does not use"
+                        if count == 1
+                        else f"{count} tensors of earlier steps kept in {group} that this loss does not use"
+                    )
+                    verdict = "detach"
+                    op = type(fn).__name__
+                    reason = (
+                        "a running total or a log adds to itself: it keeps every earlier step's graph "
+                        "alive (memory grows)"
+                        if grows
+                        else "kept in a list that grows by append; each item's graph is alive (saved "
+                        "activations kept): memory grows"
+                        if appended and saved_alive
+                        else f"kept in a list that grows by append: no error; each item's {graph} only holds memory"
+                        if appended
+                        else f"kept, not rebuilt: no error; its {graph} only holds memory"
+                        if old(fn) and (kept or tensor.dim() or "Add" not in op)
+                        else "it keeps an earlier step's graph alive until it is replaced; memory grows "
+                        "only if it adds to itself (a running total)"
+                    )
+                    # no error (bool(report) leaves it out); a sum first seen may be a running total
+                    memory_only = (
+                        old(fn)
+                        and not grows
+                        and not (appended and saved_alive)
+                        and (kept or appended or tensor.dim() > 0 or "Add" not in op)
+                    )
+                    run = here_shown
+                    running = (  # the fix by the op: a max or an average keeps a float, not a sum
+                        f"keep it as a float: {run} = max({run}, loss.item())"
+                        if re.match(r"(Maximum|Max|Amax)Backward", op)
+                        else f"keep it as a float: {run} = min({run}, loss.item())"
+                        if re.match(r"(Minimum|Min|Amin)Backward", op)
+                        else f"keep it as a float: {run} = 0.9 * {run} + 0.1 * loss.item() (your factor)"
+                        if op.startswith("LerpBackward")
+                        else "add loss.item() (a float) to it, or loss.detach()"
+                        if "Add" in op
+                        else "keep it as a float (loss.item() in it), or use loss.detach() in it"
+                    )
+                    fix = (  # a loss backwarded with retain_graph=True must keep its graph: no no_grad
+                        f"append {'loss.item() (a float) or loss.detach()' if tensor.dim() == 0 else 'x.detach() (x: what you append)'} "
+                        "instead; values not trained through (validation outputs): compute them under "
+                        "torch.no_grad()"
+                        if appended and saved_alive
+                        else running
+                        if not memory_only
+                        else "none needed; to free that memory, append loss.item() (a float) or "
+                        "loss.detach() instead"
+                        if appended and tensor.dim() == 0
+                        else "none needed; to free that memory, append x.detach() instead (x: what "
+                        "you append)"
+                        if appended
+                        else "none needed; to free that memory, store loss.detach() or loss.item() "
+                        "there and call backward() on loss"
+                        if tensor.dim() == 0
+                        else f"none needed; to free that memory, keep a detached copy there ({detach})"
+                    )
+                elif count > 1 or group in this_step and group != here or _bounded(container):
+                    what = (
+                        f"{count} tensor{'s' if count > 1 else ''} of earlier steps kept in {group}"
+                    )
+                    kind = what + (", beside this step's" if group in this_step else "")
+                    if (
+                        use_record
+                        and type(container) is tuple
+                        and all(_passed_in_tuple(p, f) for p, f in members)
+                    ):  # an LSTM's (h, c) stored back after backward(): one state, not samples
+                        kind, verdict = (
+                            "a state passed on from step to step, made from its earlier value",
+                            "state",
+                        )
+                        reason = (
+                            "the loop reads it and stores the value made from it back in it: the "
+                            "carrier of a state"
+                        )
+                        fix = (
+                            f"within one sequence, {detach} at each step's start; between "
+                            "independent batches, reset it as a new tensor"
+                        )
+                    elif _grows(container) and _kind(_file_of(type(owner))) == "library":
+                        verdict = "state"
+                        reason = f"a history that {type(owner).__name__} adds to at every call"
+                        fix = (
+                            f"to start each step from the object's state before it, step a copy "
+                            f"(copy.deepcopy) or reset it (a new {type(owner).__name__}, or its reset); "
+                            "to keep the history, keep it detached"
+                        )
+                    elif (
+                        enters
+                        and group in {_group(p) for p in every(loss)}
+                        and not any(
+                            re.search(r"[.\[]", p) and _group(p) != group for p in every(loss)
+                        )
+                    ):  # the loss lives in it (no object holds it elsewhere): detached copies cut it
+                        store = group[:-3] if group.endswith("[*]") else group
+                        verdict = "state"
+                        reason = "the loss itself is kept in it, made from an earlier item"
+                        fix = (
+                            f"detach the earlier item where the next is made from it ({store}[-1]"
+                            ".detach() + ...), not the items stored: the loss is one"
+                        )
+                    else:
+                        verdict = "detach"
+                        reason = "samples kept for later (a history, pool, bank, queue)" + (
+                            "; it holds more than one step's items" if group in this_step else ""
+                        )
+                        fix = "store detached copies (x.detach()) where they are added"
+                        if reaches_trained.get(fn) and group not in {
+                            _group(p) for p in every(loss)
+                        }:
+                            store = group[:-3] if group.endswith("[*]") else group
+                            beside = _beside(container, owner, store, objects)
+                            verdict = "samples"
+                            reason += f"; their graph reaches {leaf_names} ({trains_what}), which still train"
+                            fix = _BY_PURPOSE.format(
+                                cache="",
+                                empty=f"{_emptied(store)} and "
+                                + (", ".join(beside) if beside else "any list filled beside it"),
+                            )
+                elif use_record and not old(fn) and _made_from_others(here, fn):
+                    derived.append(shown)
+                    derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                    continue
+                elif fn is root and not old(fn) and not _rebuilt(fn):
+                    continue  # the loss, from an old term no place given holds: not its own value
+                elif (
+                    not old(fn) and fn is not root and _rows_added(fn, kids, known_old, reaches_old)
+                ):
+                    kind = "its earlier value with new rows added (cat, stack, or pad and add)"
+                    reason = "stored samples (a buffer), not a state"
+                    verdict, fix = (
+                        "detach",
+                        "store detached copies (x.detach()) where they are added",
+                    )
+                    if reaches_trained.get(fn):  # whether or not this loss reads them now
+                        cache = _CACHE.format(detach=detach, added="added")
+                        verdict, fix = (
+                            "samples",
+                            _BY_PURPOSE.format(
+                                cache="" if frozen else cache, empty=_emptied(here_shown)
+                            ),
+                        )
+                        reason += (
+                            f"; their graph reaches {leaf_names} ({trains_what}), which still train"
+                        )
+                elif fn is not root and id(tensor) in walk.module_params and tensor.grad_fn:
+                    # a module's parameter slot holding a tensor with a graph: a differentiable
+                    # optimizer (torchopt's MetaSGD, higher) or a functional step wrote it there
+                    kind, verdict = "a module's parameter replaced by a value with a graph", "state"
+                    reason = (
+                        "a module's parameter slot holds a tensor with a graph: an inner "
+                        "optimization's weights (fast weights), carried across outer steps"
+                    )
+                    fix = (
+                        fast_fix()
+                    )  # nothing in the graph tells the purposes apart: both, in order
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif (
+                    not old(fn)
+                    and fn is not root
+                    and reaches_trained.get(fn)
+                    and _trains_only_through_old(fn)
+                ):
+                    kind, verdict = (
+                        "rebuilt this step from its value of an earlier step",
+                        "recompute",
+                    )
+                    reason = (
+                        f"its graph reaches {leaf_names} ({trains_what}) only through its earlier "
+                        "value, so detaching it stops that training"
+                    )
+                    fix = (
+                        f"compute it from {leaf_names} at each step (keep the start, apply the "
+                        "step's factor, e.g. 0.99 ** k), not from its earlier value"
+                    )
+                elif not old(fn) and _starts_at_free_leaf(fn):
+                    kind, verdict = "rebuilt this step from its value of an earlier step", "state"
+                    holder = walk.holders.get(id(tensor))
+                    owner = re.split(r"[.\[]", here, maxsplit=1)[0]
+                    anew = (  # what can be done with what holds it: a module is built again and loaded
+                        f"build {owner} again, then {owner}.load_state_dict(m.state_dict()), m the module it "
+                        "copies; loading into the old one keeps its graph"
+                        if isinstance(holder, torch.nn.Module)
+                        else f"{here_shown} = p.clone(), p the parameter it copies; "
+                        "p.detach().clone().requires_grad_() if p must not train through it"
+                    )
+                    reason = (
+                        "its history starts at a leaf that requires grad and that no optimizer holds: "
+                        "a state, or weights copied from a module (nothing in the graph tells which)"
+                    )
+                    fix = (
+                        f"by what it is: a state carried between steps (a recurrent state): {detach} "
+                        "at each step's start; weights moved functionally from a module (fast weights, "
+                        f"a meta-model): make them anew from the module at each step's start ({anew}), "
+                        "not detach (that breaks autograd.grad through them)"
+                    )
+                elif not old(fn):
+                    kind, verdict = "rebuilt this step from its value of an earlier step", "state"
+                    reason = "state carried from step to step"
+                    logs = sorted(  # a growing list holding its earlier value: read back from it?
+                        {
+                            re.sub(r"\[\d+\]$", "", p)
+                            for e in _old_reached(fn, kids, known_old, set())[0]
+                            for p in by_node.get(e, ())
+                            if p != here
+                            and re.search(r"\[\d+\]$", p)
+                            and _grows(_container(tensor_at[p], walk.holders)[0])
+                        }
+                    )
+                    cut = f"{detach} at each step's or window's start"
+                    stored = (  # h = f(states[-1]); states.append(h) looks the same
+                        f"{logs[0]}.append({here_shown}.detach()) where it is stored (the loop may "
+                        f"read it back from {logs[0]}: the graph cannot tell)"
+                        if logs and fn is not root
+                        else ""
+                    )
+                    at_start = cut + (f", and {stored}" if stored else "")
+                    fix = (
+                        f"within one sequence, {at_start}; between "
+                        "independent batches, reset it as a new tensor; a statistic: update it under "
+                        "torch.no_grad()"
+                    )
+                    if fn is not root and (start := _starts_from_learned(fn, leaves)):
+                        fix = _learned_start(fn, start, cut, stored)
+                    if not held and _leaves_below(fn, kids, lambda t: t.requires_grad, 1):
+                        fix += (  # every parameter looks free without one: no two-purpose test
+                            " (weights moved functionally from a module instead? pass your optimizer, "
+                            "opt=..., for that branch)"
+                        )
+                    holder = walk.holders.get(id(tensor))
+                    if (
+                        reaches_trained.get(fn)
+                        and fn is not root
+                        and tensor.dim()
+                        and holder is not None
+                        and not isinstance(holder, (torch.nn.Module, *_CONTAINERS))
+                    ):  # a record object's (a camera's pose), not a total, a layer's or a sequence's state
+                        fix += (
+                            "; if each visit should apply a trained change to a fixed start (a pose, a "
+                            "weight), keep the start and compute the value from it each step"
+                        )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif use_record and old(fn) and _passed_on(here, fn):
                     kind, verdict = (
                         "a state passed on from step to step, made from its earlier value",
                         "state",
                     )
                     reason = (
-                        "the loop reads it and stores the value made from it back in it: the "
-                        "carrier of a state"
+                        "the loop reads it and stores the value made from it back in it (or in the name "
+                        "it was made under): the carrier of a state"
                     )
+                    cut = f"{detach} at each step's start (this name: the one the loop reads)"
+                    fix = f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
+                    learned = lambda t: trains(t) or not held and t.requires_grad and id(t) in names  # noqa: E731
+                    if start := [  # below its earlier values only: a learned h0
+                        v
+                        for v in _leaves_below(fn, kids, learned, _ALL)
+                        if id(v) not in trained_now
+                    ]:
+                        fix = _learned_start(fn, start, cut, "")
+                elif old(fn) and (start := _applied_again(fn)) is not None:
+                    kind, verdict = old_kind(fn), "state"
+                    reason = (
+                        "this step applies the op that made it, with the same weights, to it again: "
+                        "state carried from step to step"
+                    )
+                    cut = f"{detach} at each step's start"
                     fix = (
-                        f"within one sequence, {detach} at each step's start; between "
-                        "independent batches, reset it as a new tensor"
+                        f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
+                        if not start
+                        else _learned_start(fn, start, cut, "")
                     )
-                elif _grows(container) and _kind(_file_of(type(owner))) == "library":
-                    verdict = "state"
-                    reason = f"a history that {type(owner).__name__} adds to at every call"
-                    fix = (
-                        f"to start each step from the object's state before it, step a copy "
-                        f"(copy.deepcopy) or reset it (a new {type(owner).__name__}, or its reset); "
-                        "to keep the history, keep it detached"
-                    )
-                elif (
-                    enters
-                    and group in {_group(p) for p in every(loss)}
-                    and not any(re.search(r"[.\[]", p) and _group(p) != group for p in every(loss))
-                ):  # the loss lives in it (no object holds it elsewhere): detached copies cut it
-                    store = group[:-3] if group.endswith("[*]") else group
-                    verdict = "state"
-                    reason = "the loss itself is kept in it, made from an earlier item"
-                    fix = (
-                        f"detach the earlier item where the next is made from it ({store}[-1]"
-                        ".detach() + ...), not the items stored: the loss is one"
-                    )
-                else:
-                    verdict = "detach"
-                    reason = "samples kept for later (a history, pool, bank, queue)" + (
-                        "; it holds more than one step's items" if group in this_step else ""
-                    )
-                    fix = "store detached copies (x.detach()) where they are added"
-                    if reaches_trained.get(fn) and group not in {_group(p) for p in every(loss)}:
-                        store = group[:-3] if group.endswith("[*]") else group
-                        beside = _beside(container, owner, store, objects)
-                        verdict = "samples"
-                        reason += (
-                            f"; their graph reaches {leaf_names} ({trains_what}), which still train"
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif reaches_trained.get(fn):
+                    kind, verdict = old_kind(fn), "recompute"
+                    verb = "train" if len(leaves) > 1 else "trains"
+                    reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
+                    fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
+                    cache = _library_cache(here, tensor, walk.holders)
+                    if not cache and all(id(v) in trained_now for v in leaves):
+                        # a term to follow the weights (the common case: errors-outside-loop) or a
+                        # record the loss compares against (PPO's old log-probs): only you know
+                        verdict = "recompute or record"  # PPO's reader takes the second: by purpose
+                        reason += ", and this step's own terms train them too; it cannot tell what it is for"
+                        fix = (
+                            "should it follow the weights as they train (features, an embedding, "
+                            "anything computed from the model)? compute it inside the step; is it a "
+                            "record of earlier values the loss compares against (PPO's old log-probs, "
+                            f"a target, an EMA teacher)? {detach}"
                         )
-                        fix = _BY_PURPOSE.format(
-                            cache="",
-                            empty=f"{_emptied(store)} and "
-                            + (", ".join(beside) if beside else "any list filled beside it"),
+                    if cache:
+                        store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
+                        reason += "; a cache hands it back instead of computing it anew"
+                        fix = (
+                            "turn the cache off (cache_size=0, or its option) or "
+                            f"{_emptied(store)} at each step's start"
                         )
-            elif use_record and not old(fn) and _made_from_others(here, fn):
-                derived.append(shown)
-                derived_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-                continue
-            elif fn is root and not old(fn) and not _rebuilt(fn):
-                continue  # the loss, from an old term no place given holds: not its own value
-            elif not old(fn) and fn is not root and _rows_added(fn, kids, known_old, reaches_old):
-                kind = "its earlier value with new rows added (cat, stack, or pad and add)"
-                reason = "stored samples (a buffer), not a state"
-                verdict, fix = "detach", "store detached copies (x.detach()) where they are added"
-                if reaches_trained.get(fn):  # whether or not this loss reads them now
-                    cache = _CACHE.format(detach=detach, added="added")
-                    verdict, fix = (
-                        "samples",
-                        _BY_PURPOSE.format(
-                            cache="" if frozen else cache, empty=_emptied(here_shown)
-                        ),
-                    )
-                    reason += (
-                        f"; their graph reaches {leaf_names} ({trains_what}), which still train"
-                    )
-            elif fn is not root and id(tensor) in walk.module_params and tensor.grad_fn:
-                # a module's parameter slot holding a tensor with a graph: a differentiable
-                # optimizer (torchopt's MetaSGD, higher) or a functional step wrote it there
-                kind, verdict = "a module's parameter replaced by a value with a graph", "state"
-                reason = (
-                    "a module's parameter slot holds a tensor with a graph: an inner "
-                    "optimization's weights (fast weights), carried across outer steps"
-                )
-                fix = fast_fix  # nothing in the graph tells the purposes apart: both, in order
-                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-            elif (
-                not old(fn)
-                and fn is not root
-                and reaches_trained.get(fn)
-                and _trains_only_through_old(fn)
-            ):
-                kind, verdict = "rebuilt this step from its value of an earlier step", "recompute"
-                reason = (
-                    f"its graph reaches {leaf_names} ({trains_what}) only through its earlier "
-                    "value, so detaching it stops that training"
-                )
-                fix = (
-                    f"compute it from {leaf_names} at each step (keep the start, apply the "
-                    "step's factor, e.g. 0.99 ** k), not from its earlier value"
-                )
-            elif not old(fn) and _starts_at_free_leaf(fn):
-                kind, verdict = "rebuilt this step from its value of an earlier step", "state"
-                holder = walk.holders.get(id(tensor))
-                owner = re.split(r"[.\[]", here, maxsplit=1)[0]
-                anew = (  # what can be done with what holds it: a module is built again and loaded
-                    f"build {owner} again, then {owner}.load_state_dict(m.state_dict()), m the module it "
-                    "copies; loading into the old one keeps its graph"
-                    if isinstance(holder, torch.nn.Module)
-                    else f"{here_shown} = p.clone(), p the parameter it copies; "
-                    "p.detach().clone().requires_grad_() if p must not train through it"
-                )
-                reason = (
-                    "its history starts at a leaf that requires grad and that no optimizer holds: "
-                    "a state, or weights copied from a module (nothing in the graph tells which)"
-                )
-                fix = (
-                    f"by what it is: a state carried between steps (a recurrent state): {detach} "
-                    "at each step's start; weights moved functionally from a module (fast weights, "
-                    f"a meta-model): make them anew from the module at each step's start ({anew}), "
-                    "not detach (that breaks autograd.grad through them)"
-                )
-            elif not old(fn):
-                kind, verdict = "rebuilt this step from its value of an earlier step", "state"
-                reason = "state carried from step to step"
-                logs = sorted(  # a growing list holding its earlier value: read back from it?
-                    {
-                        re.sub(r"\[\d+\]$", "", p)
-                        for e in _old_reached(fn, kids, known_old, set())[0]
-                        for p in by_node.get(e, ())
-                        if p != here
-                        and re.search(r"\[\d+\]$", p)
-                        and _grows(_container(tensor_at[p], walk.holders)[0])
-                    }
-                )
-                cut = f"{detach} at each step's or window's start"
-                stored = (  # h = f(states[-1]); states.append(h) looks the same
-                    f"{logs[0]}.append({here_shown}.detach()) where it is stored (the loop may "
-                    f"read it back from {logs[0]}: the graph cannot tell)"
-                    if logs and fn is not root
-                    else ""
-                )
-                at_start = cut + (f", and {stored}" if stored else "")
-                fix = (
-                    f"within one sequence, {at_start}; between "
-                    "independent batches, reset it as a new tensor; a statistic: update it under "
-                    "torch.no_grad()"
-                )
-                if fn is not root and (start := _starts_from_learned(fn, leaves)):
-                    fix = _learned_start(fn, start, cut, stored)
-                if not held and _leaves_below(fn, kids, lambda t: t.requires_grad, 1):
-                    fix += (  # every parameter looks free without one: no two-purpose test
-                        " (weights moved functionally from a module instead? pass your optimizer, "
-                        "opt=..., for that branch)"
-                    )
-                holder = walk.holders.get(id(tensor))
-                if (
-                    reaches_trained.get(fn)
-                    and fn is not root
-                    and tensor.dim()
-                    and holder is not None
-                    and not isinstance(holder, (torch.nn.Module, *_CONTAINERS))
-                ):  # a record object's (a camera's pose), not a total, a layer's or a sequence's state
-                    fix += (
-                        "; if each visit should apply a trained change to a fixed start (a pose, a "
-                        "weight), keep the start and compute the value from it each step"
-                    )
-                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-            elif use_record and old(fn) and _passed_on(here, fn):
-                kind, verdict = (
-                    "a state passed on from step to step, made from its earlier value",
-                    "state",
-                )
-                reason = (
-                    "the loop reads it and stores the value made from it back in it (or in the name "
-                    "it was made under): the carrier of a state"
-                )
-                cut = f"{detach} at each step's start (this name: the one the loop reads)"
-                fix = f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
-                learned = lambda t: trains(t) or not held and t.requires_grad and id(t) in names  # noqa: E731
-                if start := [  # below its earlier values only: a learned h0
-                    v for v in _leaves_below(fn, kids, learned, _ALL) if id(v) not in trained_now
-                ]:
-                    fix = _learned_start(fn, start, cut, "")
-            elif old(fn) and (start := _applied_again(fn)) is not None:
-                kind, verdict = old_kind(fn), "state"
-                reason = (
-                    "this step applies the op that made it, with the same weights, to it again: "
-                    "state carried from step to step"
-                )
-                cut = f"{detach} at each step's start"
-                fix = (
-                    f"within one sequence, {cut}; between independent batches, reset it as a new tensor"
-                    if not start
-                    else _learned_start(fn, start, cut, "")
-                )
-                state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
-            elif reaches_trained.get(fn):
-                kind, verdict = old_kind(fn), "recompute"
-                verb = "train" if len(leaves) > 1 else "trains"
-                reason = f"its graph reaches {leaf_names} ({trains_what}), which still {verb}"
-                fix = f"compute it inside the step; a constant (a target, a teacher's output): {detach}"
-                cache = _library_cache(here, tensor, walk.holders)
-                if not cache and all(id(v) in trained_now for v in leaves):
-                    # a term to follow the weights (the common case: errors-outside-loop) or a
-                    # record the loss compares against (PPO's old log-probs): only you know
-                    verdict = "recompute or record"  # PPO's reader takes the second: by purpose
-                    reason += (
-                        ", and this step's own terms train them too; it cannot tell what it is for"
-                    )
-                    fix = (
-                        "should it follow the weights as they train (features, an embedding, "
-                        "anything computed from the model)? compute it inside the step; is it a "
-                        "record of earlier values the loss compares against (PPO's old log-probs, "
-                        f"a target, an EMA teacher)? {detach}"
-                    )
-                if cache:
-                    store = re.fullmatch(r"(.+?)(\[[^\]]+\])?", here)[1]
-                    reason += "; a cache hands it back instead of computing it anew"
-                    fix = (
-                        "turn the cache off (cache_size=0, or its option) or "
-                        f"{_emptied(store)} at each step's start"
-                    )
-            elif mine := _leaves_below(
-                fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad, _ALL
-            ):
-                kind, verdict = old_kind(fn), "recompute"
-                mine_names = _named(mine, names)
-                if walk.opt_params:
-                    verdict = "detach"
-                    reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
-                    fix = f"{detach}; if something else trains it (a framework's optimizer), compute it inside the step"
-                else:
-                    verdict = "recompute or detach"
-                    reason = (
-                        f"its graph reaches {mine_names}, a parameter of the modules given; no optimizer "
-                        "was given or found, so whether it still trains cannot be told"
-                    )
-                    fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
-            elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL):
-                kind, verdict = old_kind(fn), "detach"
-                needing = _named(needs, names)
-                unchanged = not any(v._version for v in needs)
-                if held:
-                    reason = (
-                        f"its graph reaches {needing}, which requires grad but which none of the objects given "
-                        "trains: a constant for this step, unless something else trains it (then recompute it)"
-                    )
-                    fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
-                elif (
-                    unchanged
-                    and updated
-                    and (weights := [v for v in needs if isinstance(v, torch.nn.Parameter)])
-                ):  # a layer's weight nothing updates (a framework's optimizer: not torch's)
-                    verdict = "recompute or detach"  # made to train: the recompute first
-                    moved = ", ".join(names[id(v)] for v in updated[:2])
-                    one = len(weights) == 1
-                    reason = (
-                        f"its graph reaches {_named(weights, names)}, {'a weight' if one else 'weights'} "
-                        f"(nn.Parameter) that no torch optimizer found holds and nothing has changed since "
-                        f"made, while {moved} were updated: {'it does' if one else 'they do'} not train now"
-                    )
-                    fix = (
-                        "if it should train: compute it inside the step, in a layer of the model the "
-                        f"optimizer trains (its forward or call); a constant: {detach}"
-                    )
-                elif unchanged and updated:
-                    moved = ", ".join(names[id(v)] for v in updated[:2])
-                    reason = (
-                        f"its graph reaches {needing}, which require grad, but no optimizer holds them and "
-                        f"nothing has changed them since they were made, while {moved} were updated: a "
-                        "constant (a target, a label, data), unless something else trains them"
-                    )
-                    fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
-                else:
-                    verdict = "recompute or detach"
-                    reason = (
-                        f"its graph reaches {needing}, which {'require' if len(needs) > 1 else 'requires'} "
-                        "grad; no optimizer was given or found, so whether it still trains cannot be told"
-                        + (
-                            ""
-                            if unchanged
-                            else " (changed in place since made: a hand-written update does that)"
+                elif mine := _leaves_below(
+                    fn, kids, lambda t: id(t) in walk.module_params and t.requires_grad, _ALL
+                ):
+                    kind, verdict = old_kind(fn), "recompute"
+                    mine_names = _named(mine, names)
+                    if walk.opt_params:
+                        verdict = "detach"
+                        reason = f"its graph reaches {mine_names}, a parameter of the modules given that no optimizer given or found holds"
+                        fix = f"{detach}; if something else trains it (a framework's optimizer), compute it inside the step"
+                    else:
+                        verdict = "recompute or detach"
+                        reason = (
+                            f"its graph reaches {mine_names}, a parameter of the modules given; no optimizer "
+                            "was given or found, so whether it still trains cannot be told"
                         )
+                        fix = f"if it trains, compute it inside the step; if not (frozen, pretrained): {detach}"
+                elif needs := _leaves_below(fn, kids, lambda t: t.requires_grad, _ALL):
+                    kind, verdict = old_kind(fn), "detach"
+                    needing = _named(needs, names)
+                    unchanged = not any(v._version for v in needs)
+                    if held:
+                        reason = (
+                            f"its graph reaches {needing}, which requires grad but which none of the objects given "
+                            "trains: a constant for this step, unless something else trains it (then recompute it)"
+                        )
+                        fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
+                    elif (
+                        unchanged
+                        and updated
+                        and (weights := [v for v in needs if isinstance(v, torch.nn.Parameter)])
+                    ):  # a layer's weight nothing updates (a framework's optimizer: not torch's)
+                        verdict = "recompute or detach"  # made to train: the recompute first
+                        moved = ", ".join(names[id(v)] for v in updated[:2])
+                        one = len(weights) == 1
+                        reason = (
+                            f"its graph reaches {_named(weights, names)}, {'a weight' if one else 'weights'} "
+                            f"(nn.Parameter) that no torch optimizer found holds and nothing has changed since "
+                            f"made, while {moved} were updated: {'it does' if one else 'they do'} not train now"
+                        )
+                        fix = (
+                            "if it should train: compute it inside the step, in a layer of the model the "
+                            f"optimizer trains (its forward or call); a constant: {detach}"
+                        )
+                    elif unchanged and updated:
+                        moved = ", ".join(names[id(v)] for v in updated[:2])
+                        reason = (
+                            f"its graph reaches {needing}, which require grad, but no optimizer holds them and "
+                            f"nothing has changed them since they were made, while {moved} were updated: a "
+                            "constant (a target, a label, data), unless something else trains them"
+                        )
+                        fix = f"{detach}, or compute it under torch.no_grad(); {_TRAIN_IT}"
+                    else:
+                        verdict = "recompute or detach"
+                        reason = (
+                            f"its graph reaches {needing}, which {'require' if len(needs) > 1 else 'requires'} "
+                            "grad; no optimizer was given or found, so whether it still trains cannot be told"
+                            + (
+                                ""
+                                if unchanged
+                                else " (changed in place since made: a hand-written update does that)"
+                            )
+                        )
+                        fix = f"if they train, compute it inside the step; a constant (a target, a label, data): {detach}"
+                else:
+                    kind, verdict = old_kind(fn), "detach"
+                    reason = (
+                        "a constant for this step: its graph reaches no leaf that requires grad"
                     )
-                    fix = f"if they train, compute it inside the step; a constant (a target, a label, data): {detach}"
-            else:
-                kind, verdict = old_kind(fn), "detach"
-                reason = "a constant for this step: its graph reaches no leaf that requires grad"
-                fix = f"{detach}, or compute it under torch.no_grad()"
-            carriers.append(
-                Carrier(
-                    shown, kind, type(fn).__name__, verdict, reason, fix, count, enters, memory_only
+                    fix = f"{detach}, or compute it under torch.no_grad()"
+                carriers.append(
+                    Carrier(
+                        shown,
+                        kind,
+                        type(fn).__name__,
+                        verdict,
+                        reason,
+                        fix,
+                        count,
+                        enters,
+                        memory_only,
+                    )
                 )
-            )
-            reach_of[shown] = leaves
-            carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
+                reach_of[shown] = leaves
+                carrier_slots.append({(slot_of.get(p) or (None, None, None))[1:] for p in paths})
+            except Exception as error:  # noqa: BLE001 - a rule of this tool failed: say so, go on
+                paths = [p for p, _ in members]
+                carriers.append(
+                    Carrier(
+                        ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
+                        "a tensor with an earlier step's graph",
+                        type(members[0][1]).__name__,
+                        "unknown",
+                        f"this tool failed on it ({type(error).__name__}: {error}); please report it",
+                        "unknown: this place was not classified",
+                        len(paths),
+                    )
+                )
+                carrier_slots.append(set())
         if carriers or not derived:
             break  # else: made "from the carried values above" with none above: state, as unrecorded
     for i, carrier in enumerate(carriers):  # other objects' copy of an attribute found to be state

@@ -8923,3 +8923,360 @@ def test_fix28_a_trainer_holding_the_net_is_not_the_inner_optimizer_and_the_rese
         return F.mse_loss(run(xs + 1, w), ys - 1)
 
     _three_checked_steps(loss_of, trainer.opt, reference, net=net)
+
+
+# fix29: review 29: find_old_graph: no crash on two layers' unreset slots (F3) and a rule's failure
+# is reported, not raised; torchopt-shaped inner optimizers found again (F1); several candidates
+# are said to be several (F2); Adam's state gives no key-path code (F4); a logger's reference is
+# no module slot (M1); higher's own fast-weight record gets "make fmodel anew" (M2)
+
+
+class _InnerPlain:
+    """rev29 fog_min: a hand-written differentiable SGD (no momentum) over several modules' slots."""
+
+    def __init__(self, mods, lr=0.1):
+        self.mods, self.lr = mods, lr
+
+    def step(self, loss):
+        slots = [(m, n) for m in self.mods for n in m._parameters]
+        grads = torch.autograd.grad(loss, [m._parameters[n] for m, n in slots], create_graph=True)
+        for (m, n), g in zip(slots, grads):
+            m._parameters[n] = m._parameters[n] - self.lr * g
+
+
+def _maml_ref29(meta, data, momentum=None):
+    """Functional MAML (two inner SGD steps, with momentum if given) from the meta-parameters."""
+
+    def reference(i):
+        xs, ys = data[i]
+        w, buf = list(meta), [None] * 4
+
+        def run(x, w):
+            return F.linear(torch.tanh(F.linear(x, w[0], w[1])), w[2], w[3])
+
+        for _ in range(2):
+            grads = torch.autograd.grad(F.mse_loss(run(xs, w), ys), w, create_graph=True)
+            if momentum is not None:
+                buf = [g if b is None else momentum * b + g for b, g in zip(buf, grads)]
+                grads = buf
+            w = [p - 0.1 * g for p, g in zip(w, grads)]
+        return F.mse_loss(run(xs + 1, w), ys - 1)
+
+    return reference
+
+
+def test_fix29_two_layers_unreset_at_the_next_step_start_do_not_crash_and_the_reset_trains():
+    """rev29 F3: plain MAML, one inner SGD writing net[0]'s and net[2]'s slots, nothing reset;
+    called on the next outer step's first inner loss. It crashed in _beside (the slots grouped
+    as list items, net[*].weight). Now the slots get the fast-weights verdict, and the printed
+    reset, run at each outer step's start, trains three checked steps like a functional MAML."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    inner = _InnerPlain([net[0], net[2]])
+    for i in range(2):
+        mark_step()
+        xs, ys = data[i]
+        if i == 1:
+            report = find_old_graph(
+                F.mse_loss(net(xs), ys), net=net, meta_opt=meta_opt, inner=inner
+            )
+            break
+        for _ in range(2):
+            inner.step(F.mse_loss(net(xs), ys))
+        loss = F.mse_loss(net(xs + 1), ys - 1)
+        meta_opt.zero_grad()
+        loss.backward()
+        meta_opt.step()
+    assert {c.verdict for c in report.carriers} == {"state"}, str(report)
+    assert len(report.carriers) == 4 and "net[*]" not in str(report), str(report)
+    fix = report.carriers[0].fix
+    reset = re.search(r"optimizer's state: (.*?), and start any state", fix)[1]
+    assert reset.count("._parameters[") == 4, reset
+
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    meta = list(net.parameters())
+    inner = _InnerPlain([net[0], net[2]])
+
+    def loss_of(i):
+        exec(reset, {"net": net, "meta_opt": meta_opt})
+        xs, ys = data[i]
+        for _ in range(2):
+            inner.step(F.mse_loss(net(xs), ys))
+        return F.mse_loss(net(xs + 1), ys - 1)
+
+    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
+
+
+def test_fix29_a_rule_that_fails_is_reported_not_raised(monkeypatch):
+    """An instrument must not crash on a reader's program: a rule that raises (here the fast
+    weights' fix, made to fail) leaves its place listed as not classified, and the report
+    still comes back with the other places and the old nodes."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for i in range(2):
+        mark_step()
+        loss = _maml_plain(net, meta_opt, *data[i])
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+
+    def broken(*args, **kwargs):
+        raise TypeError("a rule's own bug")
+
+    monkeypatch.setattr(fog, "_fast_fix", broken)
+    monkeypatch.setattr(fog, "_inner_optimizer", broken)
+    report = find_old_graph(loss, net=net, meta_opt=meta_opt)
+    assert report.carriers and {c.verdict for c in report.carriers} == {"unknown"}, str(report)
+    assert "TypeError: a rule's own bug" in str(report) and report.culprits, str(report)
+
+
+class _MetaSGDShaped:
+    """torchopt.MetaSGD(momentum)'s layout, its own code: a list of tuples of the modules'
+    ``_parameters`` dicts, and a list of tuples of namedtuple states holding the traces."""
+
+    def __init__(self, net, lr=0.1, momentum=0.9):
+        import collections as _c
+
+        self.trace_kind = _c.namedtuple("TraceState", ["trace"])
+        self.param_containers_groups = [
+            tuple(m._parameters for m in net.modules() if m._parameters)
+        ]
+        self.state_groups = [(self.trace_kind(trace=None),)]
+        self.lr, self.momentum = lr, momentum
+
+    def step(self, loss):
+        slots = [(d, n) for d in self.param_containers_groups[0] for n in d]
+        grads = torch.autograd.grad(loss, [d[n] for d, n in slots], create_graph=True)
+        old = self.state_groups[0][0].trace
+        trace = tuple(
+            g if old is None else self.momentum * b + g
+            for g, b in zip(grads, old or [None] * len(grads))
+        )
+        self.state_groups = [(self.trace_kind(trace=trace),)]
+        for (d, n), b in zip(slots, trace):
+            d[n] = d[n] - self.lr * b
+
+
+def test_fix29_a_torchopt_shaped_inner_optimizer_is_found_and_the_reset_trains():
+    """rev29 F1: torchopt's MetaSGD keeps the modules' ``_parameters`` dicts in a list of tuples
+    and its traces in namedtuples; it was said to hold none of the slots. Here a stand-in of that
+    layout (torchopt is no test dependency; the real 0.7.3 was checked by hand): its traces are
+    the inner optimizer's momentum, the fix makes it anew, and the reset, run as printed, trains
+    three checked steps like a functional MAML with momentum."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    inner_opt = _MetaSGDShaped(net)
+    for i in range(2):
+        mark_step()
+        xs, ys = data[i]
+        for _ in range(2):
+            inner_opt.step(F.mse_loss(net(xs), ys))
+        loss = F.mse_loss(net(xs + 1), ys - 1)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    report = find_old_graph(loss, net=net, inner_opt=inner_opt, meta_opt=meta_opt)
+    traces = [c for c in report.carriers if c.path.startswith("inner_opt")]
+    assert traces and all("momentum trace" in c.kind for c in traces), str(report)
+    assert "was shown to step" not in str(report), str(report)
+    fix = next(c.fix for c in report.carriers if "parameter" in c.kind)
+    reset = re.search(r"optimizer's state: (.*?), and make inner_opt anew", fix)[1]
+    assert reset.count("._parameters[") == 4, reset
+
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    meta = list(net.parameters())
+
+    def loss_of(i):
+        exec(reset, {"net": net, "meta_opt": meta_opt})
+        inner_opt = _MetaSGDShaped(net)  # made anew, as printed
+        xs, ys = data[i]
+        for _ in range(2):
+            inner_opt.step(F.mse_loss(net(xs), ys))
+        return F.mse_loss(net(xs + 1), ys - 1)
+
+    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data, 0.9), net=net)
+
+
+class _HeadMomentum:
+    """rev29 fog_two: momentum SGD over one module's slots; keeps its fast tensors in ``fast``."""
+
+    def __init__(self, mod, lr=0.1, momentum=0.9):
+        self.mod, self.lr, self.momentum, self.buf, self.fast = mod, lr, momentum, {}, []
+
+    def step(self, loss):
+        names = list(self.mod._parameters)
+        grads = torch.autograd.grad(
+            loss, [self.mod._parameters[n] for n in names], create_graph=True
+        )
+        self.fast = []
+        for n, g in zip(names, grads):
+            b = self.buf.get(n)
+            self.buf[n] = g if b is None else self.momentum * b + g
+            self.mod._parameters[n] = self.mod._parameters[n] - self.lr * self.buf[n]
+            self.fast.append(self.mod._parameters[n])
+
+
+class _SlotLogger:
+    """Not a module: has step(w) and keeps the last weight it logged (a slot's tensor)."""
+
+    def __init__(self):
+        self.t, self.w = 0, None
+
+    def step(self, w):
+        self.t, self.w = self.t + 1, w
+
+
+def test_fix29_two_holders_of_the_slots_are_several_and_a_logger_is_no_module_slot():
+    """rev29 F2 and M1: a momentum SGD stepping net[2] and a logger with step() that keeps
+    net[2].weight both hold a slot's tensor. The traces are not said to belong to an object that
+    holds none of the slots: both are named, and the fix is worded by purpose (each one that
+    steps fast weights made anew). The slot is named net[2].weight, not log.w, and no fix writes
+    into the logger's ``_parameters`` nor calls its ``parameters()``."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    head, log = _HeadMomentum(net[2]), _SlotLogger()
+    for i in range(2):
+        mark_step()
+        xs, ys = data[i]
+        for _ in range(2):
+            head.step(F.mse_loss(net(xs), ys))
+        log.step(net[2].weight)
+        loss = F.mse_loss(net(xs + 1), ys - 1)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    report = find_old_graph(loss, net=net, head=head, log=log, meta_opt=meta_opt)
+    text = str(report)
+    assert "holds none" not in text and "was shown to step" not in text, text
+    traces = [c for c in report.carriers if c.path.startswith("head.buf")]
+    assert traces and all("head and log each hold" in c.reason for c in traces), text
+    assert all("each one that steps fast weights" in c.fix for c in traces), text
+    slots = [c for c in report.carriers if "parameter" in c.kind]
+    assert {c.path for c in slots} == {"net[2].weight", "net[2].bias"}, text
+    assert "log._parameters" not in text and "log.parameters()" not in text, text
+
+
+def test_fix29_an_adam_meta_optimizer_gives_a_reset_that_is_code_and_trains():
+    """rev29 F4: with Adam as the meta-optimizer, the meta weights were first named as keys of
+    its state (``meta_opt.state[<tensor (3, 4)>](key)``), not Python. The printed reset compiles
+    (the loop over leaves taken before the loop), and run so, trains three checked steps."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    for i in range(2):
+        mark_step()
+        loss = _maml_plain(net, meta_opt, *data[i])
+        report = find_old_graph(loss, net=net, meta_opt=meta_opt)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    fix = report.carriers[0].fix
+    reset = re.search(r"optimizer's state: (.*?), and start any state", fix)[1]
+    assert "(key)" not in reset and "<tensor" not in reset, reset
+    before, _, each = reset.partition(" taken before the loop, then ")
+    compile(before, "<printed>", "exec")
+    compile(each, "<printed>", "exec")
+
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    meta = list(net.parameters())
+    scope = {"net": net, "meta_opt": meta_opt}
+    exec(before, scope)  # taken before the loop, as printed
+
+    def loss_of(i):
+        exec(each, scope)  # at each outer step's start
+        xs, ys = data[i]
+        for _ in range(2):
+            slots = [(m, n) for m in net.modules() for n in m._parameters]
+            grads = torch.autograd.grad(
+                F.mse_loss(net(xs), ys), [m._parameters[n] for m, n in slots], create_graph=True
+            )
+            for (m, n), g in zip(slots, grads):
+                m._parameters[n] = m._parameters[n] - 0.1 * g
+        return F.mse_loss(net(xs + 1), ys - 1)
+
+    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
+
+
+class _HigherShaped(nn.Module):
+    """A stand-in of higher's functional model (higher is no test dependency): its class is
+    declared in higher's module, and it keeps the history of its fast weights in _fast_params."""
+
+    __module__ = "higher.patch"
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+        self._fast_params = [list(net.parameters())]
+
+    def forward(self, x):
+        w = self._fast_params[-1]
+        return F.linear(torch.tanh(F.linear(x, w[0], w[1])), w[2], w[3])
+
+    def step(self, loss):
+        w = self._fast_params[-1]
+        grads = torch.autograd.grad(loss, w, create_graph=True)
+        self._fast_params.append([p - 0.1 * g for p, g in zip(w, grads)])
+
+
+def test_fix29_higher_s_own_history_of_fast_weights_gets_make_fmodel_anew_and_it_trains():
+    """rev29 M2: higher's fmodel made once before the loop keeps its fast weights' history in
+    ``_fast_params``; it got the REINFORCE samples fix and "0.99 ** k". Held by an object of
+    higher's own classes, it is now state whose fix is making fmodel anew at each outer step
+    (innerloop_ctx inside the loop); done so, training runs three checked steps."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    fmodel = _HigherShaped(net)
+    for i in range(2):
+        mark_step()
+        xs, ys = data[i]
+        for _ in range(2):
+            fmodel.step(F.mse_loss(fmodel(xs), ys))
+        loss = F.mse_loss(fmodel(xs + 1), ys - 1)
+        if i == 0:
+            meta_opt.zero_grad()
+            loss.backward()
+            meta_opt.step()
+    report = find_old_graph(loss, net=net, fmodel=fmodel, meta_opt=meta_opt)
+    text = str(report)
+    history = [c for c in report.carriers if "_fast_params" in c.path]
+    assert history and {c.verdict for c in history} == {"state"}, text
+    assert all(
+        "make fmodel anew at each outer step's start (higher.innerloop_ctx" in c.fix
+        for c in history
+    ), text
+    assert "REINFORCE" not in text and "0.99 ** k" not in text, text
+
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    meta = list(net.parameters())
+
+    def loss_of(i):
+        fmodel = _HigherShaped(net)  # made anew at each outer step, as printed
+        xs, ys = data[i]
+        for _ in range(2):
+            fmodel.step(F.mse_loss(fmodel(xs), ys))
+        return F.mse_loss(fmodel(xs + 1), ys - 1)
+
+    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
