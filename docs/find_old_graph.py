@@ -282,7 +282,7 @@ class Carrier:
     path: str  # e.g. "sampler.history[2]"; several list items are shown as one range
     kind: str  # "old tensor", "rebuilt from an old value", "reset in place", "samples"
     node: str  # the tensor's grad_fn
-    verdict: str  # "recompute", "detach", "samples", "state", "reset", or two by purpose ("recompute or record")
+    verdict: str  # "recompute", "detach", "samples", "state", "reset", two by purpose ("recompute or record"), or "unknown" (a rule of this tool failed)
     reason: str
     fix: str
     count: int = 1  # tensors the path stands for (a range of list items)
