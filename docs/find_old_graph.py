@@ -1448,12 +1448,20 @@ _CONTAINERS = (list, collections.deque, tuple, dict, set, frozenset)
 
 def _container(tensor: torch.Tensor, holders: dict) -> tuple[object, object]:
     """The nearest container (not a namedtuple: a record) that holds ``tensor``, and its holder."""
-    obj = holders.get(id(tensor))
-    while obj is not None and not (
-        issubclass(type(obj), _CONTAINERS) and not hasattr(type(obj), "_fields")
-    ):
+    for obj in _chain(holders.get(id(tensor)), holders):
+        if issubclass(type(obj), _CONTAINERS) and not hasattr(type(obj), "_fields"):
+            return obj, holders.get(id(obj))
+    return None, None
+
+
+def _chain(obj: object, holders: dict):
+    """``obj`` and the objects holding it, outward, each once: a chain of holders can loop (a
+    tensor attribute that points back to its module), and a walk along it must end."""
+    seen = set()
+    while obj is not None and id(obj) not in seen:
+        seen.add(id(obj))
+        yield obj
         obj = holders.get(id(obj))
-    return obj, None if obj is None else holders.get(id(obj))
 
 
 def _grows(container: object) -> bool:
@@ -1504,20 +1512,20 @@ def _beside(container: object, owner: object, store: str, objects: dict) -> list
 def _library_cache(path: str, tensor: torch.Tensor, holders: dict) -> bool:
     """Whether a torch or library object keeps ``tensor`` in an attribute named as a cache
     (``Transform._cached_x_y``): it hands back a stored result, with its graph, when called again."""
-    obj = holders.get(id(tensor))
-    while obj is not None and _kind(_file_of(type(obj))) not in ("torch", "library"):
-        obj = holders.get(id(obj))
-    return obj is not None and re.search(r"[.\[].*cache", path, re.IGNORECASE) is not None
+    kept = any(
+        _kind(_file_of(type(obj))) in ("torch", "library")
+        for obj in _chain(holders.get(id(tensor)), holders)
+    )
+    return kept and re.search(r"[.\[].*cache", path, re.IGNORECASE) is not None
 
 
 def _higher_held(obj: object, holders: dict) -> bool:
     """Whether ``obj`` or an object holding it is of the ``higher`` library's own classes (its
     functional model, its differentiable optimizer): the class's module, not its shape."""
-    while obj is not None:
-        if (getattr(type(obj), "__module__", None) or "").startswith("higher."):
-            return True
-        obj = holders.get(id(obj))
-    return False
+    return any(
+        (getattr(type(o), "__module__", None) or "").startswith("higher.")
+        for o in _chain(obj, holders)
+    )
 
 
 def _named_slot(slot: tuple) -> bool:

@@ -9280,3 +9280,49 @@ def test_fix29_higher_s_own_history_of_fast_weights_gets_make_fmodel_anew_and_it
         return F.mse_loss(fmodel(xs + 1), ys - 1)
 
     _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
+
+
+# rev30: a holder chain that loops (a fast weight's attribute points back to its module)
+
+
+def test_rev30_a_fast_weight_pointing_back_to_its_module_returns_and_names_the_module():
+    """Review 30 F2: with ``new.owner = net[2]`` and only a logger given, renaming the slot to its
+    module made the holders loop, and the walk up the holders never ended. It must return, name
+    the module by the path it was reached by, and print a detach loop that runs."""
+    import threading
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+
+    class Log:
+        pass
+
+    log = Log()
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    xs, ys = torch.randn(8, 4), torch.randn(8, 1)
+    mark_step()
+    w = net[2]._parameters["weight"]
+    (g,) = torch.autograd.grad(F.mse_loss(net(xs), ys), [w], create_graph=True)
+    new = w - 0.1 * g
+    new.owner = net[2]
+    net[2]._parameters["weight"] = new
+    log.w = new
+    meta_opt.zero_grad()
+    F.mse_loss(net(xs + 1), ys - 1).backward()
+    meta_opt.step()
+    mark_step()
+    loss = F.mse_loss(net(xs), ys)
+    done = []
+    worker = threading.Thread(
+        target=lambda: done.append(find_old_graph(loss, log=log)), daemon=True
+    )
+    worker.start()
+    worker.join(60)
+    assert done, "find_old_graph did not return within 60 s"
+    text = str(done[0])
+    assert "log.w.owner.weight" in text and "for p in log.w.owner.parameters():" in text
+    assert log.w.owner is net[2]
+    for p in log.w.owner.parameters():  # the printed detach (purpose 2), run as printed
+        p.detach_().requires_grad_()
+    F.mse_loss(net(xs), ys).backward()  # the old graph is gone: no error
+    assert net[2].weight.grad is not None and net[2].weight.is_leaf
