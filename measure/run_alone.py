@@ -91,6 +91,10 @@ def environment(python: str | Path, folder: Path) -> dict[str, str]:
     keep = ("HOME", "LANG", "TMPDIR", "PATH")
     env = {key: os.environ[key] for key in keep if key in os.environ}
     env |= {"ATEN_CPU_CAPABILITY": "default", "IPYTHONDIR": str(folder / ".ipython")}
+    # inductor's cache of its own, as on a reader's new machine: code the build's kernels cached
+    # for this CPU's vector ISA failed to compile under ATEN_CPU_CAPABILITY=default ('at::vec'
+    # has not been declared; hooks.ipynb's inductor column, seen 2026-12-07)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(folder / ".inductor")
     env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     return env
 
