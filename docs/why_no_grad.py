@@ -1253,6 +1253,8 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
                 "opt.add_param_group({'params': [p]})"
             ),
         )  # fmt: skip
+    if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"] and _inputs_only(t, g):
+        return found  # an attack or input optimisation: the model is fixed on purpose
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:
         plain = not isinstance(t, torch.nn.Parameter) and id(t) not in g.held["module"]
         return (
@@ -1277,6 +1279,22 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
             + _fast_hedge(t, g),
         )
     return found
+
+
+def _inputs_only(t: torch.Tensor, g: _Context) -> bool:
+    """The optimizers named hold only tensors that are no parameter (no ``nn.Parameter``, none
+    of a module named: an input being optimised, an attack's ``delta``), and the module holding
+    ``t`` is in eval mode: a model kept fixed on purpose, not one left out of the optimizer."""
+    held = [p for _, p in g.tensors if id(p) in g.held["opt"]]
+    holder = next(
+        (m for _, m in g.modules if any(p is t for p in m.parameters(recurse=False))), None
+    )
+    return (
+        bool(held)
+        and holder is not None
+        and not holder.training
+        and not any(isinstance(p, torch.nn.Parameter) or id(p) in g.held["module"] for p in held)
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -1793,6 +1811,34 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "compute the combination inside the forward pass: torch.func.functional_call(module, "
                 "{name: w * a_p + (1 - w) * b_p, ...}, x) with the combined tensors, not .data or copy_",
             )
+        if bypass := _bypassed(owner, g):
+            above, child, attrs, at = bypass
+            last = above.rpartition(".")[2]
+            return (
+                "not on the graph: its module is bypassed",
+                f"{above} ({type(dict(g.modules)[above]).__name__}) reads .{child.rpartition('.')[2]}."
+                + " and .".join(attrs)
+                + (f" ({at})" if at else "")
+                + f" and never calls {child.rpartition('.')[2]}: its forward, and what wraps it (an "
+                "adapter: peft's LoRA; a hook), never runs",
+                f"wrap or target {above} itself"
+                + (f" (peft: target_modules=['{last}'])" if not last.isdigit() else "")
+                + f", or use a layer whose forward calls {child.rpartition('.')[2]}(...)",
+            )
+        if zipped := _zipped(owner, g):
+            holder, item, at = zipped
+            path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", holder)
+            both = inspect.getattr_static(dict(g.modules)[holder], "train_inputs", None)
+            return (
+                "not on the graph: its sub-model is not paired",
+                f"{holder} pairs its sub-models with its inputs by zip ({at}); no parameter of "
+                f"{item} is on the graph while a sibling's is: given one input, only the first "
+                "sub-model runs",
+                f"pass one input per sub-model: {path}(x1, x2, ...)"
+                + (
+                    f"; gpytorch, botorch: {path}(*{path}.train_inputs)" if both is not None else ""
+                ),
+            )
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
@@ -1821,11 +1867,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
+    switches = "; ".join(_all_switches(g)[:3])
     return (
         "not on the graph",
         "the loss's graph does not reach it, nor a copy of it: its value entered without history "
         f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)"
+        + (f"; the modules named turn gradients off at {switches}" if switches else "")
         + (
             ", or, this loss being made from a gradient (autograd.grad with create_graph=True), "
             "that derivative does not depend on it (a bias under a gradient penalty: d/dx of "
@@ -1833,7 +1881,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if derived
             else ""
         ),
-        "find where its value enters the loss; "
+        (
+            "if its value passes a line named above, run that part with gradients on "
+            "(torch.enable_grad() there, or the option that drives it); "
+            if switches
+            else ""
+        )
+        + "find where its value enters the loss; "
         + _cut_fix(g, t)
         + "; not used: None is right if your "
         "model is not meant to use it; if it is (a mask or adapter a library inserts), the "
@@ -1965,7 +2019,7 @@ def _inner_no_grad(g: _Context) -> str:
         else f"; here: {', '.join(found[:4])}"
         + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     )
-    lines = list(dict.fromkeys(line for _, m in g.modules for line in _switch_lines(type(m))))
+    lines = _all_switches(g)
     block = f" (here: {'; '.join(lines[:3])})" if lines else ""
     return (
         "; if gradients were on where you called it, a no_grad inside a function it called wins "
@@ -2019,14 +2073,163 @@ def _turns_off(line: str) -> bool:
 
 @functools.lru_cache(maxsize=512)
 def _switch_lines(cls: type) -> tuple[str, ...]:
-    """``file:line: line`` for each line of ``cls.forward``'s source (outside torch) that can
-    switch gradients off (a call of ``set_grad_enabled``, ``no_grad`` or ``inference_mode``; not
-    ``enable_grad``, nor an argument named ``no_grad``), read, not run; none where the source
-    cannot be read (builtins, compiled, no file)."""
-    fn = getattr(cls, "forward", None)
-    if cls.__module__.startswith("torch.") or fn is None:
+    """``file:line: line`` for each line of ``cls.forward``'s source, and of the methods it calls
+    on ``self`` (outside torch), that can switch gradients off (a call of ``set_grad_enabled``,
+    ``no_grad`` or ``inference_mode``; not ``enable_grad``, nor an argument named ``no_grad``),
+    read, not run; none where the source cannot be read (builtins, compiled, no file)."""
+    if cls.__module__.startswith("torch."):
         return ()
-    return tuple(f"{where}:{n}: {line}" for where, n, line, _ in _source_switches(fn))
+    found = [
+        f"{where}:{n}: {line}"
+        for _, fn, *_ in _methods_run(cls)
+        for where, n, line, _ in _source_switches(fn)
+    ]
+    return tuple(dict.fromkeys(found))
+
+
+def _module_switches(module: torch.nn.Module) -> list[str]:
+    """``_switch_lines`` of ``module``'s class, then those of the methods its forward calls on
+    its submodules (``self.denoiser.sample(x)``: one level, that method only)."""
+    found = list(_switch_lines(type(module)))
+    for child, attr in _child_calls(type(module)):
+        sub = vars(module).get("_modules", {}).get(child)
+        fn = inspect.getattr_static(type(sub), attr, None) if sub is not None else None
+        fn = getattr(fn, "__func__", fn)
+        if inspect.isfunction(fn) and not (fn.__module__ or "").startswith("torch."):
+            found += [f"{w}:{n}: {line}" for w, n, line, _ in _source_switches(fn)]
+    return list(dict.fromkeys(found))
+
+
+@functools.lru_cache(maxsize=512)
+def _methods_run(cls: type, torch_too: bool = False) -> tuple:
+    """(name, function, its ``ast`` node, the name it gives ``self``, file, first line) for
+    ``cls.forward`` (and ``__call__`` where the class overrides torch's) and the methods of
+    ``cls`` they call on ``self``, in turn; read with ``ast``, never run. Those whose source
+    cannot be read are left out, and torch's own unless ``torch_too``."""
+    todo, seen, found = ["forward"], set(), []
+    if inspect.getattr_static(cls, "__call__", None) is not torch.nn.Module.__call__:
+        todo.append("__call__")
+    while todo:
+        name = todo.pop()
+        fn = inspect.getattr_static(cls, name, None)
+        fn = getattr(fn, "__func__", fn)
+        if name in seen or not inspect.isfunction(fn) or fn.__name__ == "<lambda>":
+            continue
+        seen.add(name)
+        if (fn.__module__ or "").startswith("torch.") and not torch_too:
+            continue
+        try:  # any failure means "no source", as in _assigned_per_call
+            lines, start = inspect.getsourcelines(fn)
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+            where = Path(inspect.getsourcefile(fn) or "").name
+        except Exception:  # noqa: BLE001
+            continue
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+        root = next((n for n in ast.walk(tree) if isinstance(n, kinds)), None)
+        if root is None:
+            continue
+        me = root.args.args[0].arg if root.args.args else "self"
+        found.append((name, fn, root, me, where, start))
+        todo += [
+            n.func.attr for n in ast.walk(root) if isinstance(n, ast.Call) and _attr_of(n.func, me)
+        ]
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=512)
+def _child_calls(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, method) for each ``self.<attribute>.<method>(...)`` in ``_methods_run``."""
+    found = []
+    for *_, root, me, _, _ in _methods_run(cls):
+        for n in ast.walk(root):
+            func = n.func if isinstance(n, ast.Call) else None
+            if isinstance(func, ast.Attribute) and _attr_of(func.value, me):
+                found.append((func.value.attr, func.attr))
+    return tuple(dict.fromkeys(found))
+
+
+@functools.lru_cache(maxsize=512)
+def _read_not_called(cls: type) -> dict:
+    """{attribute: (its attributes read, "file:line")} for each ``self.<attribute>`` whose
+    attributes ``cls.forward`` (and the methods it calls on ``self``, torch's too) reads
+    (``self.out_proj.weight``) but which it never calls (``self.out_proj(x)``, or a method of it)
+    nor uses whole; read with ``ast``, never run."""
+    reads, used = {}, set()
+    for *_, root, me, where, start in _methods_run(cls, True):
+        calls = {id(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)}
+        above = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+        for node in ast.walk(root):
+            attr = _attr_of(node, me)
+            up = above.get(id(node))
+            if attr is None or isinstance(node.ctx, ast.Store):
+                continue
+            if isinstance(up, ast.Attribute) and id(up) not in calls:
+                got = reads.setdefault(attr, ([], f"{where}:{start + node.lineno - 1}"))
+                got[0].append(up.attr)
+            else:
+                used.add(attr)
+    return {
+        a: (tuple(dict.fromkeys(r)), w) for a, (r, w) in reads.items() if a not in used
+    }  # fmt: skip
+
+
+def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str] | None:
+    """(parent, child, attributes, file:line) where ``owner`` is or sits under a module
+    (``child``) whose parent's forward reads the child's tensors (``out_proj.weight``) without
+    calling it (torch's ``nn.MultiheadAttention``), while each tensor read that requires grad is
+    on the loss's graph: code in the child's forward, or wrapping it, never runs."""
+    modules = dict(g.modules)
+    parts = owner.split(".")
+    for depth in range(len(parts), 1, -1):
+        name, above, attr = ".".join(parts[:depth]), ".".join(parts[: depth - 1]), parts[depth - 1]
+        child, parent = modules.get(name), modules.get(above)
+        if (
+            child is None
+            or parent is None
+            or vars(parent).get("_modules", {}).get(attr) is not child
+        ):
+            continue
+        reads = _read_not_called(type(parent)).get(attr)
+        if reads is None and isinstance(parent, torch.nn.MultiheadAttention) and attr == "out_proj":
+            reads = (("weight", "bias"), "")  # its source unread: torch's own layout
+        values = []
+        for key in reads[0] if reads else ():
+            try:
+                value = getattr(child, key)  # a wrapper's property gives the wrapped tensor
+            except Exception:  # noqa: BLE001 - an attribute that fails to read is not a tensor
+                continue
+            if isinstance(value, torch.Tensor):
+                values.append(value)
+        if values and all(not v.requires_grad or id(v) in g.leaves for v in values):
+            return above, name, reads[0], reads[1]
+    return None
+
+
+def _zipped(owner: str, g: _Context) -> tuple[str, str, str] | None:
+    """(the holder, the sub-model, file:line) where ``owner`` is or sits under an item of an
+    ``nn.ModuleList``/``ModuleDict`` that its holder's forward or ``__call__`` pairs with other
+    values by ``zip`` (``zip(self.models, inputs)``: gpytorch's ``IndependentModelList``), when no
+    parameter of that item is on the loss's graph while one of a sibling's is."""
+    modules = dict(g.modules)
+    parts = owner.split(".")
+    for depth in range(len(parts), 2, -1):
+        item, lst, holder = (".".join(parts[:k]) for k in (depth, depth - 1, depth - 2))
+        sub, seq, top = modules.get(item), modules.get(lst), modules.get(holder)
+        if not isinstance(seq, (torch.nn.ModuleList, torch.nn.ModuleDict)) or top is None:
+            continue
+        on = [any(id(p) in g.leaves for p in m.parameters()) for m in seq.children()]
+        if sub is None or any(id(p) in g.leaves for p in sub.parameters()) or not any(on):
+            continue
+        attr = parts[depth - 2]
+        for *_, root, me, where, start in _methods_run(type(top)):
+            for n in ast.walk(root):
+                if (
+                    isinstance(n, ast.Call)
+                    and getattr(n.func, "id", "") == "zip"
+                    and any(_attr_of(a, me) == attr for a in n.args)
+                ):
+                    return holder, item, f"{where}:{start + n.lineno - 1}"
+    return None
 
 
 def _source_switches(fn) -> list[tuple[str, int, str, str]]:
@@ -2158,6 +2361,11 @@ def _grad_off_at(frame, most: int = 3) -> str:
     )
 
 
+def _all_switches(g: _Context) -> list[str]:
+    """The grad switches of every module named (``_module_switches``), once each."""
+    return list(dict.fromkeys(line for _, m in g.modules for line in _module_switches(m)))
+
+
 def _switches(owner: str, g: _Context) -> str:
     """The grad switches in the forward of ``owner`` and of the modules named above it (the
     forwards that call it; a module shared by two has a name under each), nearest first, at most
@@ -2166,7 +2374,7 @@ def _switches(owner: str, g: _Context) -> str:
     found = []
     for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
         if me is not None and any(sub is me for sub in module.modules()):
-            found += [line for line in _switch_lines(type(module)) if line not in found]
+            found += [line for line in _module_switches(module) if line not in found]
     return "; ".join(found[:3])
 
 

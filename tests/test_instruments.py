@@ -9326,3 +9326,292 @@ def test_rev30_a_fast_weight_pointing_back_to_its_module_returns_and_names_the_m
         p.detach_().requires_grad_()
     F.mse_loss(net(xs), ys).backward()  # the old graph is gone: no error
     assert net[2].weight.grad is not None and net[2].weight.is_leaf
+
+
+# wng16: trial 11's misses 08-10: a module its parent bypasses (reads its weight, never calls
+# it: MultiheadAttention.out_proj under an adapter), a list that zips sub-models with inputs
+# (IndependentModelList), no_grad in a method forward calls; a fixed model in an input optimiser
+
+
+class _LoraLinear16(nn.Module):
+    """A stand-in of peft's lora.Linear (peft is no test dependency): wraps a Linear, adds A and
+    B in its forward, and gives the wrapped weight and bias as properties, as peft does."""
+
+    def __init__(self, base, r=2):
+        super().__init__()
+        self.base_layer = base
+        self.lora_A = nn.ModuleDict({"default": nn.Linear(base.in_features, r, bias=False)})
+        self.lora_B = nn.ModuleDict({"default": nn.Linear(r, base.out_features, bias=False)})
+
+    weight = property(lambda self: self.base_layer.weight)
+    bias = property(lambda self: self.base_layer.bias)
+
+    def forward(self, x):
+        return self.base_layer(x) + self.lora_B["default"](self.lora_A["default"](x))
+
+
+class _Encoder16(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x):
+        return self.head(self.self_attn(x, x, x, need_weights=False)[0].mean(1))
+
+
+class _CallsOutProj16(nn.Module):
+    """The printed fix "a layer whose forward calls out_proj(...)": self-attention on the same
+    weights, ending with self.out_proj(context)."""
+
+    def __init__(self, mha):
+        super().__init__()
+        self.in_proj_weight, self.in_proj_bias = mha.in_proj_weight, mha.in_proj_bias
+        self.out_proj, self.heads = mha.out_proj, mha.num_heads
+
+    def forward(self, x, *_, **__):
+        b, n, d = x.shape
+        q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, -1)
+        q, k, v = (t.view(b, n, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        ctx = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d)
+        return self.out_proj(ctx), None
+
+
+def _lora_encoder16(frozen=True):
+    torch.manual_seed(0)
+    model = _Encoder16()
+    model.self_attn.out_proj = _LoraLinear16(model.self_attn.out_proj)
+    for n, p in model.named_parameters():
+        p.requires_grad_("lora_" in n or n.startswith("head") or not frozen)
+    nn.init.normal_(model.self_attn.out_proj.lora_B["default"].weight, std=0.1)
+    return model
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_wng16_an_adapter_on_out_proj_is_bypassed_and_a_layer_calling_it_trains(frozen):
+    """Trial 11, 08: MultiheadAttention passes out_proj.weight to its fused function and never
+    calls out_proj, so an adapter wrapping out_proj's forward never runs. It said "not used or
+    cut"; it must say bypassed, with the parent to target; the printed layer that calls out_proj
+    trains A and B three steps against torch's own fused attention on the merged weight."""
+    model = _lora_encoder16(frozen)
+    x, y = torch.randn(4, 5, 8), torch.randn(4, 1)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.self_attn.out_proj.lora_A.default.weight"]
+    assert found.rule == "not on the graph: its module is bypassed", found
+    assert "reads .out_proj.weight and .bias (activation.py:" in found.why, found
+    assert "target model.self_attn itself (peft: target_modules=['self_attn'])" in found.fix
+    assert "calls out_proj(...)" in found.fix
+
+    model = _lora_encoder16(frozen)
+    mha, lora = model.self_attn, model.self_attn.out_proj
+    model.self_attn = _CallsOutProj16(mha)  # the printed fix
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.5)
+    data = [(torch.randn(4, 5, 8), torch.randn(4, 1)) for _ in range(3)]
+
+    def reference(i):  # torch's fused attention, the adapter merged into the weight it reads
+        x, y = data[i]
+        a, b = lora.lora_A["default"].weight, lora.lora_B["default"].weight
+        out = F.multi_head_attention_forward(
+            *(x.transpose(0, 1),) * 3, 8, 2, mha.in_proj_weight, mha.in_proj_bias, None, None,
+            False, 0.0, lora.base_layer.weight + b @ a, lora.base_layer.bias, need_weights=False,
+        )[0].transpose(0, 1)  # fmt: skip
+        return F.mse_loss(model.head(out.mean(1)), y)
+
+    _three_checked_steps(lambda i: F.mse_loss(model(data[i][0]), data[i][1]), opt, reference)
+    assert lora.lora_A["default"].weight.grad is not None
+
+
+def test_wng16_bypass_and_zip_rules_stay_silent_on_ordinary_models():
+    """Ordinary programs: an unused head, a frozen backbone, a ModuleList used in full, a task
+    head picked from a ModuleList (no zip), a forward that reads a layer's weight's dtype only,
+    and MultiheadAttention with its own out_proj: no "bypassed", no "not paired"."""
+
+    class Dtype(nn.Module):  # reads proj.weight.dtype, never calls proj: proj is unused
+        def __init__(self):
+            super().__init__()
+            self.proj, self.body = nn.Linear(3, 3), nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.body(x.to(self.proj.weight.dtype))
+
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleList(nn.Linear(3, 1) for _ in range(3))
+
+        def forward(self, x, task=0):
+            return self.heads[task](x)
+
+    class Full(Heads):
+        def forward(self, x):
+            return sum(h(x) for h in self.heads)
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 3)
+    unused = nn.ModuleDict(dict(body=nn.Linear(3, 1), head=nn.Linear(3, 1)))
+    frozen = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    frozen[0].requires_grad_(False)
+    attn = nn.MultiheadAttention(3, 1, batch_first=True)
+    cases = [
+        (unused, lambda: unused["body"](x)),
+        (frozen, lambda: frozen(x)),
+        (Dtype(), None),
+        (Heads(), None),
+        (Full(), None),
+        (attn, lambda: attn(x[None], x[None], x[None])[0]),
+    ]
+    for model, call in cases:
+        loss = (call() if call else model(x)).pow(2).sum()
+        loss.backward()
+        text = str(why_no_grad(loss, model=model, opt=torch.optim.SGD(model.parameters(), 0.1)))
+        assert "bypassed" not in text and "not paired" not in text, text
+        assert "not in the optimizer" not in text, text
+    assert all(p.grad is not None for p in attn.parameters())
+
+
+class _ModelList16(nn.Module):
+    """A stand-in of gpytorch's IndependentModelList: zips its sub-models with the inputs."""
+
+    def __init__(self, *models):
+        super().__init__()
+        self.models = nn.ModuleList(models)
+        self.x = torch.randn(6, 3)
+
+    @property
+    def train_inputs(self):
+        return [(self.x,) for _ in self.models]
+
+    def __call__(self, *args):
+        args = [a if isinstance(a, tuple) else (a,) for a in args]
+        return [m(*a) for m, a in zip(self.models, args)]
+
+
+def test_wng16_a_list_that_zips_sub_models_with_inputs_names_the_pairing_and_the_fix_trains():
+    """Trial 11, 09: ModelListGP called with one input evaluates only its first sub-model; all of
+    the second was "not used or cut" with a probe. It must name the zip and print one input per
+    sub-model; the printed model(*model.train_inputs) trains both three steps."""
+    torch.manual_seed(0)
+    model = _ModelList16(
+        nn.Linear(3, 1), nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    )
+    ys = [torch.randn(6, 1), torch.randn(6, 1)]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = model(model.x)
+    loss = sum(F.mse_loss(o, y) for o, y in zip(out, ys))
+    loss.backward()
+    report = why_no_grad(loss, model=model, opt=opt)
+    found = report["model.models.1.0.weight"]
+    assert found.rule == "not on the graph: its sub-model is not paired", report
+    assert re.search(r"by zip \(test_instruments\.py:\d+\)", found.why), found
+    assert "model(x1, x2, ...)" in found.fix and "model(*model.train_inputs)" in found.fix
+    assert str(report).count("not paired") == 1, report  # one line for the whole sub-model
+
+    printed = found.fix.rpartition(": ")[2]
+
+    def loss_of(i):
+        out = eval(printed, {"model": model})  # printed, literally
+        return sum(F.mse_loss(o, y + i) for o, y in zip(out, ys))
+
+    first, second = model.models
+
+    def reference(i):
+        h = torch.tanh(F.linear(model.x, second[0].weight, second[0].bias))
+        return F.mse_loss(F.linear(model.x, first.weight, first.bias), ys[0] + i) + F.mse_loss(
+            F.linear(h, second[2].weight, second[2].bias), ys[1] + i
+        )
+
+    _three_checked_steps(loss_of, opt, reference, model=model)
+
+
+class _Denoiser16(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return x - 0.1 * self.net(x)
+
+    def sample(self, x):
+        with torch.no_grad():
+            return self(x)
+
+
+class _Smoothed16(nn.Module):
+    """smoothinv's DRM, rebuilt: forward calls a method that denoises under no_grad (on self, or
+    a method of its denoiser: one level down), then classifies."""
+
+    def __init__(self, via_child):
+        super().__init__()
+        self.classifier, self.model, self.via_child = nn.Linear(4, 3), _Denoiser16(), via_child
+
+    def denoise(self, x):
+        with torch.no_grad():
+            out = self.model(x)
+        return out
+
+    def forward(self, x):
+        x = self.model.sample(x) if self.via_child else self.denoise(x)
+        return self.classifier(x).log_softmax(-1)
+
+
+@pytest.mark.parametrize("via_child", [False, True])
+def test_wng16_no_grad_in_a_method_forward_calls_is_located_for_an_input_being_optimised(
+    via_child,
+):
+    """Trial 11, 10: the no_grad block sat in a method forward calls, and the source scan read
+    forward only; the first finding was "give the classifier to the optimizer" though the
+    optimizer holds only delta and the model is in eval mode. The block's file:line must be in
+    delta's finding, the classifier not flagged; the printed fix (that part with gradients on)
+    gives delta a gradient for three checked steps."""
+    torch.manual_seed(0)
+    model = _Smoothed16(via_child).eval()
+    x, label = torch.rand(1, 4), torch.tensor([2])
+    delta = torch.zeros_like(x, requires_grad=True)
+    opt = torch.optim.SGD([delta], lr=0.1)
+    loss = F.nll_loss(model(x + delta), label)
+    loss.backward()
+    report = why_no_grad(loss, model=model, delta=delta, opt=opt)
+    method = _Denoiser16.sample if via_child else _Smoothed16.denoise
+    lines, start = inspect.getsourcelines(method)
+    at = start + next(i for i, line in enumerate(lines) if "no_grad" in line)
+    assert f"test_instruments.py:{at}: with torch.no_grad():" in report["delta"].why, report
+    assert report["delta"].fix.startswith(
+        "if its value passes a line named above, run that part"
+    ), report
+    assert report["model.classifier.weight"].rule == "has a gradient", report
+    assert f"test_instruments.py:{at}" in report["model.model.net.weight"].fix, report
+
+    def enabled(x):  # the printed fix: that part with gradients on
+        with torch.enable_grad():
+            return model.model(x)
+
+    if via_child:
+        model.model.sample = enabled
+    else:
+        model.denoise = enabled
+
+    def reference(i):
+        w, b = model.model.net.weight, model.model.net.bias
+        z = (x + delta) - 0.1 * ((x + delta) @ w.T + b)
+        return -(z @ model.classifier.weight.T + model.classifier.bias).log_softmax(-1)[0, 2]
+
+    def loss_of(i):
+        return F.nll_loss(model(x + delta), label)
+
+    _three_checked_steps(loss_of, opt, reference, delta=delta)
+
+
+def test_wng16_a_model_in_train_mode_or_an_optimizer_of_parameters_is_still_flagged():
+    """The fixed-model exception is narrow: in train mode, or with an optimizer that holds a
+    parameter, a parameter with a gradient that no optimizer holds is still "not in the
+    optimizer"."""
+    torch.manual_seed(0)
+    for training, plain in ((True, True), (False, False)):
+        clf, other = nn.Linear(4, 3).train(training), nn.Linear(1, 1)
+        delta = torch.zeros(1, 4, requires_grad=True)
+        opt = torch.optim.SGD([delta] if plain else [delta, other.weight], lr=0.1)
+        loss = clf(delta + 1).sum() + (0 if plain else other.weight.sum())
+        loss.backward()
+        report = why_no_grad(loss, clf=clf, delta=delta, opt=opt)
+        assert report["clf.weight"].rule == "not in the optimizer", report
