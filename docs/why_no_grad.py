@@ -84,8 +84,8 @@ Where it stops:
 * Library code it reads from the classes named, never calling it: a method under torch's
   ``no_grad`` or ``inference_mode`` decorator (a loss without graph while gradients are on: the
   no_grad inside the call wins over the caller's ``enable_grad()``; ``inspect.unwrap`` gives the
-  function without it), the lines of ``forward`` that can switch gradients off
-  (``set_grad_enabled(``, ``no_grad(``, ``inference_mode(``; file:line and the line, so an option
+  function without it), the lines that can switch gradients off in ``forward``, the methods it
+  calls on ``self`` and those it calls on a direct submodule (``set_grad_enabled(``, ``no_grad(``, ``inference_mode(``; file:line and the line, so an option
   that drives one is seen), in the module and the modules named above it where its parameters are off
   the graph, a class that overrides ``__call__`` (its forward hooks may never fire:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
