@@ -8944,25 +8944,102 @@ class _InnerPlain:
             m._parameters[n] = m._parameters[n] - self.lr * g
 
 
+def _mlp_run(x, w):
+    """A tanh MLP as a function of its weights: one weight and one bias a layer."""
+    for k in range(0, len(w), 2):
+        x = F.linear(x, w[k], w[k + 1])
+        x = torch.tanh(x) if k + 2 < len(w) else x
+    return x
+
+
+def _inner_ref(w, xs, ys, momentum=None, buf=None):
+    """Two inner SGD steps (lr 0.1; with momentum if given, from the traces ``buf``), functional:
+    the fast weights and the traces."""
+    buf = list(buf or [None] * len(w))
+    for _ in range(2):
+        grads = torch.autograd.grad(F.mse_loss(_mlp_run(xs, w), ys), w, create_graph=True)
+        if momentum is not None:
+            buf = [g if b is None else momentum * b + g for b, g in zip(buf, grads)]
+            grads = buf
+        w = [p - 0.1 * g for p, g in zip(w, grads)]
+    return w, buf
+
+
 def _maml_ref29(meta, data, momentum=None):
-    """Functional MAML (two inner SGD steps, with momentum if given) from the meta-parameters."""
+    """Functional MAML (two inner SGD steps, with momentum if given) from the meta-parameters,
+    listed as the slots hold them (a tied weight at each layer using it)."""
 
     def reference(i):
         xs, ys = data[i]
-        w, buf = list(meta), [None] * 4
-
-        def run(x, w):
-            return F.linear(torch.tanh(F.linear(x, w[0], w[1])), w[2], w[3])
-
-        for _ in range(2):
-            grads = torch.autograd.grad(F.mse_loss(run(xs, w), ys), w, create_graph=True)
-            if momentum is not None:
-                buf = [g if b is None else momentum * b + g for b, g in zip(buf, grads)]
-                grads = buf
-            w = [p - 0.1 * g for p, g in zip(w, grads)]
-        return F.mse_loss(run(xs + 1, w), ys - 1)
+        w, _ = _inner_ref(list(meta), xs, ys, momentum)
+        return F.mse_loss(_mlp_run(xs + 1, w), ys - 1)
 
     return reference
+
+
+def _mlp29():
+    return nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
+
+
+def _maml_start(opt=torch.optim.SGD, lr=0.05, make=_mlp29):
+    """The start of fix29's and later MAML tests: seed 0, three batches, a net and its
+    meta-optimizer."""
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+    net = make()
+    return data, net, opt(net.parameters(), lr=lr)
+
+
+def _second_outer_loss(meta_opt, data, outer, last=None):
+    """Outer step 0 (``outer(xs, ys)``: the inner steps, then the query loss) trained, then the
+    loss of step 1, ``last(xs, ys)`` (``outer`` by default); mark_step() at each step's top."""
+    mark_step()
+    loss = outer(*data[0])
+    meta_opt.zero_grad()
+    loss.backward()
+    meta_opt.step()
+    mark_step()
+    return (last or outer)(*data[1])
+
+
+def _slot_leaves(net):
+    """The tensors net's slots hold, module by module (a tied weight once per slot)."""
+    return [p for m in net.modules() for p in m._parameters.values()]
+
+
+def _printed_reset_trains(
+    reset, outer, data, momentum=None, opt=torch.optim.SGD, lr=0.05, make=_mlp29
+):
+    """A printed reset, run as printed on a new net (seed 1): a loop form's part "taken before the
+    loop" once, the rest at each outer step's start; then ``outer(net, xs, ys)``. Three steps
+    checked against a functional MAML from the slots' start (with momentum if given)."""
+    torch.manual_seed(1)
+    net = make()
+    meta_opt = opt(net.parameters(), lr=lr)
+    meta = _slot_leaves(net)
+    scope = {"net": net, "meta_opt": meta_opt}
+    before, _, each = reset.rpartition(" taken before the loop, then ")
+    exec(before, scope)
+
+    def loss_of(i):
+        exec(each, scope)  # at each outer step's start, as printed
+        return outer(net, *data[i])
+
+    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data, momentum), net=net)
+
+
+def _mse(net, xs, ys):
+    return F.mse_loss(net(xs), ys)
+
+
+def _outer(net, inner, xs, ys, after=None):
+    """One outer step's loss: two inner steps of ``inner`` (``after()`` after each), then the
+    query loss."""
+    for _ in range(2):
+        inner.step(_mse(net, xs, ys))
+        if after:
+            after()
+    return _mse(net, xs + 1, ys - 1)
 
 
 def test_fix29_two_layers_unreset_at_the_next_step_start_do_not_crash_and_the_reset_trains():
@@ -8970,62 +9047,28 @@ def test_fix29_two_layers_unreset_at_the_next_step_start_do_not_crash_and_the_re
     called on the next outer step's first inner loss. It crashed in _beside (the slots grouped
     as list items, net[*].weight). Now the slots get the fast-weights verdict, and the printed
     reset, run at each outer step's start, trains three checked steps like a functional MAML."""
-    torch.manual_seed(0)
-    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    data, net, meta_opt = _maml_start()
     inner = _InnerPlain([net[0], net[2]])
-    for i in range(2):
-        mark_step()
-        xs, ys = data[i]
-        if i == 1:
-            report = find_old_graph(
-                F.mse_loss(net(xs), ys), net=net, meta_opt=meta_opt, inner=inner
-            )
-            break
-        for _ in range(2):
-            inner.step(F.mse_loss(net(xs), ys))
-        loss = F.mse_loss(net(xs + 1), ys - 1)
-        meta_opt.zero_grad()
-        loss.backward()
-        meta_opt.step()
+    loss = _second_outer_loss(  # called on step 1's first inner loss
+        meta_opt, data, lambda xs, ys: _outer(net, inner, xs, ys), lambda xs, ys: _mse(net, xs, ys)
+    )
+    report = find_old_graph(loss, net=net, meta_opt=meta_opt, inner=inner)
     assert {c.verdict for c in report.carriers} == {"state"}, str(report)
     assert len(report.carriers) == 4 and "net[*]" not in str(report), str(report)
     fix = report.carriers[0].fix
     reset = re.search(r"optimizer's state: (.*?), and start any state", fix)[1]
     assert reset.count("._parameters[") == 4, reset
-
-    torch.manual_seed(1)
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    meta = list(net.parameters())
-    inner = _InnerPlain([net[0], net[2]])
-
-    def loss_of(i):
-        exec(reset, {"net": net, "meta_opt": meta_opt})
-        xs, ys = data[i]
-        for _ in range(2):
-            inner.step(F.mse_loss(net(xs), ys))
-        return F.mse_loss(net(xs + 1), ys - 1)
-
-    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
+    _printed_reset_trains(
+        reset, lambda net, xs, ys: _outer(net, _InnerPlain([net[0], net[2]]), xs, ys), data
+    )
 
 
 def test_fix29_a_rule_that_fails_is_reported_not_raised(monkeypatch):
     """An instrument must not crash on a reader's program: a rule that raises (here the fast
     weights' fix, made to fail) leaves its place listed as not classified, and the report
     still comes back with the other places and the old nodes."""
-    torch.manual_seed(0)
-    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    for i in range(2):
-        mark_step()
-        loss = _maml_plain(net, meta_opt, *data[i])
-        if i == 0:
-            meta_opt.zero_grad()
-            loss.backward()
-            meta_opt.step()
+    data, net, meta_opt = _maml_start()
+    loss = _second_outer_loss(meta_opt, data, lambda xs, ys: _maml_plain(net, None, xs, ys))
 
     def broken(*args, **kwargs):
         raise TypeError("a rule's own bug")
@@ -9070,21 +9113,9 @@ def test_fix29_a_torchopt_shaped_inner_optimizer_is_found_and_the_reset_trains()
     layout (torchopt is no test dependency; the real 0.7.3 was checked by hand): its traces are
     the inner optimizer's momentum, the fix makes it anew, and the reset, run as printed, trains
     three checked steps like a functional MAML with momentum."""
-    torch.manual_seed(0)
-    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    data, net, meta_opt = _maml_start()
     inner_opt = _MetaSGDShaped(net)
-    for i in range(2):
-        mark_step()
-        xs, ys = data[i]
-        for _ in range(2):
-            inner_opt.step(F.mse_loss(net(xs), ys))
-        loss = F.mse_loss(net(xs + 1), ys - 1)
-        if i == 0:
-            meta_opt.zero_grad()
-            loss.backward()
-            meta_opt.step()
+    loss = _second_outer_loss(meta_opt, data, lambda xs, ys: _outer(net, inner_opt, xs, ys))
     report = find_old_graph(loss, net=net, inner_opt=inner_opt, meta_opt=meta_opt)
     traces = [c for c in report.carriers if c.path.startswith("inner_opt")]
     assert traces and all("momentum trace" in c.kind for c in traces), str(report)
@@ -9092,21 +9123,9 @@ def test_fix29_a_torchopt_shaped_inner_optimizer_is_found_and_the_reset_trains()
     fix = next(c.fix for c in report.carriers if "parameter" in c.kind)
     reset = re.search(r"optimizer's state: (.*?), and make inner_opt anew", fix)[1]
     assert reset.count("._parameters[") == 4, reset
-
-    torch.manual_seed(1)
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    meta = list(net.parameters())
-
-    def loss_of(i):
-        exec(reset, {"net": net, "meta_opt": meta_opt})
-        inner_opt = _MetaSGDShaped(net)  # made anew, as printed
-        xs, ys = data[i]
-        for _ in range(2):
-            inner_opt.step(F.mse_loss(net(xs), ys))
-        return F.mse_loss(net(xs + 1), ys - 1)
-
-    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data, 0.9), net=net)
+    _printed_reset_trains(  # inner_opt made anew at each outer step, as printed
+        reset, lambda net, xs, ys: _outer(net, _MetaSGDShaped(net), xs, ys), data, 0.9
+    )
 
 
 class _HeadMomentum:
@@ -9144,22 +9163,11 @@ def test_fix29_two_holders_of_the_slots_are_several_and_a_logger_is_no_module_sl
     holds none of the slots: both are named, and the fix is worded by purpose (each one that
     steps fast weights made anew). The slot is named net[2].weight, not log.w, and no fix writes
     into the logger's ``_parameters`` nor calls its ``parameters()``."""
-    torch.manual_seed(0)
-    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    data, net, meta_opt = _maml_start()
     head, log = _HeadMomentum(net[2]), _SlotLogger()
-    for i in range(2):
-        mark_step()
-        xs, ys = data[i]
-        for _ in range(2):
-            head.step(F.mse_loss(net(xs), ys))
-        log.step(net[2].weight)
-        loss = F.mse_loss(net(xs + 1), ys - 1)
-        if i == 0:
-            meta_opt.zero_grad()
-            loss.backward()
-            meta_opt.step()
+    loss = _second_outer_loss(
+        meta_opt, data, lambda xs, ys: _outer(net, head, xs, ys, lambda: log.step(net[2].weight))
+    )
     report = find_old_graph(loss, net=net, head=head, log=log, meta_opt=meta_opt)
     text = str(report)
     assert "holds none" not in text and "was shown to step" not in text, text
@@ -9175,45 +9183,23 @@ def test_fix29_an_adam_meta_optimizer_gives_a_reset_that_is_code_and_trains():
     """rev29 F4: with Adam as the meta-optimizer, the meta weights were first named as keys of
     its state (``meta_opt.state[<tensor (3, 4)>](key)``), not Python. The printed reset compiles
     (the loop over leaves taken before the loop), and run so, trains three checked steps."""
-    torch.manual_seed(0)
-    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.Adam(net.parameters(), lr=0.01)
-    for i in range(2):
-        mark_step()
-        loss = _maml_plain(net, meta_opt, *data[i])
-        report = find_old_graph(loss, net=net, meta_opt=meta_opt)
-        if i == 0:
-            meta_opt.zero_grad()
-            loss.backward()
-            meta_opt.step()
+    data, net, meta_opt = _maml_start(torch.optim.Adam, 0.01)
+    loss = _second_outer_loss(meta_opt, data, lambda xs, ys: _maml_plain(net, None, xs, ys))
+    report = find_old_graph(loss, net=net, meta_opt=meta_opt)
     fix = report.carriers[0].fix
     reset = re.search(r"optimizer's state: (.*?), and start any state", fix)[1]
     assert "(key)" not in reset and "<tensor" not in reset, reset
     before, _, each = reset.partition(" taken before the loop, then ")
     compile(before, "<printed>", "exec")
     compile(each, "<printed>", "exec")
-
-    torch.manual_seed(1)
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.Adam(net.parameters(), lr=0.01)
-    meta = list(net.parameters())
-    scope = {"net": net, "meta_opt": meta_opt}
-    exec(before, scope)  # taken before the loop, as printed
-
-    def loss_of(i):
-        exec(each, scope)  # at each outer step's start
-        xs, ys = data[i]
-        for _ in range(2):
-            slots = [(m, n) for m in net.modules() for n in m._parameters]
-            grads = torch.autograd.grad(
-                F.mse_loss(net(xs), ys), [m._parameters[n] for m, n in slots], create_graph=True
-            )
-            for (m, n), g in zip(slots, grads):
-                m._parameters[n] = m._parameters[n] - 0.1 * g
-        return F.mse_loss(net(xs + 1), ys - 1)
-
-    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
+    _printed_reset_trains(
+        reset,
+        lambda net, xs, ys: _maml_plain(net, None, xs, ys),
+        data,
+        None,
+        torch.optim.Adam,
+        0.01,
+    )
 
 
 class _HigherShaped(nn.Module):
@@ -9242,21 +9228,9 @@ def test_fix29_higher_s_own_history_of_fast_weights_gets_make_fmodel_anew_and_it
     ``_fast_params``; it got the REINFORCE samples fix and "0.99 ** k". Held by an object of
     higher's own classes, it is now state whose fix is making fmodel anew at each outer step
     (innerloop_ctx inside the loop); done so, training runs three checked steps."""
-    torch.manual_seed(0)
-    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    data, net, meta_opt = _maml_start()
     fmodel = _HigherShaped(net)
-    for i in range(2):
-        mark_step()
-        xs, ys = data[i]
-        for _ in range(2):
-            fmodel.step(F.mse_loss(fmodel(xs), ys))
-        loss = F.mse_loss(fmodel(xs + 1), ys - 1)
-        if i == 0:
-            meta_opt.zero_grad()
-            loss.backward()
-            meta_opt.step()
+    loss = _second_outer_loss(meta_opt, data, lambda xs, ys: _outer(fmodel, fmodel, xs, ys))
     report = find_old_graph(loss, net=net, fmodel=fmodel, meta_opt=meta_opt)
     text = str(report)
     history = [c for c in report.carriers if "_fast_params" in c.path]
@@ -9267,19 +9241,11 @@ def test_fix29_higher_s_own_history_of_fast_weights_gets_make_fmodel_anew_and_it
     ), text
     assert "REINFORCE" not in text and "0.99 ** k" not in text, text
 
-    torch.manual_seed(1)
-    net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))
-    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    meta = list(net.parameters())
+    def made_anew(net, xs, ys):  # fmodel made anew at each outer step, as printed
+        fmodel = _HigherShaped(net)
+        return _outer(fmodel, fmodel, xs, ys)
 
-    def loss_of(i):
-        fmodel = _HigherShaped(net)  # made anew at each outer step, as printed
-        xs, ys = data[i]
-        for _ in range(2):
-            fmodel.step(F.mse_loss(fmodel(xs), ys))
-        return F.mse_loss(fmodel(xs + 1), ys - 1)
-
-    _three_checked_steps(loss_of, meta_opt, _maml_ref29(meta, data), net=net)
+    _printed_reset_trains("", made_anew, data)
 
 
 # rev30: a holder chain that loops (a fast weight's attribute points back to its module)
