@@ -1270,8 +1270,8 @@ def _fast_fix(
         if back and len(back) <= 4 and not any("(key)" in b for b in back)  # not code: a loop
         else (  # any number of slots: the leaves taken before the loop, written back in a loop
             f"start = [(m.get_submodule(n.rpartition('.')[0]), n.rpartition('.')[2], p) for m in "
-            f"{each} for n, p in m.named_parameters()] taken before the loop, then "
-            "for m, n, p in start: m._parameters[n] = p"
+            f"{each} for n, p in m.named_parameters(remove_duplicate=False)] taken before the "
+            "loop, then for m, n, p in start: m._parameters[n] = p"  # a tied weight: each slot
         )
         if back
         else f"write the tensors the outer optimizer holds back into {slots}"

@@ -9292,3 +9292,37 @@ def test_rev30_a_fast_weight_pointing_back_to_its_module_returns_and_names_the_m
         p.detach_().requires_grad_()
     F.mse_loss(net(xs), ys).backward()  # the old graph is gone: no error
     assert net[2].weight.grad is not None and net[2].weight.is_leaf
+
+
+# fix31: review 30: the loop reset keeps tied weights' slots (F1); "may each step the fast weights"
+# for one that only feeds them (F3); _own_tensors reads no __class__ (I1), a bounded number of
+# items (I2) and __slots__ (I3); a key that is no code gets a loop over its dict (I3); labels (nits)
+
+
+def _tied_mlp():
+    """Three layers, the second's weight tied to the first's (net[2].weight = net[0].weight)."""
+    net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    net[2].weight = net[0].weight
+    return net
+
+
+def test_fix31_tied_weights_are_reset_by_the_loop_form_and_an_adam_maml_trains():
+    """Review 30 F1: with an Adam meta-optimizer the reset is the loop over named_parameters(),
+    which dropped a tied weight's second slot: net[2]'s slot was never reset and step 1 failed
+    with the freed-graph error. The printed loop keeps every slot (remove_duplicate=False); run as
+    printed, it trains three checked steps, the tied weight too, like a functional MAML."""
+    data, net, meta_opt = _maml_start(torch.optim.Adam, 0.01, _tied_mlp)
+    loss = _second_outer_loss(meta_opt, data, lambda xs, ys: _maml_plain(net, None, xs, ys))
+    report = find_old_graph(loss, net=net, meta_opt=meta_opt)
+    slots = [c for c in report.carriers if "parameter" in c.kind]
+    assert len(slots) == 6 and {c.verdict for c in slots} == {"state"}, str(report)
+    reset = re.search(r"optimizer's state: (.*?), and start any state", slots[0].fix)[1]
+    assert " taken before the loop, then " in reset, reset
+    _printed_reset_trains(
+        reset,
+        lambda net, xs, ys: _maml_plain(net, None, xs, ys),
+        data,
+        opt=torch.optim.Adam,
+        lr=0.01,
+        make=_tied_mlp,
+    )
