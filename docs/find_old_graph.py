@@ -58,7 +58,7 @@ and reports:
   optimization's **state**, with the state with a graph of the one object given with a
   ``step()`` that steps them on evidence (it holds a slot's tensor, or a tensor of its own that a
   slot's value is made from, or it is optimizer-like and reaches the slots; one reaching them
-  only through a module it holds, a trainer, is none): momentum traces; else by purpose. Both purposes,
+  only through a module it holds, a trainer, is none): its state; else by purpose. Both purposes,
   in this order: reset the slots (a loop past four) and that state at each outer step's start
   (MAML, ANIL), or detach both (weights that carry on), each module holding slots named;
   torchopt's calls only where torchopt is loaded. It cannot know what you mean the value to be: it
@@ -1947,7 +1947,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     except Exception:  # noqa: BLE001 - a rule of this tool failed: the inner optimizer is not known
         several = []
     inner = several if len(several) == 1 else []
-    inner_state = [  # what it holds with a graph, not on a module: its state (momentum traces)
+    inner_state = [  # what it holds with a graph, not on a module: its state (momentum, second moments)
         p
         for p, t in tensor_at.items()
         if p not in fast and re.split(r"[.\[]", p, maxsplit=1)[0] in (inner or steppers)
@@ -1998,19 +1998,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
                 elif (
                     any(p in inner_state for p in paths) and inner
-                ):  # a momentum trace of fast weights
-                    kind, verdict = (
-                        "an inner optimizer's state with a graph (a momentum trace)",
-                        "state",
-                    )
+                ):  # the state of the fast weights' optimizer
+                    kind, verdict = "an inner optimizer's state with a graph", "state"
                     reason = f"the state of the optimizer that steps the fast weights ({fast[0]})"
                     fix = f"with the fast weights: the fix of {fast[0]}, which names this state"
                     state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif any(p in inner_state for p in paths) and len(several) > 1:
                     kind, verdict = "the state with a graph of an object with step()", "state"
-                    reason = (
-                        f"{', '.join(several[:-1])} and {several[-1]} each hold fast weights' "
-                        "slots; which of them step the fast weights cannot be told"
+                    reason = (  # either evidence (_inner_optimizer): true of each one named
+                        f"{', '.join(several[:-1])} and {several[-1]} may each step the fast "
+                        "weights (each holds a slot's tensor or feeds its value)"
                     )
                     fix = (
                         "each one that steps fast weights (an inner optimizer): make it anew at "
@@ -2526,7 +2523,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         type(members[0][1]).__name__,
                         "unknown",
                         f"this tool failed on it ({type(error).__name__}: {error}); please report it",
-                        "unknown: this place was not classified",
+                        "none (this place was not classified)",
                         len(paths),
                     )
                 )
