@@ -673,6 +673,23 @@ def _own_dict(obj: object) -> dict | None:
     return None
 
 
+def _own_attributes(obj: object) -> dict:
+    """``obj``'s own attributes, read without running its code: its ordinary ``__dict__`` and the
+    member slots its classes declare (``__slots__``, ``@dataclass(slots=True)``); an unset slot
+    is left out."""
+    found = dict(_own_dict(obj) or {})
+    for klass in type(obj).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for name in (slots,) if issubclass(type(slots), str) else slots:
+            descriptor = vars(klass).get(name)
+            if issubclass(type(descriptor), types.MemberDescriptorType):
+                try:
+                    found.setdefault(name, descriptor.__get__(obj))
+                except AttributeError:  # an unset slot
+                    pass
+    return found
+
+
 _USER_CLASS: dict[type, bool] = {}
 
 
@@ -791,18 +808,7 @@ def _children(obj: object, names: dict[int, str], top: bool):
     if kind.__module__ == "numpy" or issubclass(kind, torch.Size):
         return
     yield from _class_attributes(kind)
-    own = _own_dict(obj)
-    if own is not None:
-        yield from ((f".{n}", v) for n, v in dict.items(own))
-    for klass in kind.__mro__:
-        slots = vars(klass).get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            descriptor = vars(klass).get(name)
-            if isinstance(descriptor, types.MemberDescriptorType):
-                try:
-                    yield f".{name}", descriptor.__get__(obj)
-                except AttributeError:  # an unset slot
-                    pass
+    yield from ((f".{n}", v) for n, v in _own_attributes(obj).items())
 
 
 def _attribute(name: str) -> str:
@@ -1174,24 +1180,34 @@ def _owners(fast: list) -> list[str]:
     return owners
 
 
+_OWN_ITEMS = 200_000  # the items _own_tensors reads of one object, at most
+
+
 def _own_tensors(obj: object, depth: int = 6) -> list:
-    """The tensors ``obj`` holds itself: in its attributes and the lists, tuples (namedtuples too),
-    sets and dicts in them (``depth`` deep: torchopt's list of tuples of a module's ``_parameters``
-    dicts), not inside another object (a module it holds); no property is read."""
-    found, todo, seen = [], [(v, 1) for v in (_own_dict(obj) or {}).values()], set()
-    while todo and len(found) < 10_000 and len(seen) < 100_000:
-        value, level = todo.pop()
-        if isinstance(value, torch.Tensor):
+    """The tensors ``obj`` holds itself: in its attributes (``__dict__`` and ``__slots__``) and the
+    lists, tuples (namedtuples too), sets and dicts in them (``depth`` deep: torchopt's list of
+    tuples of a module's ``_parameters`` dicts), not inside another object (a module it holds);
+    types are tested with ``issubclass(type(v), ...)``: no property, ``__class__`` neither, is
+    read. Breadth first (the nearest first), ``_OWN_ITEMS`` items read at most."""
+    found, seen = [], set()
+    todo = collections.deque((v, 1) for v in _own_attributes(obj).values())
+    budget = _OWN_ITEMS
+    while todo and budget > 0 and len(found) < 10_000:
+        value, level = todo.popleft()
+        budget -= 1
+        kind = type(value)
+        if issubclass(kind, torch.Tensor):
             found.append(value)
         elif (
             level < depth
-            and issubclass(type(value), (list, tuple, set, frozenset, dict))
+            and issubclass(kind, (list, tuple, set, frozenset, dict))
             and id(value) not in seen
         ):
             seen.add(id(value))
-            base = next(b for b in (dict, list, tuple, set, frozenset) if isinstance(value, b))
+            base = next(b for b in (dict, list, tuple, set, frozenset) if issubclass(kind, b))
             items = dict.values(value) if base is dict else base.__iter__(value)  # not its own
-            todo.extend((v, level + 1) for v in itertools.islice(items, 10_000))
+            room = max(budget - len(todo), 0)  # what is queued is never more than can be read
+            todo.extend((v, level + 1) for v in itertools.islice(items, room))
     return found
 
 
@@ -1212,11 +1228,12 @@ def _inner_optimizer(steppers: list, objects: dict, slots: list) -> list:
     found = []
     for n in steppers:
         obj, own = objects[n], _own_tensors(objects[n])
-        state = (_own_dict(obj) or {}).get("state")
+        attributes = _own_attributes(obj)
+        state = attributes.get("state")
         optimizer_like = (
             _static(obj, "param_groups") is not None
-            or "param_groups" in (_own_dict(obj) or {})
-            or (isinstance(state, dict) and any(_own_tensors(types.SimpleNamespace(s=state))))
+            or "param_groups" in attributes
+            or (issubclass(type(state), dict) and any(_own_tensors(types.SimpleNamespace(s=state))))
         )
         if (
             ids & {id(t) for t in own}
@@ -1276,7 +1293,7 @@ def _fast_fix(
         if back
         else f"write the tensors the outer optimizer holds back into {slots}"
     )  # fmt: skip
-    held = list(dict.fromkeys(_group(p).replace("[*]", "") for p in state))
+    held = list(dict.fromkeys(_coded(_group(p).replace("[*]", "")) for p in state))
     torchopt = "torchopt" in sys.modules or metas
     name = opt or "inner_opt"
     recover = (
@@ -1407,9 +1424,20 @@ def _collapse(paths: list[str]) -> tuple[str, int]:
     return ", ".join(paths), len(paths)
 
 
+def _coded(path: str) -> str:
+    """``path`` up to its first key that is no code (``buf[<tuple>]``: ``buf``)."""
+    return path.partition("[<")[0]
+
+
 def _detach(path: str, tensor: torch.Tensor, holders: dict) -> str:
     """``path = path.detach()``, or what works where that assignment cannot: a tuple rebuilt, a
-    namedtuple's field replaced; in a closure cell or a default argument, detached where made."""
+    namedtuple's field replaced; in a closure cell or a default argument, detached where made; a
+    dict's key that is no code (a tuple, an object): a loop over the dict."""
+    odd = re.fullmatch(r"([^<]*?)\[<[^>]*>\]([^<]*)", path)
+    if odd and "(key)" not in path:
+        k = next((n for n in ("k", "key", "name") if not re.search(rf"\b{n}\b", odd[1])), "k_")
+        each = _detach(f"{odd[1]}[{k}]{odd[2]}", tensor, holders)
+        return each if each.startswith("detach it") else f"for {k} in {odd[1]}: {each}"
     holder = holders.get(id(tensor))
     frozen = _frozen(path, holder)
     inner = re.fullmatch(r"(.*)\.<(closure|default) (\w+)>(.+)", path)

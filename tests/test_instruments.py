@@ -12,9 +12,11 @@ measured on real reports (measure/instrument_cases.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import io
+import itertools
 import linecache
 import random
 import re
@@ -9328,6 +9330,30 @@ class _KeyedMomentum:
         _keyed_step(self, loss)
 
 
+@dataclasses.dataclass(slots=True)
+class _SlotMomentum:
+    """rev30 odd.py slots: the same inner optimizer as a dataclass with ``__slots__``, no
+    ``__dict__``."""
+
+    mods: list
+    lr: float = 0.1
+    buf: dict = dataclasses.field(default_factory=dict)
+
+    def step(self, loss):
+        _keyed_step(self, loss)
+
+
+class _ClassProperty(list):
+    """A list whose ``__class__`` is a property that raises (as a proxy's or a mock's may)."""
+
+    reads: list = []
+
+    @property
+    def __class__(self):
+        _ClassProperty.reads.append("__class__")
+        raise RuntimeError("__class__ read")
+
+
 def _state_report(inner, **more):
     """Step 1's loss of a MAML whose inner optimizer is ``inner`` (made on a new net by
     ``inner(net)``), with ``more`` (made by each ``more[name](net)``) logging net[2].weight after
@@ -9416,6 +9442,117 @@ def test_fix31_one_that_only_feeds_the_slots_is_not_said_to_hold_one_and_the_fix
         data,
         0.9,
     )
+
+
+def test_fix31_an_inner_optimizer_holding_a_class_property_is_found_unread_and_trains():
+    """Review 30 I1: an attribute of the inner optimizer whose ``__class__`` is a property that
+    raises: ``isinstance`` ran it, the error lost the inner optimizer ("none of the objects given
+    was shown ..."). Its type is read without running it now: the traces are the inner
+    optimizer's state, nothing is read, and the printed reset with inner made anew trains."""
+
+    def odd(net):
+        inner = _KeyedMomentum([net[0], net[2]])
+        inner.junk = _ClassProperty([torch.zeros(2), _ClassProperty([1, 2])])
+        return inner
+
+    _ClassProperty.reads.clear()
+    report, data, _ = _state_report(odd)
+    text = str(report)
+    assert not _ClassProperty.reads and "was shown to step" not in text, text
+    traces = [c for c in report.carriers if c.path.startswith("inner.buf")]
+    assert traces and {c.kind for c in traces} == {"an inner optimizer's state with a graph"}
+    fix = next(c.fix for c in report.carriers if "parameter" in c.kind)
+    reset = re.search(r"optimizer's state: (.*?), and make inner anew \(its state", fix)[1]
+    _printed_reset_trains(reset, lambda net, xs, ys: _outer(net, odd(net), xs, ys), data, 0.9)
+
+
+def test_fix31_own_tensors_reads_at_most_its_budget_and_finds_the_traces_first(monkeypatch):
+    """Review 30 I2: _own_tensors read every item of an inner optimizer's big plain lists (no
+    budget: 9.7 s for 3000 lists of 2000 numbers). Counted by the items it takes from containers,
+    not by time: at most 200,000 of 300,000 here, breadth first, so the traces beside them are
+    still found and the inner optimizer with them."""
+    import types
+
+    def big(net):
+        inner = _KeyedMomentum([net[0], net[2]])
+        inner.hist = [[float(j) for j in range(1000)] for _ in range(300)]
+        return inner
+
+    report, _, objects = _state_report(big)
+    inner = objects["inner"]
+    taken = [0]
+
+    def counted(items, n):
+        for item in itertools.islice(items, n):
+            taken[0] += 1
+            yield item
+
+    monkeypatch.setattr(fog, "itertools", types.SimpleNamespace(islice=counted))
+    found = {id(t) for t in fog._own_tensors(inner)}
+    assert taken[0] <= 200_000, taken[0]
+    assert {id(b) for b in inner.buf.values()} <= found
+    assert any(c.kind == "an inner optimizer's state with a graph" for c in report.carriers)
+
+
+def test_fix31_a_slots_dataclass_inner_optimizer_is_found_and_the_reset_trains():
+    """Review 30 I3: an inner optimizer written as ``@dataclass(slots=True)`` has no ``__dict__``;
+    _own_tensors saw nothing and it was "none of the objects given ...". Its slots are read now:
+    the traces are its state, the purpose-2 text names ``inner.buf`` (not ``inner.buf[<tuple>]``),
+    and the reset with inner made anew trains three checked steps."""
+    report, data, _ = _state_report(lambda net: _SlotMomentum([net[0], net[2]]))
+    text = str(report)
+    assert "was shown to step" not in text and "<tuple>]." not in text, text
+    traces = [c for c in report.carriers if c.path.startswith("inner.buf")]
+    assert traces and {c.kind for c in traces} == {"an inner optimizer's state with a graph"}
+    fix = next(c.fix for c in report.carriers if "parameter" in c.kind)
+    assert fix.endswith(".detach_() each tensor of inner.buf"), fix
+    reset = re.search(r"optimizer's state: (.*?), and make inner anew \(its state", fix)[1]
+    _printed_reset_trains(
+        reset, lambda net, xs, ys: _outer(net, _SlotMomentum([net[0], net[2]]), xs, ys), data, 0.9
+    )
+
+
+def test_fix31_a_tuple_keyed_state_is_detached_by_a_loop_over_its_dict_and_trains():
+    """Review 30 I3: a dict keyed by ``(id(module), name)`` was printed in code as
+    ``inner.buf[<tuple>] = inner.buf[<tuple>].detach()``. Now a loop over the dict. Here (two
+    candidates: inner and a logger) that line is the fix of one that does not step the fast
+    weights; run as printed at each outer step's start beside the printed slot reset, with
+    inner kept (its traces carried, detached), it trains three checked steps against a MAML
+    whose traces are replayed from the earlier steps' weights."""
+    report, data, _ = _state_report(
+        lambda net: _KeyedMomentum([net[0], net[2]]), log=lambda net: _SlotLogger()
+    )
+    text = str(report)
+    line = "for k in inner.buf: inner.buf[k] = inner.buf[k].detach()"
+    traces = [c for c in report.carriers if c.path.startswith("inner.buf")]
+    assert traces and all(line in c.fix for c in traces) and "<tuple>] =" not in text, text
+    fix = next(c.fix for c in report.carriers if "parameter" in c.kind)
+    reset = re.search(r"optimizer's state: (.*?), and start any state", fix)[1]
+
+    torch.manual_seed(1)
+    net = _mlp29()
+    meta_opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    meta, inner = _slot_leaves(net), _KeyedMomentum([net[0], net[2]])
+    scope = {"net": net, "meta_opt": meta_opt, "inner": inner}
+
+    def loss_of(i):
+        exec(reset, scope)  # at each outer step's start, as printed
+        exec(line, scope)
+        assert all(b.grad_fn is None for b in inner.buf.values())
+        return _outer(net, inner, *data[i])
+
+    weights_then = []
+
+    def reference(i):  # the traces carried: replayed from the earlier steps' weights, detached
+        weights_then.append([p.detach().clone() for p in meta])
+        buf = None
+        for j in range(i):
+            w = [p.clone().requires_grad_() for p in weights_then[j]]
+            buf = [b.detach() for b in _inner_ref(w, *data[j], 0.9, buf)[1]]
+        w, _ = _inner_ref(list(meta), *data[i], 0.9, buf)
+        return F.mse_loss(_mlp_run(data[i][0] + 1, w), data[i][1] - 1)
+
+    _three_checked_steps(loss_of, meta_opt, reference, net=net)
 
 
 def test_fix31_labels_an_optimizer_state_as_such_and_an_unclassified_fix_as_none(monkeypatch):
