@@ -58,7 +58,7 @@ and reports:
   optimization's **state**, with the state with a graph of the one object given with a
   ``step()`` that steps them on evidence (it holds a slot's tensor, or a tensor of its own that a
   slot's value is made from, or it is optimizer-like and reaches the slots; one reaching them
-  only through a module it holds, a trainer, is none): momentum traces; else by purpose. Both purposes,
+  only through a module it holds, a trainer, is none): its state; else by purpose. Both purposes,
   in this order: reset the slots (a loop past four) and that state at each outer step's start
   (MAML, ANIL), or detach both (weights that carry on), each module holding slots named;
   torchopt's calls only where torchopt is loaded. It cannot know what you mean the value to be: it
@@ -673,6 +673,23 @@ def _own_dict(obj: object) -> dict | None:
     return None
 
 
+def _own_attributes(obj: object) -> dict:
+    """``obj``'s own attributes, read without running its code: its ordinary ``__dict__`` and the
+    member slots its classes declare (``__slots__``, ``@dataclass(slots=True)``); an unset slot
+    is left out."""
+    found = dict(_own_dict(obj) or {})
+    for klass in type(obj).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for name in (slots,) if issubclass(type(slots), str) else slots:
+            descriptor = vars(klass).get(name)
+            if issubclass(type(descriptor), types.MemberDescriptorType):
+                try:
+                    found.setdefault(name, descriptor.__get__(obj))
+                except AttributeError:  # an unset slot
+                    pass
+    return found
+
+
 _USER_CLASS: dict[type, bool] = {}
 
 
@@ -791,18 +808,7 @@ def _children(obj: object, names: dict[int, str], top: bool):
     if kind.__module__ == "numpy" or issubclass(kind, torch.Size):
         return
     yield from _class_attributes(kind)
-    own = _own_dict(obj)
-    if own is not None:
-        yield from ((f".{n}", v) for n, v in dict.items(own))
-    for klass in kind.__mro__:
-        slots = vars(klass).get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            descriptor = vars(klass).get(name)
-            if isinstance(descriptor, types.MemberDescriptorType):
-                try:
-                    yield f".{name}", descriptor.__get__(obj)
-                except AttributeError:  # an unset slot
-                    pass
+    yield from ((f".{n}", v) for n, v in _own_attributes(obj).items())
 
 
 def _attribute(name: str) -> str:
@@ -1174,24 +1180,34 @@ def _owners(fast: list) -> list[str]:
     return owners
 
 
+_OWN_ITEMS = 200_000  # the items _own_tensors reads of one object, at most
+
+
 def _own_tensors(obj: object, depth: int = 6) -> list:
-    """The tensors ``obj`` holds itself: in its attributes and the lists, tuples (namedtuples too),
-    sets and dicts in them (``depth`` deep: torchopt's list of tuples of a module's ``_parameters``
-    dicts), not inside another object (a module it holds); no property is read."""
-    found, todo, seen = [], [(v, 1) for v in (_own_dict(obj) or {}).values()], set()
-    while todo and len(found) < 10_000 and len(seen) < 100_000:
-        value, level = todo.pop()
-        if isinstance(value, torch.Tensor):
+    """The tensors ``obj`` holds itself: in its attributes (``__dict__`` and ``__slots__``) and the
+    lists, tuples (namedtuples too), sets and dicts in them (``depth`` deep: torchopt's list of
+    tuples of a module's ``_parameters`` dicts), not inside another object (a module it holds);
+    types are tested with ``issubclass(type(v), ...)``: no property, ``__class__`` neither, is
+    read. Breadth first (the nearest first), ``_OWN_ITEMS`` items read at most."""
+    found, seen = [], set()
+    todo = collections.deque((v, 1) for v in _own_attributes(obj).values())
+    budget = _OWN_ITEMS
+    while todo and budget > 0 and len(found) < 10_000:
+        value, level = todo.popleft()
+        budget -= 1
+        kind = type(value)
+        if issubclass(kind, torch.Tensor):
             found.append(value)
         elif (
             level < depth
-            and issubclass(type(value), (list, tuple, set, frozenset, dict))
+            and issubclass(kind, (list, tuple, set, frozenset, dict))
             and id(value) not in seen
         ):
             seen.add(id(value))
-            base = next(b for b in (dict, list, tuple, set, frozenset) if isinstance(value, b))
+            base = next(b for b in (dict, list, tuple, set, frozenset) if issubclass(kind, b))
             items = dict.values(value) if base is dict else base.__iter__(value)  # not its own
-            todo.extend((v, level + 1) for v in itertools.islice(items, 10_000))
+            room = max(budget - len(todo), 0)  # what is queued is never more than can be read
+            todo.extend((v, level + 1) for v in itertools.islice(items, room))
     return found
 
 
@@ -1212,11 +1228,12 @@ def _inner_optimizer(steppers: list, objects: dict, slots: list) -> list:
     found = []
     for n in steppers:
         obj, own = objects[n], _own_tensors(objects[n])
-        state = (_own_dict(obj) or {}).get("state")
+        attributes = _own_attributes(obj)
+        state = attributes.get("state")
         optimizer_like = (
             _static(obj, "param_groups") is not None
-            or "param_groups" in (_own_dict(obj) or {})
-            or (isinstance(state, dict) and any(_own_tensors(types.SimpleNamespace(s=state))))
+            or "param_groups" in attributes
+            or (issubclass(type(state), dict) and any(_own_tensors(types.SimpleNamespace(s=state))))
         )
         if (
             ids & {id(t) for t in own}
@@ -1270,13 +1287,13 @@ def _fast_fix(
         if back and len(back) <= 4 and not any("(key)" in b for b in back)  # not code: a loop
         else (  # any number of slots: the leaves taken before the loop, written back in a loop
             f"start = [(m.get_submodule(n.rpartition('.')[0]), n.rpartition('.')[2], p) for m in "
-            f"{each} for n, p in m.named_parameters()] taken before the loop, then "
-            "for m, n, p in start: m._parameters[n] = p"
+            f"{each} for n, p in m.named_parameters(remove_duplicate=False)] taken before the "
+            "loop, then for m, n, p in start: m._parameters[n] = p"  # a tied weight: each slot
         )
         if back
         else f"write the tensors the outer optimizer holds back into {slots}"
     )  # fmt: skip
-    held = list(dict.fromkeys(_group(p).replace("[*]", "") for p in state))
+    held = list(dict.fromkeys(_coded(_group(p).replace("[*]", "")) for p in state))
     torchopt = "torchopt" in sys.modules or metas
     name = opt or "inner_opt"
     recover = (
@@ -1407,9 +1424,20 @@ def _collapse(paths: list[str]) -> tuple[str, int]:
     return ", ".join(paths), len(paths)
 
 
+def _coded(path: str) -> str:
+    """``path`` up to its first key that is no code (``buf[<tuple>]``: ``buf``)."""
+    return path.partition("[<")[0]
+
+
 def _detach(path: str, tensor: torch.Tensor, holders: dict) -> str:
     """``path = path.detach()``, or what works where that assignment cannot: a tuple rebuilt, a
-    namedtuple's field replaced; in a closure cell or a default argument, detached where made."""
+    namedtuple's field replaced; in a closure cell or a default argument, detached where made; a
+    dict's key that is no code (a tuple, an object): a loop over the dict."""
+    odd = re.fullmatch(r"([^<]*?)\[<[^>]*>\]([^<]*)", path)
+    if odd and "(key)" not in path:
+        k = next((n for n in ("k", "key", "name") if not re.search(rf"\b{n}\b", odd[1])), "k_")
+        each = _detach(f"{odd[1]}[{k}]{odd[2]}", tensor, holders)
+        return each if each.startswith("detach it") else f"for {k} in {odd[1]}: {each}"
     holder = holders.get(id(tensor))
     frozen = _frozen(path, holder)
     inner = re.fullmatch(r"(.*)\.<(closure|default) (\w+)>(.+)", path)
@@ -1947,7 +1975,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     except Exception:  # noqa: BLE001 - a rule of this tool failed: the inner optimizer is not known
         several = []
     inner = several if len(several) == 1 else []
-    inner_state = [  # what it holds with a graph, not on a module: its state (momentum traces)
+    inner_state = [  # what it holds with a graph, not on a module: its state (momentum, second moments)
         p
         for p, t in tensor_at.items()
         if p not in fast and re.split(r"[.\[]", p, maxsplit=1)[0] in (inner or steppers)
@@ -1998,19 +2026,16 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     fix = "optimizer.zero_grad() (set_to_none=True, the default) before each backward()"
                 elif (
                     any(p in inner_state for p in paths) and inner
-                ):  # a momentum trace of fast weights
-                    kind, verdict = (
-                        "an inner optimizer's state with a graph (a momentum trace)",
-                        "state",
-                    )
+                ):  # the state of the fast weights' optimizer
+                    kind, verdict = "an inner optimizer's state with a graph", "state"
                     reason = f"the state of the optimizer that steps the fast weights ({fast[0]})"
                     fix = f"with the fast weights: the fix of {fast[0]}, which names this state"
                     state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif any(p in inner_state for p in paths) and len(several) > 1:
                     kind, verdict = "the state with a graph of an object with step()", "state"
-                    reason = (
-                        f"{', '.join(several[:-1])} and {several[-1]} each hold fast weights' "
-                        "slots; which of them step the fast weights cannot be told"
+                    reason = (  # either evidence (_inner_optimizer): true of each one named
+                        f"{', '.join(several[:-1])} and {several[-1]} may each step the fast "
+                        "weights (each holds a slot's tensor or feeds its value)"
                     )
                     fix = (
                         "each one that steps fast weights (an inner optimizer): make it anew at "
@@ -2526,7 +2551,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         type(members[0][1]).__name__,
                         "unknown",
                         f"this tool failed on it ({type(error).__name__}: {error}); please report it",
-                        "unknown: this place was not classified",
+                        "none (this place was not classified)",
                         len(paths),
                     )
                 )
