@@ -2257,8 +2257,8 @@ def _read_under_detach(owner: str, line: str, module) -> tuple[str, str, str]:
     return (
         "not on the graph: read only under a straight-through .detach()",
         f"a straight-through estimator ({line}) gives the loss q's values "
-        "without their history: what makes q (a codebook) is read only where gradients are cut, and no parameter of {owner} is on the "
-        "graph",
+        f"without their history: what makes q (a codebook) is read only where gradients are "
+        f"cut, and no parameter of {owner} is on the graph",
         "keep the cut (it is the estimator); train what makes q by a term that reaches it: a "
         "codebook loss on q before the straight-through ((q - x.detach()).pow(2).mean()), an EMA "
         f"update, or the library's option for it; if {owner} does not make q, it is not called or "

@@ -9420,6 +9420,7 @@ def test_wng15_a_codebook_read_under_a_straight_through_detach_is_not_an_ema_cop
         found = why_no_grad(loss, vq=vq, enc=enc, dec=dec, opt=opt)["vq._codebook.embed"]
         assert found.rule == "not on the graph: read only under a straight-through .detach()"
         assert "out = x + (q - x).detach()" in found.why and "embed_avg" not in found.why, found
+        assert "no parameter of vq._codebook is on the graph" in found.why, found
         assert found.fix.startswith("keep the cut (it is the estimator); train what makes q by"), (
             found
         )
