@@ -68,8 +68,11 @@ Where it stops:
   graph reaches and, while the graph is alive (before ``backward()`` or with
   ``retain_graph=True``), among the tensors it saved; a same-dtype copy by value only where the
   candidate is no parameter of the modules named and the tensor is not constant (tensors
-  initialised alike, two LayerNorms, are not copies). After ``backward()`` the saved ones are
-  freed and not seen. A parameter an optimizer holds, off the graph, while another module's
+  initialised alike, two LayerNorms, are not copies); one kept on a module only where the graph
+  saved it (an EMA buffer equal to a codebook is no stand-in). After ``backward()`` the saved
+  ones are freed and not seen. The loss reaching only leaves not named, one a plain tensor of a
+  parameter's shape (a matrix's, or a vector's with its values; losses are scalars): a copy of
+  the weights made detached, ``copy_initial_weights=False`` first. A parameter an optimizer holds, off the graph, while another module's
   parameter of its shape (in no optimizer) is on it: values copied in; when those values equal or
   track it (within 10%: a target, EMA or teacher network), the fix is to predict with the trained
   module and keep the copy out of the graph, never to give the copy to the optimizer;
@@ -91,7 +94,9 @@ Where it stops:
   the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
   a code's size (``x + (q - x).detach()``) may be a straight-through estimator (or an add of a
-  buffer): the fix says the accidental cut first, then the straight-through purpose.
+  buffer): the fix says the accidental cut first, then the straight-through purpose; where the
+  forward of the module or one named above it has that form in its source (``ast``), it leads:
+  what makes q is read only under the ``.detach()``, trained by a term on q, an EMA or an option.
 * Zero rather than None: while the graph is alive it recognises a dead ReLU (output all zero)
   and a multiplication by an all-zero tensor (a weight of 0.0, a mask), a softmax, sigmoid or tanh
   whose saved output is all at its bounds (0 or 1; -1 or 1), a softmax over a dimension of size 1
@@ -1054,7 +1059,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
         rule, why, fix = _not_reached(t, g)
-        fix += _fast_hedge(t, g)
+        fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
                 "has a gradient, but not from this loss",
@@ -1687,13 +1692,22 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     ]  # fmt: skip
     if name and older and not copy and (where := _per_call(name, g)):
         return _recreated(where[0], _BY_GRAPH)
+    if not (set(g.leaves) & (set(g.names) | set(g.held["module"]))):  # none of yours reached
+        leaves = [v for v, _ in g.leaves.values()]
+        shaped = next((v for v in leaves if _copy_shaped(v, t, g)), None)
+        mine = g.held["module"].get(id(t), "").rpartition(".")[0]
+        if shaped is not None and not (  # one of each of its module's shapes: _adapted says it
+            id(t) in g.held["opt"] and _fast_pairs(g).get(id(shaped)) == mine
+        ):
+            shown = ", ".join(g.label(v) for v in leaves[:3])
+            return _detached_copy(t, shaped, shown, g)  # a weight's shape: no losses rewrapped
     if copy:
         return (
             "not on the graph: a copy is",
             f"{copy} is on the loss's graph instead of it",
             _copy_fix(copy),
         )
-    kept = _copy_kept(t, g.modules)
+    kept = _copy_kept(t, g.modules, g.saved)
     if kept:
         return (
             "not on the graph: a copy is kept",
@@ -1839,6 +1853,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     f"; gpytorch, botorch: {path}(*{path}.train_inputs)" if both is not None else ""
                 ),
             )
+        if _straight_through(g, t) and (line := _straight_lines(owner, g)):
+            return _read_under_detach(owner, line, module)
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
@@ -2402,6 +2418,62 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
     return ""
 
 
+def _straight_lines(owner: str, g: _Context) -> str:
+    """The first straight-through line (``a + (b - a).detach()``) in the forward of ``owner`` or
+    of a module named above it (nearest first), as ``file:line: line``; "" where there is none."""
+    me = next((m for n, m in g.modules if n == owner), None)
+    for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
+        if me is not None and any(sub is me for sub in module.modules()):
+            if found := _straight_source(type(module)):
+                return found
+    return ""
+
+
+@functools.lru_cache(maxsize=256)
+def _straight_source(cls: type) -> str:
+    """``file:line: line`` of the first add (or subtract) in ``cls.forward`` of a ``(b -
+    a).detach()``, the straight-through form, read with ``ast``, never run; "" where none or
+    unreadable."""
+    try:
+        fn = inspect.getattr_static(cls, "forward", None)
+        if cls.__module__.startswith("torch.") or fn is None:
+            return ""
+        lines, start = inspect.getsourcelines(fn)
+        where = Path(inspect.getsourcefile(fn) or "").name
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except Exception:  # noqa: BLE001 - any failure means "no source"
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            for side in (node.left, node.right):
+                if (
+                    isinstance(side, ast.Call)
+                    and isinstance(side.func, ast.Attribute)
+                    and side.func.attr == "detach"
+                    and isinstance(side.func.value, ast.BinOp)
+                    and isinstance(side.func.value.op, ast.Sub)
+                ):
+                    n = start + node.lineno - 1
+                    return f"{where}:{n}: {lines[node.lineno - 1].strip()}"
+    return ""
+
+
+def _read_under_detach(owner: str, line: str, module) -> tuple[str, str, str]:
+    """No parameter of ``owner`` is on the graph, the graph has a straight-through add of its
+    last size and the forward above it has the form in its source: it likely makes ``q`` and is
+    read only inside the detached branch, cut on purpose."""
+    return (
+        "not on the graph: read only under a straight-through .detach()",
+        f"a straight-through estimator ({line}) gives the loss q's values "
+        f"without their history: what makes q (a codebook) is read only where gradients are "
+        f"cut, and no parameter of {owner} is on the graph",
+        "keep the cut (it is the estimator); train what makes q by a term that reaches it: a "
+        "codebook loss on q before the straight-through ((q - x.detach()).pow(2).mean()), an EMA "
+        f"update, or the library's option for it; if {owner} does not make q, it is not called or "
+        f"is cut: {_probe(owner, module)} tells which",
+    )
+
+
 def _cut_fix(g: _Context, t: torch.Tensor) -> str:
     """``_CUT_FIX``, the accidental cut first, then the straight-through purpose where the graph
     has its form."""
@@ -2431,9 +2503,40 @@ def _adapted_fix(copy: str, trained: str = "model", param: str = "") -> str:
         f"order, before the outer backward() clear their .grad ({clear}; "
         "the inner loop's last gradient is still there and backward() adds to it), then after it "
         f"add their gradients to the trained parameters ({add}); second "
-        "order, keep the graph (higher: track_higher_grads=True); predicting with the trained "
+        "order, copy without the detach and keep the graph (higher: copy_initial_weights=False, "
+        "track_higher_grads=True); predicting with the trained "
         "module instead drops the adaptation; if it is a target or EMA copy, predict with the "
         "trained module and keep the copy out of the graph; do not give it to the optimizer"
+    )
+
+
+def _copy_shaped(v: torch.Tensor, t: torch.Tensor, g: _Context) -> bool:
+    """``v``, a plain leaf the loss reaches, has the shape of ``t``, a named module's parameter:
+    a matrix's (or more), or a vector's with its values; losses gathered into a new leaf are
+    scalars or a vector of them, so this tells a copy of the weights from them."""
+    return (
+        not isinstance(v, torch.nn.Parameter)
+        and id(t) in g.held["module"]
+        and not _same_memory(v, t)  # t.detach().requires_grad_(): said as sharing its memory
+        and v.shape == t.shape
+        and (t.dim() >= 2 or _equal_values(v, t))
+    )
+
+
+def _detached_copy(t: torch.Tensor, copy: torch.Tensor, shown: str, g: _Context) -> tuple:
+    """The loss reaches only leaves not named, one a plain tensor of ``t``'s shape
+    (``_copy_shaped``): most likely ``t``'s weights copied detached for an inner loop or a
+    functional call (``higher``'s default ``copy_initial_weights=True``)."""
+    name, label = g.label(t), g.label(copy)
+    same = " and values" if _equal_values(copy, t) else ""
+    return (
+        "not on the graph: the loss uses a detached copy",
+        f"the loss's graph reaches only {shown} (not nn.Parameter), none of yours; the one of "
+        f"{name}'s shape{same} is most likely a copy of the weights made detached (an inner "
+        "loop's fast weights, a functional copy): a copy has no history",
+        "make the copy without the detach (higher: innerloop_ctx(..., copy_initial_weights=False);"
+        f" by hand: {name}.clone(), not .detach()); first order on purpose: add the copy's .grad "
+        f"to {name}.grad after backward(); if {label} is no copy of it, yours is cut or not used",
     )
 
 
@@ -2967,9 +3070,11 @@ def _constant(t: torch.Tensor) -> bool:
         return flat.numel() < 2 or bool((flat == flat[0]).all())
 
 
-def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
+def _copy_kept(t: torch.Tensor, modules: list, saved: list = ()) -> str | None:
     """A tensor kept on one of the modules (a buffer or an attribute, not a parameter) that is a
-    copy or a cast of ``t`` without history: a cast made once, in ``__init__`` or under no_grad."""
+    copy or a cast of ``t`` without history: a cast made once, in ``__init__`` or under no_grad.
+    A same-dtype copy by value only where the graph saved it (``saved``): one of equal values the
+    graph does not use (an EMA statistic that starts as the codebook) stands in for nothing."""
     params = {id(p) for _, m in modules for p in m.parameters(recurse=False)}
     for name, module in modules:
         attributes = {**vars(module).get("_buffers", {}), **vars(module)}
@@ -2980,6 +3085,11 @@ def _copy_kept(t: torch.Tensor, modules: list) -> str | None:
                 value.grad_fn is None
                 and not value.requires_grad
                 and (_same_memory(value, t) or not _constant(t) and _equal_values(value, t))
+                and (
+                    value.dtype != t.dtype
+                    or _same_memory(value, t)
+                    or any(_same_memory(v, value) for v in saved)
+                )
             ):
                 where = f"{name}.{key}" if name else key
                 kind = "cast" if value.dtype != t.dtype else "copy"
