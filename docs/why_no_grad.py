@@ -1699,7 +1699,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         if shaped is not None and not (  # one of each of its module's shapes: _adapted says it
             id(t) in g.held["opt"] and _fast_pairs(g).get(id(shaped)) == mine
         ):
-            shown = ", ".join(g.label(v) for v in leaves[:3])
+            shown = ", ".join(g.label(v) for v in leaves[:3]) + (
+                f" and {len(leaves) - 3} more" if len(leaves) > 3 else ""
+            )
             return _detached_copy(t, shaped, shown, g)  # a weight's shape: no losses rewrapped
     if copy:
         return (
@@ -1853,7 +1855,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     f"; gpytorch, botorch: {path}(*{path}.train_inputs)" if both is not None else ""
                 ),
             )
-        if _straight_through(g, t) and (line := _straight_lines(owner, g)):
+        if (
+            _straight_through(g, t)
+            and (line := _straight_lines(owner, g))
+            and not _maker_reached(g)
+        ):
             return _read_under_detach(owner, line, module)
         return (
             "not on the graph: its module is not used or is cut",
@@ -2418,6 +2424,32 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
     return ""
 
 
+def _maker_reached(g: _Context) -> bool:
+    """A parameter that could make q is on the graph: one of a named module's, a matrix (or more)
+    whose last size is that of a straight-through add (``x + (q - x).detach()``), held by an
+    ``nn.Embedding`` or a module of the reader's own (a torch layer's weight, a Linear's, has its
+    input's size last): what makes q is trained, so another module off the graph is unused."""
+    sizes = set()
+    for fn in g.nodes:
+        if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+            inputs = [c for c, _ in fn.next_functions]
+            meta = getattr(fn, "_input_metadata", None)
+            if len(inputs) == 2 and inputs.count(None) == 1 and meta:
+                shape = tuple(getattr(meta[0], "shape", ()))
+                sizes.add(shape[-1] if shape else None)
+    modules = dict(g.modules)
+    for v, _ in g.leaves.values():
+        name = g.held["module"].get(id(v), "")
+        holder = modules.get(name.rpartition(".")[0]) if name else None
+        if holder is None or v.dim() < 2 or v.shape[-1] not in sizes:
+            continue
+        if isinstance(holder, torch.nn.Embedding) or not type(holder).__module__.startswith(
+            "torch."
+        ):
+            return True
+    return False
+
+
 def _straight_lines(owner: str, g: _Context) -> str:
     """The first straight-through line (``a + (b - a).detach()``) in the forward of ``owner`` or
     of a module named above it (nearest first), as ``file:line: line``; "" where there is none."""
@@ -2512,31 +2544,31 @@ def _adapted_fix(copy: str, trained: str = "model", param: str = "") -> str:
 
 def _copy_shaped(v: torch.Tensor, t: torch.Tensor, g: _Context) -> bool:
     """``v``, a plain leaf the loss reaches, has the shape of ``t``, a named module's parameter:
-    a matrix's (or more), or a vector's with its values; losses gathered into a new leaf are
-    scalars or a vector of them, so this tells a copy of the weights from them."""
+    and its values (a matrix's within 10%: a copy made detached at the step's start); a shape
+    alone is common (a square layer, an input or latent of a weight's shape)."""
     return (
         not isinstance(v, torch.nn.Parameter)
         and id(t) in g.held["module"]
         and not _same_memory(v, t)  # t.detach().requires_grad_(): said as sharing its memory
         and v.shape == t.shape
-        and (t.dim() >= 2 or _equal_values(v, t))
+        and (_equal_values(v, t) or t.dim() >= 2 and _tracks(v, t))  # a shape alone: common
     )
 
 
 def _detached_copy(t: torch.Tensor, copy: torch.Tensor, shown: str, g: _Context) -> tuple:
-    """The loss reaches only leaves not named, one a plain tensor of ``t``'s shape
+    """The loss reaches only leaves not named, one a plain tensor of ``t``'s shape and values
     (``_copy_shaped``): most likely ``t``'s weights copied detached for an inner loop or a
-    functional call (``higher``'s default ``copy_initial_weights=True``)."""
-    name, label = g.label(t), g.label(copy)
-    same = " and values" if _equal_values(copy, t) else ""
+    functional call (``higher``'s default ``copy_initial_weights=True``). Said without ``t``'s
+    name, so the parameters it holds for share one line."""
+    same = "equal" if _equal_values(copy, t) else "close"
     return (
         "not on the graph: the loss uses a detached copy",
-        f"the loss's graph reaches only {shown} (not nn.Parameter), none of yours; the one of "
-        f"{name}'s shape{same} is most likely a copy of the weights made detached (an inner "
+        f"the loss's graph reaches only {shown} (not nn.Parameter), none of yours, one with its "
+        f"shape and {same} values: most likely a copy of the weights made detached (an inner "
         "loop's fast weights, a functional copy): a copy has no history",
         "make the copy without the detach (higher: innerloop_ctx(..., copy_initial_weights=False);"
-        f" by hand: {name}.clone(), not .detach()); first order on purpose: add the copy's .grad "
-        f"to {name}.grad after backward(); if {label} is no copy of it, yours is cut or not used",
+        " by hand: p.clone(), not p.detach()); first order on purpose: add the copy's .grad to "
+        "p.grad after backward()",
     )
 
 
