@@ -1828,18 +1828,38 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "{name: w * a_p + (1 - w) * b_p, ...}, x) with the combined tensors, not .data or copy_",
             )
         if bypass := _bypassed(owner, g):
-            above, child, attrs, at = bypass
-            last = above.rpartition(".")[2]
-            return (
-                "not on the graph: its module is bypassed",
-                f"{above} ({type(dict(g.modules)[above]).__name__}) reads .{child.rpartition('.')[2]}."
+            above, child, attrs, at, seen = bypass
+            last, short = above.rpartition(".")[2], child.rpartition(".")[2]
+            fix = (
+                f"wrap or target {above} itself"
+                + (
+                    f" (peft: target_modules=['{last}'])"
+                    if "." in above and not last.isdigit()
+                    else ""
+                )
+                + f", or use a layer whose forward calls {short}(...)"
+            )
+            reads = (
+                f"{above} ({type(dict(g.modules)[above]).__name__}) reads .{short}."
                 + " and .".join(attrs)
                 + (f" ({at})" if at else "")
-                + f" and never calls {child.rpartition('.')[2]}: its forward, and what wraps it (an "
-                "adapter: peft's LoRA; a hook), never runs",
-                f"wrap or target {above} itself"
-                + (f" (peft: target_modules=['{last}'])" if not last.isdigit() else "")
-                + f", or use a layer whose forward calls {child.rpartition('.')[2]}(...)",
+                + f" and never calls {short}"
+            )
+            if not seen:  # nothing of the parent on the graph (frozen): it may not run at all
+                return (
+                    "not on the graph: its module is bypassed, or its parent is not called",
+                    f"{reads}; nothing of {above} is on the graph (frozen), so whether it runs "
+                    f"is not seen: if it runs, {short}'s forward, and what wraps it (an adapter: "
+                    "peft's LoRA; a hook), never runs",
+                    f"to see which: {_probe(above, dict(g.modules)[above])}; printed: {fix}; "
+                    f"nothing printed: {above} is not called (a branch not taken): None is right "
+                    "if it is not meant to run",
+                )
+            return (
+                "not on the graph: its module is bypassed",
+                f"{reads}: its forward, and what wraps it (an adapter: peft's LoRA; a hook), "
+                "never runs",
+                fix,
             )
         if zipped := _zipped(owner, g):
             holder, item, at = zipped
@@ -2170,21 +2190,35 @@ def _child_calls(cls: type) -> tuple[tuple[str, str], ...]:
     return tuple(dict.fromkeys(found))
 
 
+_NO_CALL = ("isinstance", "hasattr", "type", "id", "super", "issubclass", "print", "len")
+_NO_READ = ("dtype", "shape", "device", "size", "dim", "ndim", "is_cuda", "requires_grad")
+
+
 @functools.lru_cache(maxsize=512)
 def _read_not_called(cls: type) -> dict:
     """{attribute: (its attributes read, "file:line")} for each ``self.<attribute>`` whose
     attributes ``cls.forward`` (and the methods it calls on ``self``, torch's too) reads
-    (``self.out_proj.weight``) but which it never calls (``self.out_proj(x)``, or a method of it)
-    nor uses whole; read with ``ast``, never run."""
+    (``self.out_proj.weight`` as an operand: not its ``.dtype``, ``.shape``, ``.device``) but
+    which it never calls (``self.out_proj(x)``, or a method of it) nor uses whole; none where
+    ``self`` is passed to a call (``run_block(self, x)`` may call any); read with ``ast``."""
     reads, used = {}, set()
     for *_, root, me, where, start in _methods_run(cls, True):
         calls = {id(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)}
         above = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+        for n in ast.walk(root):  # self passed to a call (run_block(self, x)): it may call any
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") not in _NO_CALL:
+                if any(getattr(a, "id", None) == me for a in (*n.args, *n.keywords)):
+                    return {}
+                if any(getattr(k.value, "id", None) == me for k in n.keywords):
+                    return {}
         for node in ast.walk(root):
             attr = _attr_of(node, me)
             up = above.get(id(node))
             if attr is None or isinstance(node.ctx, ast.Store):
                 continue
+            if isinstance(up, ast.Attribute) and isinstance(above.get(id(up)), ast.Attribute):
+                if above[id(up)].attr in _NO_READ:  # self.proj.weight.dtype: no operand
+                    continue
             if isinstance(up, ast.Attribute) and id(up) not in calls:
                 got = reads.setdefault(attr, ([], f"{where}:{start + node.lineno - 1}"))
                 got[0].append(up.attr)
@@ -2195,8 +2229,8 @@ def _read_not_called(cls: type) -> dict:
     }  # fmt: skip
 
 
-def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str] | None:
-    """(parent, child, attributes, file:line) where ``owner`` is or sits under a module
+def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str, bool] | None:
+    """(parent, child, attributes, file:line, whether the parent is seen on the graph) where ``owner`` is or sits under a module
     (``child``) whose parent's forward reads the child's tensors (``out_proj.weight``) without
     calling it (torch's ``nn.MultiheadAttention``), while each tensor read that requires grad is
     on the loss's graph: code in the child's forward, or wrapping it, never runs."""
@@ -2223,7 +2257,13 @@ def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str] | None:
             if isinstance(value, torch.Tensor):
                 values.append(value)
         if values and all(not v.requires_grad or id(v) in g.leaves for v in values):
-            return above, name, reads[0], reads[1]
+            inside = {id(p) for p in child.parameters()}
+            mine = [v for v in (*values, *parent.parameters()) if id(v) not in inside]
+            seen = any(  # the parent ran: a tensor it reads, or one of its own, on the graph
+                v.requires_grad and id(v) in g.leaves or any(_same_memory(v, w) for w in g.saved)
+                for v in (*values, *mine)
+            )
+            return above, name, reads[0], reads[1], seen
     return None
 
 

@@ -9360,7 +9360,9 @@ def test_wng16_an_adapter_on_out_proj_is_bypassed_and_a_layer_calling_it_trains(
     loss = F.mse_loss(model(x), y)
     loss.backward()
     found = why_no_grad(loss, model=model)["model.self_attn.out_proj.lora_A.default.weight"]
-    assert found.rule == "not on the graph: its module is bypassed", found
+    assert found.rule == "not on the graph: its module is bypassed" + (
+        ", or its parent is not called" if frozen else ""  # nothing of self_attn on the graph
+    ), found
     assert "reads .out_proj.weight and .bias (activation.py:" in found.why, found
     assert "target model.self_attn itself (peft: target_modules=['self_attn'])" in found.fix
     assert "calls out_proj(...)" in found.fix
@@ -10130,3 +10132,92 @@ def test_fix32_an_unused_layer_beside_a_trained_codebook_is_not_read_under_the_d
     assert report["model.codebook.weight"].rule == "has a gradient", report
     found = report["model.post.weight"]
     assert found.rule == "not on the graph: its module is not used or is cut", found
+
+
+class _Lora32(nn.Module):
+    """A LoRA wrapper as peft's: the base frozen, its weight and bias passed through."""
+
+    def __init__(self, base, disabled=False):
+        super().__init__()
+        self.base, self.disabled = base.requires_grad_(False), disabled
+        self.A = nn.Parameter(torch.randn(2, base.in_features) * 0.1)
+        self.B = nn.Parameter(torch.randn(base.out_features, 2) * 0.1)
+
+    @property
+    def weight(self):
+        return self.base.weight
+
+    @property
+    def bias(self):
+        return self.base.bias
+
+    def forward(self, x):
+        out = self.base(x)
+        return out if self.disabled else out + x @ self.A.T @ self.B.T
+
+
+def test_fix32_an_adapter_under_an_attention_never_called_is_no_proven_bypass():
+    """Review 31 F1: the attention sat in a branch not taken, all of it frozen but the adapter;
+    "never runs ... wrap or target model.attn" was said as the cause. Nothing of the parent is on
+    the graph: the finding says so and gives the probe on the parent, the two outcomes by
+    purpose."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.head = nn.MultiheadAttention(8, 2, batch_first=True), nn.Linear(8, 1)
+            self.use_attn = False
+
+        def forward(self, x):
+            if self.use_attn:
+                x = self.attn(x, x, x, need_weights=False)[0]
+            return self.head(x).mean()
+
+    torch.manual_seed(0)
+    model = Net()
+    model.attn.requires_grad_(False)
+    model.attn.out_proj = _Lora32(model.attn.out_proj)
+    loss = model(torch.randn(2, 3, 8))
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.attn.out_proj.A"]
+    assert found.rule.endswith("or its parent is not called"), found
+    assert "nothing of model.attn is on the graph" in found.why, found
+    assert found.fix.startswith("to see which: model.attn.register_forward_hook("), found
+    assert "nothing printed: model.attn is not called" in found.fix, found
+
+
+def test_fix32_a_dtype_read_and_self_passed_to_a_helper_are_no_bypass():
+    """Review 31 F8: the parent read proj.weight.dtype (no operand) and called proj through a
+    helper given self; "never calls proj", and a peft target named after the reader's variable
+    ('model'), were printed. Neither is a bypass now; a real one at the root names no peft
+    target."""
+
+    def run_block(block, x):
+        return block.proj(x).relu()
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj, self.head = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            x = x.to(self.proj.weight.dtype)
+            return self.head(run_block(self, x)).mean()
+
+    class Fused(Block):  # a real bypass: proj's tensors passed to F.linear
+        def forward(self, x):
+            return self.head(F.linear(x, self.proj.weight, self.proj.bias)).mean()
+
+    torch.manual_seed(0)
+    for helper in (True, False):
+        model = Block() if helper else Fused()
+        model.proj = _Lora32(model.proj, disabled=helper)
+        model.head.requires_grad_(True)
+        loss = model(torch.randn(3, 4))
+        loss.backward()
+        found = why_no_grad(loss, model=model)["model.proj.A"]
+        if helper:
+            assert "bypassed" not in found.rule and "never calls" not in found.why, found
+        else:  # a real bypass at the root: the head is on the graph, but no parent's own tensor
+            assert "target_modules=['model']" not in found.fix, found
+            assert "wrap or target model itself, or use a layer" in found.fix, found
