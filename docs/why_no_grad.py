@@ -1862,18 +1862,30 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 fix,
             )
         if zipped := _zipped(owner, g):
-            holder, item, at = zipped
+            holder, item, at, ran, total, first = zipped
             path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", holder)
             both = inspect.getattr_static(dict(g.modules)[holder], "train_inputs", None)
+            why = (
+                f"{holder} pairs its sub-models with other values by zip ({at}); {ran} of {total} "
+                f"sub-models ran, not {item}"
+            )
+            if first:
+                return (
+                    "not on the graph: its sub-model is not paired",
+                    why + ": given one input, only the first runs (zip stops at the shorter)",
+                    f"pass one input per sub-model: {path}(x1, x2, ...)"
+                    + (
+                        f"; gpytorch, botorch: {path}(*{path}.train_inputs)"
+                        if both is not None
+                        else ""
+                    ),
+                )
             return (
-                "not on the graph: its sub-model is not paired",
-                f"{holder} pairs its sub-models with its inputs by zip ({at}); no parameter of "
-                f"{item} is on the graph while a sibling's is: given one input, only the first "
-                "sub-model runs",
-                f"pass one input per sub-model: {path}(x1, x2, ...)"
-                + (
-                    f"; gpytorch, botorch: {path}(*{path}.train_inputs)" if both is not None else ""
-                ),
+                "not on the graph: its sub-model did not run",
+                why + ": fewer items than sub-models were paired (zip stops at the shorter), or "
+                "its branch was not taken",
+                "None is right if it was meant to idle (a task without labels, an expert without "
+                "tokens); to train it, pair it with an item",
             )
         if (
             _straight_through(g, t)
@@ -2267,8 +2279,9 @@ def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str, bool] | No
     return None
 
 
-def _zipped(owner: str, g: _Context) -> tuple[str, str, str] | None:
-    """(the holder, the sub-model, file:line) where ``owner`` is or sits under an item of an
+def _zipped(owner: str, g: _Context) -> tuple | None:
+    """(the holder, the sub-model, file:line, how many sub-models ran, of how many, whether only
+    the first ran and the zip pairs them with a parameter of the forward: one input given) where ``owner`` is or sits under an item of an
     ``nn.ModuleList``/``ModuleDict`` that its holder's forward or ``__call__`` pairs with other
     values by ``zip`` (``zip(self.models, inputs)``: gpytorch's ``IndependentModelList``), when no
     parameter of that item is on the loss's graph while one of a sibling's is."""
@@ -2284,13 +2297,19 @@ def _zipped(owner: str, g: _Context) -> tuple[str, str, str] | None:
             continue
         attr = parts[depth - 2]
         for *_, root, me, where, start in _methods_run(type(top)):
+            params = {a.arg for a in (*root.args.args, *root.args.kwonlyargs)} - {me}
+            params |= {a.arg for a in (root.args.vararg,) if a is not None}
             for n in ast.walk(root):
                 if (
                     isinstance(n, ast.Call)
                     and getattr(n.func, "id", "") == "zip"
                     and any(_attr_of(a, me) == attr for a in n.args)
                 ):
-                    return holder, item, f"{where}:{start + n.lineno - 1}"
+                    others = [a for a in n.args if _attr_of(a, me) != attr]
+                    given = bool(others) and all(getattr(a, "id", "") in params for a in others)
+                    ran = sum(on)
+                    first = ran == 1 and on[0] and given  # one input given: the first only
+                    return holder, item, f"{where}:{start + n.lineno - 1}", ran, len(on), first
     return None
 
 

@@ -10221,3 +10221,57 @@ def test_fix32_a_dtype_read_and_self_passed_to_a_helper_are_no_bypass():
         else:  # a real bypass at the root: the head is on the graph, but no parent's own tensor
             assert "target_modules=['model']" not in found.fix, found
             assert "wrap or target model itself, or use a layer" in found.fix, found
+
+
+def test_fix32_a_zip_where_two_of_three_sub_models_ran_says_the_counts_not_the_first_only():
+    """Review 31 F2: multi-task heads zipped with this batch's targets (two for three heads) and
+    a mixture of experts zipped with range(3), one expert without tokens, were "given one input,
+    only the first sub-model runs" with "pass one input per sub-model: model(x1, x2, ...)", a
+    call neither accepts. Now the counts, and None is right if it was meant to idle."""
+
+    class Tasks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk, self.heads = (
+                nn.Linear(4, 8),
+                nn.ModuleList(nn.Linear(8, 1) for _ in range(3)),
+            )
+
+        def forward(self, x, targets):
+            h = self.trunk(x).relu()
+            return sum(F.mse_loss(head(h), y) for head, y in zip(self.heads, targets))
+
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            out = torch.zeros_like(x)
+            for e, k in zip(self.experts, range(3)):
+                if k < 2:  # the third got no tokens
+                    out = out + e(x)
+            return out
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 4)
+    tasks, experts = Tasks(), Experts()
+    for model, loss in (
+        (tasks, tasks(x, [torch.randn(5, 1), torch.randn(5, 1)])),
+        (experts, experts(x).pow(2).mean()),
+    ):
+        loss.backward()
+        report = why_no_grad(loss, model=model)
+        found = next(f for f in report.findings if f.name.endswith(".2.weight"))
+        assert "2 of 3 sub-models ran" in found.why and "only the first" not in found.why, found
+        assert "x1, x2" not in found.fix and found.fix.startswith("None is right if"), found
+    ys = [torch.randn(5, 1) for _ in range(3)]  # the printed fix: an item for each head
+    opt = torch.optim.SGD(tasks.parameters(), lr=0.1)
+
+    def reference(i):
+        h = (x @ tasks.trunk.weight.T + tasks.trunk.bias).clamp_min(0)
+        return sum(
+            ((h @ m.weight.T + m.bias) - y - i).pow(2).mean() for m, y in zip(tasks.heads, ys)
+        )
+
+    _three_checked_steps(lambda i: tasks(x, [y + i for y in ys]), opt, reference, model=tasks)
