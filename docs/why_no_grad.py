@@ -635,7 +635,18 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "optimizer named holds: they never move (layers kept in a plain list or dict? use "
             "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
         )
-    evaluating = _in_eval(modules, tensors, findings)
+    idle = [  # a model fixed beside an optimizer of plain tensors: said by purpose
+        name for (name, t), f in zip(tensors, findings)
+        if f.rule == "has a gradient" and held["opt"] and t.is_leaf
+        and id(t) not in held["opt"] and _inputs_only(t, g)
+    ]  # fmt: skip
+    if idle:
+        notes.append(
+            f"{_summary(idle)}: no optimizer named holds them (they hold plain tensors only): "
+            "right if the model is fixed on purpose (an attack, input optimisation); to train "
+            "them, give them to the optimizer (and call .train())"
+        )
+    evaluating = _in_eval(modules, tensors, findings, bool(idle))
     if evaluating:
         notes.append(
             f"{evaluating} in eval mode (training=False): some modules take another path in eval "
@@ -668,11 +679,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
 
 
-def _in_eval(modules: list, tensors: list, findings: list) -> str:
+def _in_eval(modules: list, tensors: list, findings: list, idle: bool = False) -> str:
     """The topmost modules named that are in eval mode (``training`` False) and hold or contain a
-    parameter that requires grad, while some tensor named has no gradient or a zero one: their
-    names, with "is" or "are"; else ""."""
-    if all(f.rule in _FINE for f in findings):
+    parameter that requires grad, while some tensor named has no gradient or a zero one (or
+    ``idle``: no optimizer holds its parameters): their names, with "is" or "are"; else ""."""
+    if all(f.rule in _FINE for f in findings) and not idle:
         return ""
     found = []
     frozen = [  # modules with parameters, none requiring grad: frozen on purpose, or by mistake

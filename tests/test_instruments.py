@@ -10275,3 +10275,31 @@ def test_fix32_a_zip_where_two_of_three_sub_models_ran_says_the_counts_not_the_f
         )
 
     _three_checked_steps(lambda i: tasks(x, [y + i for y in ys]), opt, reference, model=tasks)
+
+
+def test_fix32_a_model_in_eval_beside_an_optimizer_of_codes_is_said_by_purpose_and_trains():
+    """Review 31 F5: an auto-decoder (codes as plain tensors in the optimizer) whose model was left
+    out of it and left in eval: nothing was said, not even the eval-mode note. The graph cannot
+    tell this from an attack on a fixed model: a note by purpose, and the eval note; the printed
+    fix (the model given to the optimizer, .train()) trains three checked steps."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).eval()
+    codes = torch.randn(10, 4, requires_grad=True)
+    opt = torch.optim.Adam([codes], lr=1e-2)
+    loss = model(codes).pow(2).mean()
+    loss.backward()
+    text = str(why_no_grad(loss, model=model, opt=opt))
+    assert (
+        "no optimizer named holds them" in text and "right if the model is fixed on purpose" in text
+    )
+    assert "Note: model is in eval mode" in text, text
+    opt.add_param_group({"params": list(model.parameters())})  # the printed fix
+    model.train()
+
+    def reference(i):
+        h = torch.tanh(codes @ model[0].weight.T + model[0].bias)
+        return (h @ model[2].weight.T + model[2].bias + i).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (model(codes) + i).pow(2).mean(), opt, reference, model=model, codes=codes
+    )
