@@ -1933,10 +1933,18 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
+    equal = _kept_equal(t, g.modules)  # a copy the graph may read unsaved (an add's operand)
     return (
         "not on the graph",
-        "the loss's graph does not reach it, nor a copy of it: its value entered without history "
-        f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
+        (
+            f"the loss's graph does not reach it; {equal} has its values: if the forward reads "
+            "it, that copy is the cut (an EMA statistic equal to it is no stand-in); else its "
+            "value entered without history "
+            if equal
+            else "the loss's graph does not reach it, nor a copy of it: its value entered without "
+            "history "
+        )
+        + f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)"
         + (f"; the modules named turn gradients off at {switches}" if switches else "")
         + (
@@ -1952,6 +1960,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if switches
             else ""
         )
+        + (f"if the forward reads {equal}: {_copy_fix('copy')}; else " if equal else "")
         + "find where its value enters the loss; "
         + _cut_fix(g, t)
         + "; not used: None is right if your "
@@ -3200,6 +3209,27 @@ def _copy_kept(t: torch.Tensor, modules: list, saved: list = ()) -> str | None:
                     if kind == "cast"
                     else f"{where} (a copy of it)"
                 )
+    return None
+
+
+def _kept_equal(t: torch.Tensor, modules: list) -> str | None:
+    """The name of a tensor kept on a module (a buffer or an attribute, no parameter, without
+    history) whose values equal ``t``'s: a candidate copy where the graph's saved tensors cannot
+    show whether the forward reads it (an add saves no operand; backward() frees them)."""
+    if _constant(t):
+        return None
+    params = {id(p) for _, m in modules for p in m.parameters(recurse=False)}
+    for name, module in modules:
+        for key, value in {**vars(module).get("_buffers", {}), **vars(module)}.items():
+            if (
+                isinstance(value, torch.Tensor)
+                and id(value) not in params
+                and value is not t
+                and value.grad_fn is None
+                and not value.requires_grad
+                and _equal_values(value, t)
+            ):
+                return f"{name}.{key}" if name else key
     return None
 
 

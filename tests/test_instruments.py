@@ -10303,3 +10303,44 @@ def test_fix32_a_model_in_eval_beside_an_optimizer_of_codes_is_said_by_purpose_a
     _three_checked_steps(
         lambda i: (model(codes) + i).pow(2).mean(), opt, reference, model=model, codes=codes
     )
+
+
+class _BiasCache32(nn.Module):
+    """A bias cached once in __init__ as a buffer, added (an add saves no operand) or multiplied
+    in forward; ``fixed`` uses the parameter itself, the printed fix."""
+
+    def __init__(self, mul=False):
+        super().__init__()
+        self.lin, self.mul, self.fixed = nn.Linear(4, 3), mul, False
+        self.register_buffer("bias_cache", self.lin.bias.detach().clone())
+
+    def forward(self, x):
+        b = self.lin.bias if self.fixed else self.bias_cache
+        y = F.linear(x, self.lin.weight)
+        return y * b if self.mul else y + b
+
+
+@pytest.mark.parametrize("mul", [False, True])
+def test_fix32_a_kept_copy_of_equal_values_is_named_where_saved_tensors_cannot_show_it(mul):
+    """Review 31 F6: a buffer copied from the bias in __init__, added in forward (or multiplied,
+    read after backward()), was "does not reach it, nor a copy of it". The copy is named by
+    purpose now; using the tensor itself, as printed, trains three checked steps."""
+    torch.manual_seed(0)
+    model = _BiasCache32(mul)
+    x = torch.randn(5, 4)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.lin.bias"]
+    assert "nor a copy of it" not in found.why, found
+    assert "model.bias_cache has its values: if the forward reads it" in found.why, found
+    assert found.fix.startswith("if the forward reads model.bias_cache: use the tensor itself"), (
+        found
+    )
+    model.fixed = True
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):
+        y = (x + i) @ model.lin.weight.T
+        return (y * model.lin.bias if mul else y + model.lin.bias).pow(2).mean()
+
+    _three_checked_steps(lambda i: model(x + i).pow(2).mean(), opt, reference, model=model)
