@@ -2326,7 +2326,9 @@ def _zipped(owner: str, g: _Context) -> tuple | None:
                     and any(_attr_of(a, me) == attr for a in n.args)
                 ):
                     others = [a for a in n.args if _attr_of(a, me) != attr]
-                    given = bool(others) and all(getattr(a, "id", "") in params for a in others)
+                    given = bool(others) and all(  # made of the forward's parameters
+                        any(getattr(x, "id", "") in params for x in ast.walk(a)) for a in others
+                    )
                     ran = sum(on)
                     first = ran == 1 and on[0] and given  # one input given: the first only
                     return holder, item, f"{where}:{start + n.lineno - 1}", ran, len(on), first
