@@ -635,7 +635,18 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "optimizer named holds: they never move (layers kept in a plain list or dict? use "
             "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
         )
-    evaluating = _in_eval(modules, tensors, findings)
+    idle = [  # a model fixed beside an optimizer of plain tensors: said by purpose
+        name for (name, t), f in zip(tensors, findings)
+        if f.rule == "has a gradient" and held["opt"] and t.is_leaf
+        and id(t) not in held["opt"] and _inputs_only(t, g)
+    ]  # fmt: skip
+    if idle:
+        notes.append(
+            f"{_summary(idle)}: no optimizer named holds them (they hold plain tensors only): "
+            "right if the model is fixed on purpose (an attack, input optimisation); to train "
+            "them, give them to the optimizer (and call .train())"
+        )
+    evaluating = _in_eval(modules, tensors, findings, bool(idle))
     if evaluating:
         notes.append(
             f"{evaluating} in eval mode (training=False): some modules take another path in eval "
@@ -668,11 +679,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
 
 
-def _in_eval(modules: list, tensors: list, findings: list) -> str:
+def _in_eval(modules: list, tensors: list, findings: list, idle: bool = False) -> str:
     """The topmost modules named that are in eval mode (``training`` False) and hold or contain a
-    parameter that requires grad, while some tensor named has no gradient or a zero one: their
-    names, with "is" or "are"; else ""."""
-    if all(f.rule in _FINE for f in findings):
+    parameter that requires grad, while some tensor named has no gradient or a zero one (or
+    ``idle``: no optimizer holds its parameters): their names, with "is" or "are"; else ""."""
+    if all(f.rule in _FINE for f in findings) and not idle:
         return ""
     found = []
     frozen = [  # modules with parameters, none requiring grad: frozen on purpose, or by mistake
@@ -1699,7 +1710,9 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         if shaped is not None and not (  # one of each of its module's shapes: _adapted says it
             id(t) in g.held["opt"] and _fast_pairs(g).get(id(shaped)) == mine
         ):
-            shown = ", ".join(g.label(v) for v in leaves[:3])
+            shown = ", ".join(g.label(v) for v in leaves[:3]) + (
+                f" and {len(leaves) - 3} more" if len(leaves) > 3 else ""
+            )
             return _detached_copy(t, shaped, shown, g)  # a weight's shape: no losses rewrapped
     if copy:
         return (
@@ -1826,34 +1839,70 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "{name: w * a_p + (1 - w) * b_p, ...}, x) with the combined tensors, not .data or copy_",
             )
         if bypass := _bypassed(owner, g):
-            above, child, attrs, at = bypass
-            last = above.rpartition(".")[2]
-            return (
-                "not on the graph: its module is bypassed",
-                f"{above} ({type(dict(g.modules)[above]).__name__}) reads .{child.rpartition('.')[2]}."
+            above, child, attrs, at, seen = bypass
+            last, short = above.rpartition(".")[2], child.rpartition(".")[2]
+            fix = (
+                f"wrap or target {above} itself"
+                + (
+                    f" (peft: target_modules=['{last}'])"
+                    if "." in above and not last.isdigit()
+                    else ""
+                )
+                + f", or use a layer whose forward calls {short}(...)"
+            )
+            reads = (
+                f"{above} ({type(dict(g.modules)[above]).__name__}) reads .{short}."
                 + " and .".join(attrs)
                 + (f" ({at})" if at else "")
-                + f" and never calls {child.rpartition('.')[2]}: its forward, and what wraps it (an "
-                "adapter: peft's LoRA; a hook), never runs",
-                f"wrap or target {above} itself"
-                + (f" (peft: target_modules=['{last}'])" if not last.isdigit() else "")
-                + f", or use a layer whose forward calls {child.rpartition('.')[2]}(...)",
+                + f" and never calls {short}"
+            )
+            if not seen:  # nothing of the parent on the graph (frozen): it may not run at all
+                return (
+                    "not on the graph: its module is bypassed, or its parent is not called",
+                    f"{reads}; nothing of {above} is on the graph (frozen), so whether it runs "
+                    f"is not seen: if it runs, {short}'s forward, and what wraps it (an adapter: "
+                    "peft's LoRA; a hook), never runs",
+                    f"to see which: {_probe(above, dict(g.modules)[above])}; printed: {fix}; "
+                    f"nothing printed: {above} is not called (a branch not taken): None is right "
+                    "if it is not meant to run",
+                )
+            return (
+                "not on the graph: its module is bypassed",
+                f"{reads}: its forward, and what wraps it (an adapter: peft's LoRA; a hook), "
+                "never runs",
+                fix,
             )
         if zipped := _zipped(owner, g):
-            holder, item, at = zipped
+            holder, item, at, ran, total, first = zipped
             path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", holder)
             both = inspect.getattr_static(dict(g.modules)[holder], "train_inputs", None)
-            return (
-                "not on the graph: its sub-model is not paired",
-                f"{holder} pairs its sub-models with its inputs by zip ({at}); no parameter of "
-                f"{item} is on the graph while a sibling's is: given one input, only the first "
-                "sub-model runs",
-                f"pass one input per sub-model: {path}(x1, x2, ...)"
-                + (
-                    f"; gpytorch, botorch: {path}(*{path}.train_inputs)" if both is not None else ""
-                ),
+            why = (
+                f"{holder} pairs its sub-models with other values by zip ({at}); {ran} of {total} "
+                f"sub-models ran, not {item}"
             )
-        if _straight_through(g, t) and (line := _straight_lines(owner, g)):
+            if first:
+                return (
+                    "not on the graph: its sub-model is not paired",
+                    why + ": given one input, only the first runs (zip stops at the shorter)",
+                    f"pass one input per sub-model: {path}(x1, x2, ...)"
+                    + (
+                        f"; gpytorch, botorch: {path}(*{path}.train_inputs)"
+                        if both is not None
+                        else ""
+                    ),
+                )
+            return (
+                "not on the graph: its sub-model did not run",
+                why + ": fewer items than sub-models were paired (zip stops at the shorter), or "
+                "its branch was not taken",
+                "None is right if it was meant to idle (a task without labels, an expert without "
+                "tokens); to train it, pair it with an item",
+            )
+        if (
+            _straight_through(g, t)
+            and (line := _straight_lines(owner, g))
+            and not _maker_reached(g)
+        ):
             return _read_under_detach(owner, line, module)
         return (
             "not on the graph: its module is not used or is cut",
@@ -1884,10 +1933,18 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
+    equal = _kept_equal(t, g.modules)  # a copy the graph may read unsaved (an add's operand)
     return (
         "not on the graph",
-        "the loss's graph does not reach it, nor a copy of it: its value entered without history "
-        f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
+        (
+            f"the loss's graph does not reach it; {equal} has its values: if the forward reads "
+            "it, that copy is the cut (an EMA statistic equal to it is no stand-in); else its "
+            "value entered without history "
+            if equal
+            else "the loss's graph does not reach it, nor a copy of it: its value entered without "
+            "history "
+        )
+        + f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)"
         + (f"; the modules named turn gradients off at {switches}" if switches else "")
         + (
@@ -1903,6 +1960,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if switches
             else ""
         )
+        + (f"if the forward reads {equal}: {_copy_fix('copy')}; else " if equal else "")
         + "find where its value enters the loss; "
         + _cut_fix(g, t)
         + "; not used: None is right if your "
@@ -2164,21 +2222,35 @@ def _child_calls(cls: type) -> tuple[tuple[str, str], ...]:
     return tuple(dict.fromkeys(found))
 
 
+_NO_CALL = ("isinstance", "hasattr", "type", "id", "super", "issubclass", "print", "len")
+_NO_READ = ("dtype", "shape", "device", "size", "dim", "ndim", "is_cuda", "requires_grad")
+
+
 @functools.lru_cache(maxsize=512)
 def _read_not_called(cls: type) -> dict:
     """{attribute: (its attributes read, "file:line")} for each ``self.<attribute>`` whose
     attributes ``cls.forward`` (and the methods it calls on ``self``, torch's too) reads
-    (``self.out_proj.weight``) but which it never calls (``self.out_proj(x)``, or a method of it)
-    nor uses whole; read with ``ast``, never run."""
+    (``self.out_proj.weight`` as an operand: not its ``.dtype``, ``.shape``, ``.device``) but
+    which it never calls (``self.out_proj(x)``, or a method of it) nor uses whole; none where
+    ``self`` is passed to a call (``run_block(self, x)`` may call any); read with ``ast``."""
     reads, used = {}, set()
     for *_, root, me, where, start in _methods_run(cls, True):
         calls = {id(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)}
         above = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
+        for n in ast.walk(root):  # self passed to a call (run_block(self, x)): it may call any
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") not in _NO_CALL:
+                if any(getattr(a, "id", None) == me for a in (*n.args, *n.keywords)):
+                    return {}
+                if any(getattr(k.value, "id", None) == me for k in n.keywords):
+                    return {}
         for node in ast.walk(root):
             attr = _attr_of(node, me)
             up = above.get(id(node))
             if attr is None or isinstance(node.ctx, ast.Store):
                 continue
+            if isinstance(up, ast.Attribute) and isinstance(above.get(id(up)), ast.Attribute):
+                if above[id(up)].attr in _NO_READ:  # self.proj.weight.dtype: no operand
+                    continue
             if isinstance(up, ast.Attribute) and id(up) not in calls:
                 got = reads.setdefault(attr, ([], f"{where}:{start + node.lineno - 1}"))
                 got[0].append(up.attr)
@@ -2189,8 +2261,8 @@ def _read_not_called(cls: type) -> dict:
     }  # fmt: skip
 
 
-def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str] | None:
-    """(parent, child, attributes, file:line) where ``owner`` is or sits under a module
+def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str, bool] | None:
+    """(parent, child, attributes, file:line, whether the parent is seen on the graph) where ``owner`` is or sits under a module
     (``child``) whose parent's forward reads the child's tensors (``out_proj.weight``) without
     calling it (torch's ``nn.MultiheadAttention``), while each tensor read that requires grad is
     on the loss's graph: code in the child's forward, or wrapping it, never runs."""
@@ -2217,12 +2289,19 @@ def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str] | None:
             if isinstance(value, torch.Tensor):
                 values.append(value)
         if values and all(not v.requires_grad or id(v) in g.leaves for v in values):
-            return above, name, reads[0], reads[1]
+            inside = {id(p) for p in child.parameters()}
+            mine = [v for v in (*values, *parent.parameters()) if id(v) not in inside]
+            seen = any(  # the parent ran: a tensor it reads, or one of its own, on the graph
+                v.requires_grad and id(v) in g.leaves or any(_same_memory(v, w) for w in g.saved)
+                for v in (*values, *mine)
+            )
+            return above, name, reads[0], reads[1], seen
     return None
 
 
-def _zipped(owner: str, g: _Context) -> tuple[str, str, str] | None:
-    """(the holder, the sub-model, file:line) where ``owner`` is or sits under an item of an
+def _zipped(owner: str, g: _Context) -> tuple | None:
+    """(the holder, the sub-model, file:line, how many sub-models ran, of how many, whether only
+    the first ran and the zip pairs them with a parameter of the forward: one input given) where ``owner`` is or sits under an item of an
     ``nn.ModuleList``/``ModuleDict`` that its holder's forward or ``__call__`` pairs with other
     values by ``zip`` (``zip(self.models, inputs)``: gpytorch's ``IndependentModelList``), when no
     parameter of that item is on the loss's graph while one of a sibling's is."""
@@ -2238,13 +2317,21 @@ def _zipped(owner: str, g: _Context) -> tuple[str, str, str] | None:
             continue
         attr = parts[depth - 2]
         for *_, root, me, where, start in _methods_run(type(top)):
+            params = {a.arg for a in (*root.args.args, *root.args.kwonlyargs)} - {me}
+            params |= {a.arg for a in (root.args.vararg,) if a is not None}
             for n in ast.walk(root):
                 if (
                     isinstance(n, ast.Call)
                     and getattr(n.func, "id", "") == "zip"
                     and any(_attr_of(a, me) == attr for a in n.args)
                 ):
-                    return holder, item, f"{where}:{start + n.lineno - 1}"
+                    others = [a for a in n.args if _attr_of(a, me) != attr]
+                    given = bool(others) and all(  # made of the forward's parameters
+                        any(getattr(x, "id", "") in params for x in ast.walk(a)) for a in others
+                    )
+                    ran = sum(on)
+                    first = ran == 1 and on[0] and given  # one input given: the first only
+                    return holder, item, f"{where}:{start + n.lineno - 1}", ran, len(on), first
     return None
 
 
@@ -2418,6 +2505,32 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
     return ""
 
 
+def _maker_reached(g: _Context) -> bool:
+    """A parameter that could make q is on the graph: one of a named module's, a matrix (or more)
+    whose last size is that of a straight-through add (``x + (q - x).detach()``), held by an
+    ``nn.Embedding`` or a module of the reader's own (a torch layer's weight, a Linear's, has its
+    input's size last): what makes q is trained, so another module off the graph is unused."""
+    sizes = set()
+    for fn in g.nodes:
+        if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+            inputs = [c for c, _ in fn.next_functions]
+            meta = getattr(fn, "_input_metadata", None)
+            if len(inputs) == 2 and inputs.count(None) == 1 and meta:
+                shape = tuple(getattr(meta[0], "shape", ()))
+                sizes.add(shape[-1] if shape else None)
+    modules = dict(g.modules)
+    for v, _ in g.leaves.values():
+        name = g.held["module"].get(id(v), "")
+        holder = modules.get(name.rpartition(".")[0]) if name else None
+        if holder is None or v.dim() < 2 or v.shape[-1] not in sizes:
+            continue
+        if isinstance(holder, torch.nn.Embedding) or not type(holder).__module__.startswith(
+            "torch."
+        ):
+            return True
+    return False
+
+
 def _straight_lines(owner: str, g: _Context) -> str:
     """The first straight-through line (``a + (b - a).detach()``) in the forward of ``owner`` or
     of a module named above it (nearest first), as ``file:line: line``; "" where there is none."""
@@ -2512,31 +2625,31 @@ def _adapted_fix(copy: str, trained: str = "model", param: str = "") -> str:
 
 def _copy_shaped(v: torch.Tensor, t: torch.Tensor, g: _Context) -> bool:
     """``v``, a plain leaf the loss reaches, has the shape of ``t``, a named module's parameter:
-    a matrix's (or more), or a vector's with its values; losses gathered into a new leaf are
-    scalars or a vector of them, so this tells a copy of the weights from them."""
+    and its values (a matrix's within 10%: a copy made detached at the step's start); a shape
+    alone is common (a square layer, an input or latent of a weight's shape)."""
     return (
         not isinstance(v, torch.nn.Parameter)
         and id(t) in g.held["module"]
         and not _same_memory(v, t)  # t.detach().requires_grad_(): said as sharing its memory
         and v.shape == t.shape
-        and (t.dim() >= 2 or _equal_values(v, t))
+        and (_equal_values(v, t) or t.dim() >= 2 and _tracks(v, t))  # a shape alone: common
     )
 
 
 def _detached_copy(t: torch.Tensor, copy: torch.Tensor, shown: str, g: _Context) -> tuple:
-    """The loss reaches only leaves not named, one a plain tensor of ``t``'s shape
+    """The loss reaches only leaves not named, one a plain tensor of ``t``'s shape and values
     (``_copy_shaped``): most likely ``t``'s weights copied detached for an inner loop or a
-    functional call (``higher``'s default ``copy_initial_weights=True``)."""
-    name, label = g.label(t), g.label(copy)
-    same = " and values" if _equal_values(copy, t) else ""
+    functional call (``higher``'s default ``copy_initial_weights=True``). Said without ``t``'s
+    name, so the parameters it holds for share one line."""
+    same = "equal" if _equal_values(copy, t) else "close"
     return (
         "not on the graph: the loss uses a detached copy",
-        f"the loss's graph reaches only {shown} (not nn.Parameter), none of yours; the one of "
-        f"{name}'s shape{same} is most likely a copy of the weights made detached (an inner "
+        f"the loss's graph reaches only {shown} (not nn.Parameter), none of yours, one with its "
+        f"shape and {same} values: most likely a copy of the weights made detached (an inner "
         "loop's fast weights, a functional copy): a copy has no history",
         "make the copy without the detach (higher: innerloop_ctx(..., copy_initial_weights=False);"
-        f" by hand: {name}.clone(), not .detach()); first order on purpose: add the copy's .grad "
-        f"to {name}.grad after backward(); if {label} is no copy of it, yours is cut or not used",
+        " by hand: p.clone(), not p.detach()); first order on purpose: add the copy's .grad to "
+        "p.grad after backward()",
     )
 
 
@@ -3098,6 +3211,27 @@ def _copy_kept(t: torch.Tensor, modules: list, saved: list = ()) -> str | None:
                     if kind == "cast"
                     else f"{where} (a copy of it)"
                 )
+    return None
+
+
+def _kept_equal(t: torch.Tensor, modules: list) -> str | None:
+    """The name of a tensor kept on a module (a buffer or an attribute, no parameter, without
+    history) whose values equal ``t``'s: a candidate copy where the graph's saved tensors cannot
+    show whether the forward reads it (an add saves no operand; backward() frees them)."""
+    if _constant(t):
+        return None
+    params = {id(p) for _, m in modules for p in m.parameters(recurse=False)}
+    for name, module in modules:
+        for key, value in {**vars(module).get("_buffers", {}), **vars(module)}.items():
+            if (
+                isinstance(value, torch.Tensor)
+                and id(value) not in params
+                and value is not t
+                and value.grad_fn is None
+                and not value.requires_grad
+                and _equal_values(value, t)
+            ):
+                return f"{name}.{key}" if name else key
     return None
 
 

@@ -9360,7 +9360,9 @@ def test_wng16_an_adapter_on_out_proj_is_bypassed_and_a_layer_calling_it_trains(
     loss = F.mse_loss(model(x), y)
     loss.backward()
     found = why_no_grad(loss, model=model)["model.self_attn.out_proj.lora_A.default.weight"]
-    assert found.rule == "not on the graph: its module is bypassed", found
+    assert found.rule == "not on the graph: its module is bypassed" + (
+        ", or its parent is not called" if frozen else ""  # nothing of self_attn on the graph
+    ), found
     assert "reads .out_proj.weight and .bias (activation.py:" in found.why, found
     assert "target model.self_attn itself (peft: target_modules=['self_attn'])" in found.fix
     assert "calls out_proj(...)" in found.fix
@@ -9884,10 +9886,10 @@ def test_wng15_a_leaf_of_a_weights_shape_leads_with_the_detached_copy():
     for named in (dict(opt=meta_opt), {}):
         found = why_no_grad(outer, model=model, **named)["model.weight"]
         assert found.rule == "not on the graph: the loss uses a detached copy", found
-        assert "the one of model.weight's shape and values is most likely a copy" in found.why
+        assert "one with its shape and equal values: most likely a copy" in found.why
         assert found.fix.startswith(
             "make the copy without the detach (higher: innerloop_ctx(..., "
-            "copy_initial_weights=False); by hand: model.weight.clone(), not .detach())"
+            "copy_initial_weights=False); by hand: p.clone(), not p.detach())"
         ), found
         assert "torch.stack" not in found.fix and found.fix.count("copy_initial_weights") == 1
     two = nn.Linear(3, 1)  # a bias too, no optimizer named: each gets the copy
@@ -10036,3 +10038,309 @@ def test_wng15_the_new_rules_stay_silent_on_ordinary_programs():
         return (h @ model.head.weight.T + model.head.bias).pow(2).mean()
 
     _three_checked_steps(lambda i: model(x[i]).pow(2).mean(), opt, reference, model=model)
+
+
+# fix32: review 31 of why_no_grad's new rules: the bypass needs its parent on the graph and an
+# operand read (F1, F8); the zip is worded by counts (F2); a detached copy needs its values (F3)
+# and is said once for the parameters sharing it, "and N more" (F7); the straight-through rule
+# needs no maker of q on the graph (F4); a fixed model beside plain tensors is said by purpose
+# (F5); a kept copy of equal values stays a candidate where saved tensors cannot be seen (F6)
+
+
+def test_fix32_a_leaf_of_a_weights_shape_without_its_values_is_no_detached_copy():
+    """Review 31 F3: a latent (4, 8) beside a Linear(8, 4) cut by no_grad, and a zero delta of a
+    square layer's shape, were "most likely a copy of the weights" with higher's option first
+    (and the weight and bias of one layer got two stories). A shape alone is no copy now."""
+    torch.manual_seed(0)
+    model = nn.Linear(8, 4)
+    z = torch.randn(4, 8, requires_grad=True)
+    with torch.no_grad():
+        feats = model(torch.randn(4, 8))
+    loss = (z * 2).sum() + feats.sum()
+    loss.backward()
+    square = nn.Linear(8, 8)
+    delta = torch.zeros(8, 8, requires_grad=True)
+    reg = delta.pow(2).sum()
+    (square(torch.randn(8, 8) + delta).pow(2).mean() + reg).backward()
+    for report, name in (
+        (why_no_grad(loss, model=model), "model"),
+        (why_no_grad(reg, m=square), "m"),
+    ):
+        text = str(report)
+        assert (
+            "detached copy" not in text and "copy_initial_weights" not in text.split("(nothing")[0]
+        )
+        assert report[f"{name}.weight"].why == report[f"{name}.bias"].why, text
+
+
+def test_fix32_a_functional_copy_is_said_once_with_every_leaf_counted_and_the_fix_trains():
+    """Review 31 F7: "reaches only" listed three leaves of four without "and 1 more", and the
+    same text was printed once per parameter. One line now; the printed p.clone() trains three
+    checked steps equal to torch.func.grad, every parameter moving."""
+    from torch.func import functional_call, grad
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    x, y = torch.randn(6, 3), torch.randn(6, 1)
+    params = {k: v.clone().detach().requires_grad_() for k, v in model.named_parameters()}
+    loss = F.mse_loss(functional_call(model, params, (x,)), y)
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    text = str(report)
+    assert text.count("the loss uses a detached copy") == 1, text
+    found = report["model.0.weight"]
+    assert found.rule == "not on the graph: the loss uses a detached copy", found
+    assert " and 1 more (not nn.Parameter)" in found.why, found
+    assert "by hand: p.clone(), not p.detach()" in found.fix, found
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loss_of(i):  # the printed fix: the copy made by p.clone()
+        copy = {k: p.clone() for k, p in model.named_parameters()}
+        return F.mse_loss(functional_call(model, copy, (x + i,)), y)
+
+    def reference(i):
+        pure = lambda P: F.mse_loss(functional_call(model, P, (x + i,)), y)  # noqa: E731
+        got = grad(pure)({k: v.detach() for k, v in model.named_parameters()})
+        return sum((got[k] * p).sum() for k, p in model.named_parameters())
+
+    _three_checked_steps(loss_of, opt, reference, model=model)
+
+
+def test_fix32_an_unused_layer_beside_a_trained_codebook_is_not_read_under_the_detach():
+    """Review 31 F4: a leftover Linear of the code's width in a VQ-VAE whose codebook trains (a
+    codebook loss) was "read only under a straight-through .detach()", "what makes q is read only
+    where gradients are cut", though the codebook had a gradient. Not used or cut now."""
+
+    class VQ(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec = nn.Linear(6, 4), nn.Linear(4, 6)
+            self.codebook, self.post = nn.Embedding(5, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            z = self.enc(x)
+            q = self.codebook(torch.cdist(z, self.codebook.weight).argmin(-1))
+            zq = z + (q - z).detach()
+            rec = (self.dec(zq) - x).pow(2).mean()
+            return rec + (q - z.detach()).pow(2).mean() + 0.25 * (z - q.detach()).pow(2).mean()
+
+    torch.manual_seed(0)
+    model = VQ()
+    loss = model(torch.randn(7, 6))
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    assert report["model.codebook.weight"].rule == "has a gradient", report
+    found = report["model.post.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+
+
+class _Lora32(nn.Module):
+    """A LoRA wrapper as peft's: the base frozen, its weight and bias passed through."""
+
+    def __init__(self, base, disabled=False):
+        super().__init__()
+        self.base, self.disabled = base.requires_grad_(False), disabled
+        self.A = nn.Parameter(torch.randn(2, base.in_features) * 0.1)
+        self.B = nn.Parameter(torch.randn(base.out_features, 2) * 0.1)
+
+    @property
+    def weight(self):
+        return self.base.weight
+
+    @property
+    def bias(self):
+        return self.base.bias
+
+    def forward(self, x):
+        out = self.base(x)
+        return out if self.disabled else out + x @ self.A.T @ self.B.T
+
+
+def test_fix32_an_adapter_under_an_attention_never_called_is_no_proven_bypass():
+    """Review 31 F1: the attention sat in a branch not taken, all of it frozen but the adapter;
+    "never runs ... wrap or target model.attn" was said as the cause. Nothing of the parent is on
+    the graph: the finding says so and gives the probe on the parent, the two outcomes by
+    purpose."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.head = nn.MultiheadAttention(8, 2, batch_first=True), nn.Linear(8, 1)
+            self.use_attn = False
+
+        def forward(self, x):
+            if self.use_attn:
+                x = self.attn(x, x, x, need_weights=False)[0]
+            return self.head(x).mean()
+
+    torch.manual_seed(0)
+    model = Net()
+    model.attn.requires_grad_(False)
+    model.attn.out_proj = _Lora32(model.attn.out_proj)
+    loss = model(torch.randn(2, 3, 8))
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.attn.out_proj.A"]
+    assert found.rule.endswith("or its parent is not called"), found
+    assert "nothing of model.attn is on the graph" in found.why, found
+    assert found.fix.startswith("to see which: model.attn.register_forward_hook("), found
+    assert "nothing printed: model.attn is not called" in found.fix, found
+
+
+def test_fix32_a_dtype_read_and_self_passed_to_a_helper_are_no_bypass():
+    """Review 31 F8: the parent read proj.weight.dtype (no operand) and called proj through a
+    helper given self; "never calls proj", and a peft target named after the reader's variable
+    ('model'), were printed. Neither is a bypass now; a real one at the root names no peft
+    target."""
+
+    def run_block(block, x):
+        return block.proj(x).relu()
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj, self.head = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            x = x.to(self.proj.weight.dtype)
+            return self.head(run_block(self, x)).mean()
+
+    class Fused(Block):  # a real bypass: proj's tensors passed to F.linear
+        def forward(self, x):
+            return self.head(F.linear(x, self.proj.weight, self.proj.bias)).mean()
+
+    torch.manual_seed(0)
+    for helper in (True, False):
+        model = Block() if helper else Fused()
+        model.proj = _Lora32(model.proj, disabled=helper)
+        model.head.requires_grad_(True)
+        loss = model(torch.randn(3, 4))
+        loss.backward()
+        found = why_no_grad(loss, model=model)["model.proj.A"]
+        if helper:
+            assert "bypassed" not in found.rule and "never calls" not in found.why, found
+        else:  # a real bypass at the root: the head is on the graph, but no parent's own tensor
+            assert "target_modules=['model']" not in found.fix, found
+            assert "wrap or target model itself, or use a layer" in found.fix, found
+
+
+def test_fix32_a_zip_where_two_of_three_sub_models_ran_says_the_counts_not_the_first_only():
+    """Review 31 F2: multi-task heads zipped with this batch's targets (two for three heads) and
+    a mixture of experts zipped with range(3), one expert without tokens, were "given one input,
+    only the first sub-model runs" with "pass one input per sub-model: model(x1, x2, ...)", a
+    call neither accepts. Now the counts, and None is right if it was meant to idle."""
+
+    class Tasks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk, self.heads = (
+                nn.Linear(4, 8),
+                nn.ModuleList(nn.Linear(8, 1) for _ in range(3)),
+            )
+
+        def forward(self, x, targets):
+            h = self.trunk(x).relu()
+            return sum(F.mse_loss(head(h), y) for head, y in zip(self.heads, targets))
+
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            out = torch.zeros_like(x)
+            for e, k in zip(self.experts, range(3)):
+                if k < 2:  # the third got no tokens
+                    out = out + e(x)
+            return out
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 4)
+    tasks, experts = Tasks(), Experts()
+    for model, loss in (
+        (tasks, tasks(x, [torch.randn(5, 1), torch.randn(5, 1)])),
+        (experts, experts(x).pow(2).mean()),
+    ):
+        loss.backward()
+        report = why_no_grad(loss, model=model)
+        found = next(f for f in report.findings if f.name.endswith(".2.weight"))
+        assert "2 of 3 sub-models ran" in found.why and "only the first" not in found.why, found
+        assert "x1, x2" not in found.fix and found.fix.startswith("None is right if"), found
+    ys = [torch.randn(5, 1) for _ in range(3)]  # the printed fix: an item for each head
+    opt = torch.optim.SGD(tasks.parameters(), lr=0.1)
+
+    def reference(i):
+        h = (x @ tasks.trunk.weight.T + tasks.trunk.bias).clamp_min(0)
+        return sum(
+            ((h @ m.weight.T + m.bias) - y - i).pow(2).mean() for m, y in zip(tasks.heads, ys)
+        )
+
+    _three_checked_steps(lambda i: tasks(x, [y + i for y in ys]), opt, reference, model=tasks)
+
+
+def test_fix32_a_model_in_eval_beside_an_optimizer_of_codes_is_said_by_purpose_and_trains():
+    """Review 31 F5: an auto-decoder (codes as plain tensors in the optimizer) whose model was left
+    out of it and left in eval: nothing was said, not even the eval-mode note. The graph cannot
+    tell this from an attack on a fixed model: a note by purpose, and the eval note; the printed
+    fix (the model given to the optimizer, .train()) trains three checked steps."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).eval()
+    codes = torch.randn(10, 4, requires_grad=True)
+    opt = torch.optim.Adam([codes], lr=1e-2)
+    loss = model(codes).pow(2).mean()
+    loss.backward()
+    text = str(why_no_grad(loss, model=model, opt=opt))
+    assert (
+        "no optimizer named holds them" in text and "right if the model is fixed on purpose" in text
+    )
+    assert "Note: model is in eval mode" in text, text
+    opt.add_param_group({"params": list(model.parameters())})  # the printed fix
+    model.train()
+
+    def reference(i):
+        h = torch.tanh(codes @ model[0].weight.T + model[0].bias)
+        return (h @ model[2].weight.T + model[2].bias + i).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (model(codes) + i).pow(2).mean(), opt, reference, model=model, codes=codes
+    )
+
+
+class _BiasCache32(nn.Module):
+    """A bias cached once in __init__ as a buffer, added (an add saves no operand) or multiplied
+    in forward; ``fixed`` uses the parameter itself, the printed fix."""
+
+    def __init__(self, mul=False):
+        super().__init__()
+        self.lin, self.mul, self.fixed = nn.Linear(4, 3), mul, False
+        self.register_buffer("bias_cache", self.lin.bias.detach().clone())
+
+    def forward(self, x):
+        b = self.lin.bias if self.fixed else self.bias_cache
+        y = F.linear(x, self.lin.weight)
+        return y * b if self.mul else y + b
+
+
+@pytest.mark.parametrize("mul", [False, True])
+def test_fix32_a_kept_copy_of_equal_values_is_named_where_saved_tensors_cannot_show_it(mul):
+    """Review 31 F6: a buffer copied from the bias in __init__, added in forward (or multiplied,
+    read after backward()), was "does not reach it, nor a copy of it". The copy is named by
+    purpose now; using the tensor itself, as printed, trains three checked steps."""
+    torch.manual_seed(0)
+    model = _BiasCache32(mul)
+    x = torch.randn(5, 4)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.lin.bias"]
+    assert "nor a copy of it" not in found.why, found
+    assert "model.bias_cache has its values: if the forward reads it" in found.why, found
+    assert found.fix.startswith("if the forward reads model.bias_cache: use the tensor itself"), (
+        found
+    )
+    model.fixed = True
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):
+        y = (x + i) @ model.lin.weight.T
+        return (y * model.lin.bias if mul else y + model.lin.bias).pow(2).mean()
+
+    _three_checked_steps(lambda i: model(x + i).pow(2).mean(), opt, reference, model=model)
