@@ -1878,7 +1878,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             both = inspect.getattr_static(dict(g.modules)[holder], "train_inputs", None)
             why = (
                 f"{holder} pairs its sub-models with other values by zip ({at}); {ran} of {total} "
-                f"sub-models ran, not {item}"
+                "sub-models ran"
             )
             if first:
                 return (
@@ -1898,11 +1898,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "None is right if it was meant to idle (a task without labels, an expert without "
                 "tokens); to train it, pair it with an item",
             )
-        if (
-            _straight_through(g, t)
-            and (line := _straight_lines(owner, g))
-            and not _maker_reached(g)
-        ):
+        if _straight_through(g, t) and (line := _straight_lines(owner, g)):
             return _read_under_detach(owner, line, module)
         return (
             "not on the graph: its module is not used or is cut",
@@ -1933,16 +1929,20 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
-    equal = _kept_equal(t, g.modules)  # a copy the graph may read unsaved (an add's operand)
+    # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
+    # in the forward: a teacher's copy read there on purpose is no cause
+    kept = _kept_equal(t, g.modules)
+    equal = None if switches else kept
     return (
         "not on the graph",
         (
-            f"the loss's graph does not reach it; {equal} has its values: if the forward reads "
-            "it, that copy is the cut (an EMA statistic equal to it is no stand-in); else its "
-            "value entered without history "
+            f"the loss's graph does not reach it; {equal} holds its values: if the forward uses "
+            f"{equal} in its place (not as a teacher's or EMA copy), that copy is the cut; else "
+            "its value entered without history "
             if equal
-            else "the loss's graph does not reach it, nor a copy of it: its value entered without "
-            "history "
+            else "the loss's graph does not reach it"
+            + ("" if kept else ", nor a copy of it")
+            + ": its value entered without history "
         )
         + f"({_CUTS}, requires_grad_() after the forward pass), or it is not used for this loss (a "
         "branch not taken, a layer not called)"
@@ -1960,7 +1960,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if switches
             else ""
         )
-        + (f"if the forward reads {equal}: {_copy_fix('copy')}; else " if equal else "")
+        + (f"if the forward uses {equal} in its place: {_copy_fix('copy')}; else " if equal else "")
         + "find where its value enters the loss; "
         + _cut_fix(g, t)
         + "; not used: None is right if your "
@@ -2223,7 +2223,7 @@ def _child_calls(cls: type) -> tuple[tuple[str, str], ...]:
 
 
 _NO_CALL = ("isinstance", "hasattr", "type", "id", "super", "issubclass", "print", "len")
-_NO_READ = ("dtype", "shape", "device", "size", "dim", "ndim", "is_cuda", "requires_grad")
+_ANY_CHILD = ("children", "named_children", "modules", "named_modules", "_modules", "__dict__")
 
 
 @functools.lru_cache(maxsize=512)
@@ -2232,12 +2232,17 @@ def _read_not_called(cls: type) -> dict:
     attributes ``cls.forward`` (and the methods it calls on ``self``, torch's too) reads
     (``self.out_proj.weight`` as an operand: not its ``.dtype``, ``.shape``, ``.device``) but
     which it never calls (``self.out_proj(x)``, or a method of it) nor uses whole; none where
-    ``self`` is passed to a call (``run_block(self, x)`` may call any); read with ``ast``."""
+    ``self`` is passed to a call (``run_block(self, x)`` may call any) or its children are
+    reached by a loop or a name (``self.children()``, ``self._modules``); a tensor whose own
+    attribute or method is read (``.dtype``, ``.new_zeros(...)``) is no operand; read with
+    ``ast``."""
     reads, used = {}, set()
     for *_, root, me, where, start in _methods_run(cls, True):
         calls = {id(n.func) for n in ast.walk(root) if isinstance(n, ast.Call)}
         above = {id(c): n for n in ast.walk(root) for c in ast.iter_child_nodes(n)}
         for n in ast.walk(root):  # self passed to a call (run_block(self, x)): it may call any
+            if _attr_of(n, me) in _ANY_CHILD:  # self.children(): any child may be called
+                return {}
             if isinstance(n, ast.Call) and getattr(n.func, "id", "") not in _NO_CALL:
                 if any(getattr(a, "id", None) == me for a in (*n.args, *n.keywords)):
                     return {}
@@ -2249,8 +2254,7 @@ def _read_not_called(cls: type) -> dict:
             if attr is None or isinstance(node.ctx, ast.Store):
                 continue
             if isinstance(up, ast.Attribute) and isinstance(above.get(id(up)), ast.Attribute):
-                if above[id(up)].attr in _NO_READ:  # self.proj.weight.dtype: no operand
-                    continue
+                continue  # self.proj.weight.dtype, .new_zeros(...): no operand read
             if isinstance(up, ast.Attribute) and id(up) not in calls:
                 got = reads.setdefault(attr, ([], f"{where}:{start + node.lineno - 1}"))
                 got[0].append(up.attr)
@@ -2301,7 +2305,7 @@ def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str, bool] | No
 
 def _zipped(owner: str, g: _Context) -> tuple | None:
     """(the holder, the sub-model, file:line, how many sub-models ran, of how many, whether only
-    the first ran and the zip pairs them with a parameter of the forward: one input given) where ``owner`` is or sits under an item of an
+    the first ran and the zip pairs them with the forward's ``*inputs``: one input given) where ``owner`` is or sits under an item of an
     ``nn.ModuleList``/``ModuleDict`` that its holder's forward or ``__call__`` pairs with other
     values by ``zip`` (``zip(self.models, inputs)``: gpytorch's ``IndependentModelList``), when no
     parameter of that item is on the loss's graph while one of a sibling's is."""
@@ -2317,8 +2321,6 @@ def _zipped(owner: str, g: _Context) -> tuple | None:
             continue
         attr = parts[depth - 2]
         for *_, root, me, where, start in _methods_run(type(top)):
-            params = {a.arg for a in (*root.args.args, *root.args.kwonlyargs)} - {me}
-            params |= {a.arg for a in (root.args.vararg,) if a is not None}
             for n in ast.walk(root):
                 if (
                     isinstance(n, ast.Call)
@@ -2326,8 +2328,13 @@ def _zipped(owner: str, g: _Context) -> tuple | None:
                     and any(_attr_of(a, me) == attr for a in n.args)
                 ):
                     others = [a for a in n.args if _attr_of(a, me) != attr]
-                    given = bool(others) and all(  # made of the forward's parameters
-                        any(getattr(x, "id", "") in params for x in ast.walk(a)) for a in others
+                    star = getattr(root.args.vararg, "arg", None)
+                    given = bool(others) and all(  # forward's *inputs, or f(*inputs)
+                        getattr(a, "id", 0) == star
+                        or isinstance(a, ast.Call)
+                        and any(getattr(getattr(x, "value", x), "id", 0) == star for x in a.args)
+                        and all(isinstance(x, ast.Starred) for x in a.args)
+                        for a in others
                     )
                     ran = sum(on)
                     first = ran == 1 and on[0] and given  # one input given: the first only
@@ -2486,7 +2493,12 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
     last size (a code's size, read from the node's private ``_input_metadata``; where torch has
     none, any such add): the form of a straight-through estimator, ``x + (q - x).detach()``,
     whose cut is deliberate, so removing it breaks the estimator. Both purposes are said; the
-    form alone cannot tell them apart."""
+    form alone cannot tell them apart. Decided per module: the last size of any tensor of
+    ``t``'s module counts, so an adapter's A and B are said alike."""
+    name = g.held["module"].get(id(t), "")
+    holder = dict(g.modules).get(name.rpartition(".")[0]) if name else None
+    same = holder.parameters(recurse=False) if holder is not None else ()
+    sizes = {v.shape[-1] for v in (t, *same) if v.dim()}
     for fn in g.nodes:
         if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
             inputs = [c for c, _ in fn.next_functions]
@@ -2494,7 +2506,7 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
                 continue
             meta = getattr(fn, "_input_metadata", None)
             shape = tuple(getattr(meta[0], "shape", ())) if meta else None
-            if shape is None or (shape and t.dim() and shape[-1] == t.shape[-1]):
+            if shape is None or (shape and shape[-1] in sizes):
                 return (
                     "; if this is a straight-through estimator (x + (q - x).detach(), a "
                     "quantizer; an add of a buffer, a positional encoding, has its form too), it "
@@ -2505,48 +2517,26 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
     return ""
 
 
-def _maker_reached(g: _Context) -> bool:
-    """A parameter that could make q is on the graph: one of a named module's, a matrix (or more)
-    whose last size is that of a straight-through add (``x + (q - x).detach()``), held by an
-    ``nn.Embedding`` or a module of the reader's own (a torch layer's weight, a Linear's, has its
-    input's size last): what makes q is trained, so another module off the graph is unused."""
-    sizes = set()
-    for fn in g.nodes:
-        if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
-            inputs = [c for c, _ in fn.next_functions]
-            meta = getattr(fn, "_input_metadata", None)
-            if len(inputs) == 2 and inputs.count(None) == 1 and meta:
-                shape = tuple(getattr(meta[0], "shape", ()))
-                sizes.add(shape[-1] if shape else None)
-    modules = dict(g.modules)
-    for v, _ in g.leaves.values():
-        name = g.held["module"].get(id(v), "")
-        holder = modules.get(name.rpartition(".")[0]) if name else None
-        if holder is None or v.dim() < 2 or v.shape[-1] not in sizes:
-            continue
-        if isinstance(holder, torch.nn.Embedding) or not type(holder).__module__.startswith(
-            "torch."
-        ):
-            return True
-    return False
-
-
 def _straight_lines(owner: str, g: _Context) -> str:
-    """The first straight-through line (``a + (b - a).detach()``) in the forward of ``owner`` or
-    of a module named above it (nearest first), as ``file:line: line``; "" where there is none."""
-    me = next((m for n, m in g.modules if n == owner), None)
-    for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
-        if me is not None and any(sub is me for sub in module.modules()):
-            if found := _straight_source(type(module)):
-                return found
+    """The first straight-through line (``a + (b - a).detach()``) in the forward of the nearest
+    module named above ``owner`` that has one, as ``file:line: line``, where that forward makes
+    ``b`` (q) from ``owner``: ``self.<attribute>`` read in that line's ``b`` or in a line
+    assigning a name ``b`` reads (``q = self.codebook(idx)``); "" elsewhere."""
+    for name, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
+        if owner == name or not owner.startswith(f"{name}." if name else ""):
+            continue
+        if found := _straight_source(type(module)):
+            first = owner[len(name) + 1 :].split(".")[0] if name else owner.split(".")[0]
+            return found if first in _straight_source(type(module), True) else ""
     return ""
 
 
 @functools.lru_cache(maxsize=256)
-def _straight_source(cls: type) -> str:
+def _straight_source(cls: type, makers: bool = False):
     """``file:line: line`` of the first add (or subtract) in ``cls.forward`` of a ``(b -
     a).detach()``, the straight-through form, read with ``ast``, never run; "" where none or
-    unreadable."""
+    unreadable. With ``makers``: the attributes of ``self`` that make ``b`` (read in ``b``, or
+    in the value of an assignment to a name ``b`` reads)."""
     try:
         fn = inspect.getattr_static(cls, "forward", None)
         if cls.__module__.startswith("torch.") or fn is None:
@@ -2567,8 +2557,30 @@ def _straight_source(cls: type) -> str:
                     and isinstance(side.func.value.op, ast.Sub)
                 ):
                     n = start + node.lineno - 1
-                    return f"{where}:{n}: {lines[node.lineno - 1].strip()}"
-    return ""
+                    if not makers:
+                        return f"{where}:{n}: {lines[node.lineno - 1].strip()}"
+                    return _makers(tree, side.func.value.left)
+    return "" if not makers else frozenset()
+
+
+def _makers(tree, q) -> frozenset:
+    """The attributes of the forward's ``self`` read in ``q`` or in the value of an assignment
+    (anywhere in the forward) to a name ``q`` reads."""
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    me = fn.args.args[0].arg if fn is not None and fn.args.args else "self"
+    names = {n.id for n in ast.walk(q) if isinstance(n, ast.Name)}
+    values = [q] + [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        and any(
+            isinstance(x, ast.Name) and x.id in names
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            for x in ast.walk(t)
+        )
+        and n.value is not None
+    ]
+    return frozenset(a for v in values for x in ast.walk(v) if (a := _attr_of(x, me)))
 
 
 def _read_under_detach(owner: str, line: str, module) -> tuple[str, str, str]:

@@ -10332,10 +10332,8 @@ def test_fix32_a_kept_copy_of_equal_values_is_named_where_saved_tensors_cannot_s
     loss.backward()
     found = why_no_grad(loss, model=model)["model.lin.bias"]
     assert "nor a copy of it" not in found.why, found
-    assert "model.bias_cache has its values: if the forward reads it" in found.why, found
-    assert found.fix.startswith("if the forward reads model.bias_cache: use the tensor itself"), (
-        found
-    )
+    assert "model.bias_cache holds its values: if the forward uses" in found.why, found
+    assert found.fix.startswith("if the forward uses model.bias_cache in its place: use the"), found
     model.fixed = True
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
@@ -10344,3 +10342,248 @@ def test_fix32_a_kept_copy_of_equal_values_is_named_where_saved_tensors_cannot_s
         return (y * model.lin.bias if mul else y + model.lin.bias).pow(2).mean()
 
     _three_checked_steps(lambda i: model(x + i).pow(2).mean(), opt, reference, model=model)
+
+
+# fix33: review 32 of why_no_grad's rules: a kept copy of equal values is named by purpose and
+# not where the forward turns gradients off (a teacher) (N1); the one-input zip fix only for the
+# forward's *inputs (N2); zip and adapter findings grouped (N3); the straight-through cause only
+# for the module the source makes q from (N4, N5); a bypass counts bare operands only, and none
+# where the children are reached by a loop (N6)
+
+
+class _MeanTeacher33(nn.Module):
+    """A mean teacher kept as buffers equal to the student's weights (step 0); the teacher runs
+    under no_grad on purpose; ``cut`` reads the student's weight through .detach() (the bug)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.cut = nn.Linear(4, 3), True
+        self.register_buffer("t_weight", self.lin.weight.detach().clone())
+        self.register_buffer("t_bias", self.lin.bias.detach().clone())
+
+    def forward(self, x):
+        w = self.lin.weight.detach() if self.cut else self.lin.weight
+        student = F.linear(x, w, self.lin.bias)
+        with torch.no_grad():
+            teacher = F.linear(x, self.t_weight, self.t_bias)
+        return F.mse_loss(student, teacher * 0.9)
+
+
+def test_fix33_a_teachers_equal_copy_read_under_no_grad_is_not_blamed():
+    """Review 32 N1: the student's weight cut by .detach(), a teacher's buffers equal to it at
+    step 0 read under no_grad: "model.t_weight has its values: if the forward reads it, that copy
+    is the cut". No copy is named now (nor "nor a copy of it"); the generic fix, the tensor itself
+    in place of its .detach(), trains three checked steps."""
+    torch.manual_seed(0)
+    model = _MeanTeacher33()
+    x = torch.randn(5, 4)
+    loss = model(x)
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.lin.weight"]
+    assert "t_weight" not in found.why + found.fix, found
+    assert "nor a copy of it" not in found.why and "not its .detach()" in found.fix, found
+    model.cut = False  # the printed fix
+    opt = torch.optim.SGD(model.lin.parameters(), lr=0.1)
+
+    def reference(i):
+        teacher = (x + i) @ model.t_weight.T + model.t_bias
+        return F.mse_loss((x + i) @ model.lin.weight.T + model.lin.bias, teacher * 0.9)
+
+    _three_checked_steps(lambda i: model(x + i), opt, reference, model=model.lin)
+
+
+def test_fix33_an_equal_copy_is_said_in_its_place_not_as_a_teacher():
+    """Review 32 N1: where the copy is still a candidate (no switch in the forward), it is named
+    by purpose: used in the parameter's place, not as a teacher's or EMA copy."""
+    torch.manual_seed(0)
+    model = _BiasCache32()
+    loss = model(torch.randn(5, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.lin.bias"]
+    assert "if the forward uses model.bias_cache in its place (not as a teacher's" in found.why
+    assert found.fix.startswith("if the forward uses model.bias_cache in its place: use the")
+
+
+class _Labels33(nn.Module):
+    """Heads zipped with this batch's labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(4, 1) for _ in range(3))
+
+    def forward(self, x, targets):
+        return sum(F.mse_loss(h(x), y) for h, y in zip(self.heads, targets))
+
+
+class _Chunks33(nn.Module):
+    """Heads zipped with x.chunk(3): a batch of one gives one piece."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(4, 1) for _ in range(3))
+
+    def forward(self, x):
+        return sum(h(c).sum() for h, c in zip(self.heads, x.chunk(3)))
+
+
+class _Varargs33(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.models = nn.ModuleList(nn.Linear(4, 1) for _ in range(3))
+
+    def forward(self, *inputs):
+        return sum(m(v).sum() for m, v in zip(self.models, inputs))
+
+
+@pytest.mark.parametrize("kind", ["labels", "chunk"])
+def test_fix33_a_zip_with_labels_or_a_chunk_gets_no_one_input_fix_and_is_grouped(kind):
+    """Review 32 N2, N3: heads zipped with one task's labels, or with x.chunk(3) of a batch of one,
+    were "given one input, only the first runs" / "model(x1, x2, ...)", a call neither forward
+    takes, said twice (heads.1, heads.2). Now the counts, once for both heads."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 4)
+    model = _Labels33() if kind == "labels" else _Chunks33()
+    loss = model(x, [torch.randn(1, 1)]) if kind == "labels" else model(x)
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    found = report["model.heads.1.weight"]
+    assert "x1, x2" not in found.fix and found.fix.startswith("None is right if"), found
+    assert "1 of 3 sub-models ran" in found.why, found
+    lines = [line for line in str(report).splitlines() if "sub-models ran" in line]
+    assert len(lines) == 1 and "model.heads.2.bias" in lines[0], lines
+
+
+def test_fix33_a_zip_with_the_forwards_own_inputs_keeps_the_one_input_fix_which_trains():
+    """Review 32 N2: zip(self.models, inputs) with forward(self, *inputs) given one input keeps
+    "pass one input per sub-model"; that fix trains three checked steps."""
+    torch.manual_seed(0)
+    model = _Varargs33()
+    xs = [torch.randn(5, 4) for _ in range(3)]
+    loss = model(xs[0])
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.models.2.weight"]
+    assert found.fix.startswith("pass one input per sub-model: model(x1, x2, ...)"), found
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):
+        return sum((((v + i) @ m.weight.T) + m.bias).sum() for m, v in zip(model.models, xs))
+
+    _three_checked_steps(lambda i: model(*[v + i for v in xs]), opt, reference, model=model)
+
+
+class _Lora33(nn.Module):
+    """A LoRA over a frozen base, disabled (its A, B idle); ``weight`` gives the base's."""
+
+    def __init__(self, base):
+        super().__init__()
+        self.base, self.disabled = base.requires_grad_(False), True
+        self.A = nn.Parameter(torch.randn(2, 4) * 0.1)
+        self.B = nn.Parameter(torch.randn(4, 2) * 0.1)
+
+    @property
+    def weight(self):
+        return self.base.weight
+
+    def forward(self, x):
+        out = self.base(x)
+        return out if self.disabled else out + x @ self.A.T @ self.B.T
+
+
+class _Cell33(nn.Module):
+    """A cell that allocates its state with proj.weight.new_zeros and calls proj through a loop
+    over self.children()."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj, self.head = _Lora33(nn.Linear(4, 4)), nn.Linear(4, 1)
+        self.u = nn.Parameter(torch.randn(4, 4) * 0.3)
+
+    def forward(self, xs):
+        h = self.proj.weight.new_zeros(xs.shape[1], 4)
+        for x in xs:
+            h = torch.tanh(self.step(x) + h @ self.u)
+        return self.head(h).mean()
+
+    def step(self, x):
+        for layer in self.children():
+            if layer is not self.head:
+                return layer(x)
+
+
+def test_fix33_new_zeros_and_a_loop_over_children_are_no_bypass_and_one_line():
+    """Review 32 N6, N3: proj.weight.new_zeros(...) was an operand read and a call through
+    self.children() unseen: "reads .proj.weight and never calls proj", while proj runs. Now the
+    general text with the probe first, A and B in one line."""
+    torch.manual_seed(0)
+    model = _Cell33()
+    loss = model(torch.randn(3, 2, 4))
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    found = report["model.proj.A"]
+    assert "bypassed" not in found.rule and "never calls" not in found.why, found
+    assert found.fix.startswith("to see which, before the step: model.proj.register_forward_hook")
+    assert report["model.proj.B"].fix == found.fix and "model.proj.A, model.proj.B" in str(report)
+
+
+class _VQ33(nn.Module):
+    """VQ without a codebook loss; ``extra``: an unused embedding and own module (none), or a
+    conditioning embedding / own projection of the code's width on the graph."""
+
+    class Proj(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 4) * 0.3)
+
+        def forward(self, h):
+            return h @ self.w.T
+
+    def __init__(self, extra):
+        super().__init__()
+        self.extra, self.enc, self.dec = extra, nn.Linear(6, 4), nn.Linear(4, 6)
+        self.codebook, self.cond, self.proj = nn.Embedding(5, 4), nn.Embedding(3, 4), self.Proj()
+
+    def forward(self, x, c):
+        z = self.enc(x)
+        if self.extra == "cond":
+            z = z + self.cond(c)
+        if self.extra == "proj":
+            z = self.proj(z)
+        q = self.codebook(torch.cdist(z, self.codebook.weight).argmin(-1))
+        zq = z + (q - z).detach()
+        return (self.dec(zq) - x).pow(2).mean() + 0.25 * (z - q.detach()).pow(2).mean()
+
+
+@pytest.mark.parametrize("extra", ["none", "cond", "proj"])
+def test_fix33_the_straight_through_cause_is_for_the_module_that_makes_q_only(extra):
+    """Review 32 N4, N5: unused modules were "read only under a straight-through .detach()"; with
+    an embedding or own module of the code's width on the graph, the codebook itself lost that
+    cause. Now the module the source makes q from (the codebook) has it, and only it."""
+    torch.manual_seed(0)
+    model = _VQ33(extra)
+    loss = model(torch.randn(7, 6), torch.randint(0, 3, (7,)))
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    assert "straight-through" in report["model.codebook.weight"].rule
+    for name in ("model.cond.weight", "model.proj.w"):
+        found = next((f for f in report.findings if f.name == name), None)
+        if found is not None and found.grad == "None":
+            assert "straight-through" not in found.rule, found
+
+
+class _CellGetattr33(_Cell33):
+    def step(self, x):
+        return getattr(self, "proj")(x)  # noqa: B009 - a call by name, as in review 32
+
+
+def test_fix33_an_adapters_a_and_b_get_one_line_whatever_their_shapes():
+    """Review 32 N3: a disabled adapter's A (last size the state's) and B were two lines, A's fix
+    with the straight-through clause and B's without: the clause is decided per module now."""
+    torch.manual_seed(0)
+    model = _CellGetattr33()
+    model.proj.B = nn.Parameter(torch.randn(4, 3) * 0.1)  # B's last size unlike the state's
+    model.proj.A = nn.Parameter(torch.randn(3, 4) * 0.1)
+    loss = model(torch.randn(3, 2, 4))
+    loss.backward()
+    report = why_no_grad(loss, model=model)
+    assert report["model.proj.A"].fix == report["model.proj.B"].fix, report
+    assert "model.proj.A, model.proj.B:" in str(report), report
