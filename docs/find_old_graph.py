@@ -79,7 +79,8 @@ and reports:
   (``h = f(tracker.h)``, then ``tracker.h = h``) is named once, by the name or attribute the
   loop reads it back from, not by an item of a list it is also appended to (a log), but its fix
   detaches it there too (``states.append(h.detach())``: ``h = f(states[-1])`` looks the same);
-  the other name is made from it. Without that record, or when it leaves no
+  the other name is made from it. A tensor an object keeps that a name given also holds (a
+  returned warm start) is named by the object's place, the name beside; the fix detaches both. Without that record, or when it leaves no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state, and so is a tensor made in the step before (dated by ``mark_step()``) that this step's
   graph runs the op that made it on again, with weights that made it: the ops from that op
@@ -837,13 +838,14 @@ def _indirect(path: str) -> bool:
     return "(key)" in path or "param_groups[" in path
 
 
-def _rename(walk, obj: object, path: str) -> None:
+def _rename(walk, obj: object, path: str, holder: object = None, suffix: str = "") -> None:
     """Name a tensor first met through an optimizer's bookkeeping by the path met now, if direct."""
     if id(obj) not in walk.names:
         return
     aliases = walk.aliases.setdefault(id(obj), [])
     if len(aliases) < 8 and path not in aliases:  # other places holding this very tensor
         aliases.append(path)
+        walk.alias_at.setdefault(id(obj), []).append((path, holder, suffix))
     if _indirect(walk.names[id(obj)]) and not _indirect(path):
         walk.names[id(obj)] = path
 
@@ -863,7 +865,7 @@ def _walk(objects: dict[str, object], budget: int):
             for _ in range(min(len(queue), 64)):
                 path, obj, top, holder, suffix_ = queue.popleft()
                 if id(obj) in seen:
-                    _rename(walk, obj, path)
+                    _rename(walk, obj, path, holder, suffix_)
                     continue
                 walk.visited += 1
                 if walk.visited > budget:
@@ -908,7 +910,7 @@ def _walk(objects: dict[str, object], budget: int):
                             if id(child) not in seen:
                                 queue.append((where, child, False, obj, suffix))
                             else:
-                                _rename(walk, child, where)
+                                _rename(walk, child, where, obj, suffix)
                 except Exception:  # noqa: BLE001 - its own code raised when read: say so, go on
                     walk.unread.append(path)
         turns = [turn for turn in turns if turn[1]]  # (by length: a deque's == compares items)
@@ -921,6 +923,8 @@ class _Walk:
 
     names: dict = field(default_factory=dict)  # id -> path of each tensor
     aliases: dict = field(default_factory=dict)  # id -> other paths met to the same tensor
+    alias_at: dict = field(default_factory=dict)  # id -> (path, holder, suffix) of each alias
+    also: dict = field(default_factory=dict)  # id -> other places to fix with it (a name too)
     slot: dict = field(default_factory=dict)  # id -> (id of its holder, the attribute or item)
     tensors: list = field(default_factory=list)
     holders: dict = field(default_factory=dict)  # id -> the object that refers to it (None: given)
@@ -1615,6 +1619,28 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             names[key] = path
             walk.holders[key] = module
             walk.slot[key] = (id(module), type(module).__name__, suffix)
+    for t in walk.tensors:  # a tensor under a name given (x_hat, from **globals()) that an
+        # object keeps too (a warm start it reads back at its next call): named by the object's
+        # place, which a detach of the name alone leaves holding the graph; each place is fixed
+        key, name = id(t), names[id(t)]
+        if t.grad_fn is None or t is loss or re.search(r"[.\[<]", name):
+            continue
+        kept = [  # an object's attribute or key, not a list's item (a log) nor bookkeeping
+            (p, h, s)
+            for p, h, s in walk.alias_at.get(key, ())
+            if h is not None
+            and not _indirect(p)
+            and not issubclass(type(h), (list, collections.deque))
+        ]
+        if kept:
+            (path, holder, suffix), others = (
+                kept[0],
+                [p for p, h, _ in kept[1:3] if type(h) is not tuple],
+            )
+            walk.aliases[key] = [name, *(p for p in walk.aliases[key] if p != path)]
+            names[key], walk.holders[key] = path, holder
+            walk.slot[key] = (id(holder), type(holder).__name__, suffix)
+            walk.also[key] = [*others, name]
     held = walk.opt_params  # what is known to train: an optimizer given or found holds it
     trains = lambda t: id(t) in held and t.requires_grad  # noqa: E731
     trains_what = "optimizers' parameters"
@@ -2008,6 +2034,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 memory_only = False  # no error: a graph kept, freed, not rebuilt (only memory)
                 detach = _detach(here_shown, tensor, walk.holders)  # "here = here.detach()"
                 frozen = not detach.startswith(f"{here_shown} = ")
+                if (also := walk.also.get(id(tensor))) and count == 1:  # one tensor, every place
+                    shown += f" (also {', '.join(also)})"
+                    detach = (
+                        " and ".join([detach, *(_detach(p, tensor, {}) for p in also)])
+                        + " (the same tensor)"
+                    )
                 if (
                     fn is root and shown_root and _group(here_shown) in old_groups
                 ):  # a history's item

@@ -10587,3 +10587,143 @@ def test_fix33_an_adapters_a_and_b_get_one_line_whatever_their_shapes():
     report = why_no_grad(loss, model=model)
     assert report["model.proj.A"].fix == report["model.proj.B"].fix, report
     assert "model.proj.A, model.proj.B:" in str(report), report
+
+
+# fix34: trial 12 case 01 (deepinv TVDenoiser): a module keeps its last iterate as a warm start
+# on an attribute and returns that same tensor, which the reader binds to a name; given
+# **globals(), the carrier was named by the reader's name, whose printed detach leaves the
+# attribute holding the graph (the error stayed). Now the object's place is named, the name beside.
+
+
+class _WarmStart34(nn.Module):
+    """A few primal-dual iterations started from the last call's iterates (kept on the module,
+    with their graph); returns the stored primal iterate itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.rate = nn.Parameter(torch.tensor(0.3))
+        self.x2 = self.u2 = None
+
+    def forward(self, y, lam):
+        x2 = y if self.x2 is None else self.x2
+        u2 = torch.zeros_like(y) if self.u2 is None else self.u2
+        for _ in range(3):
+            u2 = u2 + 0.5 * (x2 - y)
+            x2 = x2 - self.rate * (x2 - y + lam * u2)
+        self.x2, self.u2 = x2, u2
+        return self.x2
+
+
+def _warm_reference34(rate, lam, y, x2, u2):
+    """The same iterations written apart, from detached starts: the reference of one step."""
+    for _ in range(3):
+        u2 = 0.5 * (x2 - y) + u2
+        x2 = x2 - rate * ((x2 - y) + lam * u2)
+    return x2
+
+
+def _printed_detaches34(report):
+    """Each ``a = a.detach()`` the report's fixes print, as code to run."""
+    return sorted(
+        {
+            m[0]
+            for c in report.carriers
+            for m in re.finditer(r"([\w.]+) = ([\w.]+)\.detach\(\)", c.fix)
+            if m[1] == m[2]
+        }
+    )
+
+
+@pytest.mark.parametrize("form", ["globals", "named"])
+def test_fix34_a_warm_start_returned_to_a_name_is_fixed_on_the_object_that_reads_it_back(form):
+    """Given **globals() (or the objects by name), the warm start is named by the module's
+    attribute, the name beside; each printed detach, run as printed at each step's start, trains
+    three checked steps against iterations written apart, from the same detached starts."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    g = {"torch": torch, "x": torch.rand(1, 1, 6, 6), "prior": _WarmStart34()}
+    g["log_lam"] = torch.tensor(-1.0, requires_grad=True)
+    g["opt"] = torch.optim.Adam([g["log_lam"], g["prior"].rate], lr=0.05)
+    ys = [g["x"] + 0.1 * torch.randn_like(g["x"]) for _ in range(5)]
+
+    def call(loss):
+        scope = g if form == "globals" else {"prior": g["prior"], "opt": g["opt"]}
+        return find_old_graph(loss, **scope)
+
+    report = None
+    for step in range(2):  # the reader's loop: the second backward() raises
+        mark_step()
+        g["opt"].zero_grad()
+        g["x_hat"] = g["prior"](ys[step], g["log_lam"].exp())
+        g["loss"] = ((g["x_hat"] - g["x"]) ** 2).mean()
+        report = call(g["loss"])
+        if step:
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                g["loss"].backward()
+        else:
+            g["loss"].backward()
+            g["opt"].step()
+    fixes = _printed_detaches34(report)
+    prior, log_lam = g["prior"], g["log_lam"]
+    starts = []
+
+    def reference(i):
+        x2, u2 = starts[i]
+        out = _warm_reference34(prior.rate, log_lam.exp(), ys[2 + i], x2, u2)
+        return ((out - g["x"]) ** 2).mean()
+
+    with checked(g["opt"], reference, log_lam=log_lam, prior=prior) as done:
+        for i in range(3):
+            for line in fixes:  # the printed fix, as printed, at each step's start
+                exec(line, g)
+            starts.append((prior.x2.detach().clone(), prior.u2.detach().clone()))
+            g["opt"].zero_grad()
+            g["x_hat"] = prior(ys[2 + i], log_lam.exp())
+            ((g["x_hat"] - g["x"]) ** 2).mean().backward()
+            g["opt"].step()
+    assert len(done) == 3
+    assert "prior.x2 = prior.x2.detach()" in fixes, (fixes, str(report))
+    assert "prior.u2 = prior.u2.detach()" in fixes, (fixes, str(report))
+    if form == "globals":
+        assert "x_hat = x_hat.detach()" in fixes and "prior.x2 (also x_hat)" in str(report), report
+
+
+def test_fix34_a_name_the_loop_reads_back_and_an_object_keeping_it_are_both_fixed():
+    """The reverse: the loop reads the name back (h = cell(h)) and an object only keeps a
+    reference; the graph cannot tell which is read, so both places get the detach."""
+    import types
+
+    from outcome import checked
+
+    torch.manual_seed(0)
+    cell = nn.Linear(3, 3)
+    g = {"cell": cell, "log": types.SimpleNamespace(last=None), "h": torch.zeros(1, 3)}
+    g["opt"] = torch.optim.SGD(cell.parameters(), lr=0.1)
+    xs = [torch.randn(1, 3) for _ in range(6)]
+    for step in range(2):
+        mark_step()
+        g["h"] = torch.tanh(cell(xs[step]) + g["h"])
+        g["log"].last = g["h"]
+        loss = g["h"].pow(2).sum()
+        report = find_old_graph(loss, **g)
+        if not step:
+            loss.backward()
+    fixes = _printed_detaches34(report)
+    assert {"h = h.detach()", "log.last = log.last.detach()"} <= set(fixes), report
+    starts = []
+
+    def reference(i):
+        return torch.tanh(F.linear(xs[2 + i], cell.weight, cell.bias) + starts[i]).pow(2).sum()
+
+    with checked(g["opt"], reference, cell=cell) as done:
+        for i in range(3):
+            for line in fixes:
+                exec(line, g)
+            starts.append(g["h"].detach().clone())
+            g["opt"].zero_grad()
+            g["h"] = torch.tanh(cell(xs[2 + i]) + g["h"])
+            g["log"].last = g["h"]
+            g["h"].pow(2).sum().backward()
+            g["opt"].step()
+    assert len(done) == 3
