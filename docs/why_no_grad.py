@@ -565,7 +565,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
     g.tensors, g.expected = tensors, expected
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
-        g.producers = _producers(sys._getframe(1), loss)  # before anything else runs
+        g.producers, g.assigned_once = _producers(sys._getframe(1), loss)
+    if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
+        g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
         g.grad_off = _grad_off_at(sys._getframe(1))  # before anything else
     if loss is not None and loss.grad_fn is not None:
@@ -758,6 +760,8 @@ class _Context:
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
     expected: dict = field(default_factory=dict)  # what the reader named
     producers: list = field(default_factory=list)  # _producers of a loss without graph
+    assigned_once: bool = False  # the caller's source assigns that loss once
+    subclassed: list = field(default_factory=list)  # _subclass_leaves of the caller
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
 
     def label(self, t: torch.Tensor) -> str:
@@ -1972,6 +1976,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
+    if found := _subclass_cut(t, g):
+        return found
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -2069,7 +2075,7 @@ def _cuts_in(obj) -> list[tuple[str, str]]:
     cls = type(obj)
     if (
         not callable(obj)
-        or cls.__module__.startswith("torch")
+        or _torch_own(cls)
         or isinstance(obj, (torch.Tensor, torch.optim.Optimizer, type))
     ):
         return []
@@ -2088,7 +2094,7 @@ def _cuts_in(obj) -> list[tuple[str, str]]:
                 if isinstance(made, type) and not issubclass(made, torch.Tensor):
                     below.append(made)
     for sub in dict.fromkeys(below):
-        if not sub.__module__.startswith("torch"):
+        if not _torch_own(sub):
             for fn in _with_supers(sub):
                 found += _cuts_args(fn, sub.__name__)
     return list(dict.fromkeys(found))
@@ -2118,23 +2124,23 @@ def _with_supers(cls: type) -> list:
                 for c in cls.__mro__[home + 1 :]:
                     up = vars(c).get(func.attr)
                     if up is not None:
-                        if inspect.isfunction(up) and not c.__module__.startswith("torch"):
+                        if inspect.isfunction(up) and not _torch_own(c):
                             todo.append(up)
                         break
     return found
 
 
-def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[str]]]:
+def _producers(frame, loss: torch.Tensor) -> tuple[list[tuple[str, object, list[str]]], bool]:
     """(its name, the object, the names of its tensor arguments that require grad) for each
     callable the caller's source assigns the loss from (``loss = fn(...)``, ``loss = 1 -
     fn(...)``): the loss found by identity among the caller's locals, the line read with
-    ``ast``, names looked up in the caller's locals and globals (nothing run). Any failure:
-    none."""
+    ``ast``, names looked up in the caller's locals and globals (nothing run); and whether the
+    source assigns that name once. Any failure: none, False."""
     try:
         scope = {**frame.f_globals, **frame.f_locals}
         names = {k for k, v in frame.f_locals.items() if v is loss}
         if not names:
-            return []
+            return [], False
         code = frame.f_code
         lines = (  # a script's or a notebook cell's top level: all of it
             linecache.getlines(code.co_filename) if code.co_name == "<module>"
@@ -2142,7 +2148,7 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[str]]]
         )  # fmt: skip
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
-        return []
+        return [], False
     found, assigns = {}, []
     for n in ast.walk(tree):
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
@@ -2175,7 +2181,7 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[str]]]
                 and scope[a.id].requires_grad and len(assigns) == 1 and call in direct
             ]  # fmt: skip
             found.setdefault(id(obj), (label, obj, needs))
-    return list(found.values())
+    return list(found.values()), len(assigns) == 1
 
 
 def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
@@ -2184,7 +2190,10 @@ def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
     fix; with the producer's arguments that require grad, the cut is inside that call."""
     if not torch.is_grad_enabled() or g.loss.is_inference():
         return None
-    named = [(n, v, []) for n, v in g.expected.items() if not isinstance(v, torch.Tensor)]
+    named = [  # where the caller's source shows the loss's one assignment, only what it calls
+        (n, v, []) for n, v in g.expected.items()
+        if not isinstance(v, torch.Tensor) and not g.assigned_once
+    ]  # fmt: skip
     for label, obj, needs in [*g.producers, *named]:
         cuts = _cuts_in(obj)
         if not cuts or not (needs or any(t.requires_grad for _, t in g.tensors)):
@@ -2209,6 +2218,86 @@ def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
             + ", or compute the loss yourself with torch operations on the model's outputs",
         )
     return None
+
+
+def _torch_own(cls: type) -> bool:
+    """Whether ``cls`` is torch's (``torch`` or ``torch.*``; not torchlie, torchmetrics)."""
+    return cls.__module__ == "torch" or cls.__module__.startswith("torch.")
+
+
+def _subclass_leaves(frame) -> list[tuple[str, type, str]]:
+    """(name, class, ``file:line: code``) for each tensor among the caller's locals whose class
+    is a tensor subclass outside torch, that has no history (no grad_fn, requires_grad False),
+    and whose class's ``__new__`` or ``__init__`` (outside torch) builds it anew:
+    ``_make_subclass(...)`` or ``.data`` (read with ``ast``, never run). Any failure: none."""
+    found, seen = [], {}
+    try:
+        pairs = list(frame.f_locals.items())
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return []
+    for name, v in pairs:
+        cls = type(v)
+        if (
+            not isinstance(v, torch.Tensor) or _torch_own(cls)
+            or name.startswith("_") or v.grad_fn is not None or v.requires_grad
+        ):  # fmt: skip
+            continue
+        if cls not in seen:
+            seen[cls] = ""
+            for c in cls.__mro__:
+                for fn in (vars(c).get("__new__"), vars(c).get("__init__")):
+                    fn = getattr(fn, "__func__", fn)
+                    if seen[cls] or not inspect.isfunction(fn) or _torch_own(c):
+                        continue
+                    try:
+                        lines, start = inspect.getsourcelines(fn)
+                        tree = ast.parse(textwrap.dedent("".join(lines)))
+                        where = Path(inspect.getsourcefile(fn) or "").name
+                    except Exception:  # noqa: BLE001 - no source: nothing found
+                        continue
+                    wrapped = {  # x.data handed to a call: a new tensor around the values
+                        id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                        for a in n.args if isinstance(a, ast.Attribute) and a.attr == "data"
+                    }  # fmt: skip
+                    hit = next(
+                        (
+                            n for n in ast.walk(tree)
+                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                            and n.func.attr == "_make_subclass" or id(n) in wrapped
+                        ),
+                        None,
+                    )  # fmt: skip
+                    if hit is not None:
+                        line = lines[hit.lineno - 1].strip()
+                        seen[cls] = f"{where}:{start + hit.lineno - 1}: {line}"
+        if seen[cls]:
+            found.append((name, cls, seen[cls]))
+    return found
+
+
+def _subclass_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
+    """A leaf that requires grad, not reached, while the caller holds a tensor subclass without
+    history that its constructor builds anew (``_subclass_leaves``): that constructor, by name."""
+    if not (t.is_leaf and t.requires_grad and g.subclassed):
+        return None
+    name, cls, where = g.subclassed[0]
+    makers = [
+        f"{cls.__name__}.{k}"
+        for c in cls.__mro__ if not _torch_own(c)
+        for k in vars(c) if k.startswith("from_")
+    ][:2]  # fmt: skip
+    more = f" (and {len(g.subclassed) - 1} more)" if len(g.subclassed) > 1 else ""
+    return (
+        "not on the graph: a tensor subclass made without history",
+        f"the loss's graph does not reach it; {name}{more} is a {cls.__name__} (a tensor "
+        f"subclass) without history, and {cls.__name__}'s constructor starts a new leaf "
+        f"({where}; read, not run): if this tensor's value enters the loss through {name}, "
+        "that constructor is the cut",
+        f"build {name} with the library's differentiable constructor"
+        + (f" ({', '.join(makers)}: check that it keeps the graph)" if makers else "")
+        + f", or make it from this tensor by torch operations, not by {cls.__name__}(...); a "
+        "newer release of the library may do so",
+    )
 
 
 def _off_here(g: _Context) -> str:
