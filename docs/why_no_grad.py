@@ -2195,8 +2195,10 @@ def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
         if not isinstance(v, torch.Tensor) and not g.assigned_once
     ]  # fmt: skip
     for label, obj, needs in [*g.producers, *named]:
-        cuts = _cuts_in(obj)
-        if not cuts or not (needs or any(t.requires_grad for _, t in g.tensors)):
+        cuts = _cuts_in(obj)  # a switch alone: the general text, with its decorator fixes
+        if not any(not _turns_off(c) for c, _ in cuts) or not (
+            needs or any(t.requires_grad for _, t in g.tensors)
+        ):
             continue
         kind = type(obj).__name__ if not inspect.isfunction(obj) else "a function"
         shown = "; ".join(c for c, _ in cuts[:3]) + (
