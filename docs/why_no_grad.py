@@ -148,6 +148,7 @@ import ast
 import collections
 import functools
 import inspect
+import linecache
 import re
 import sys
 import textwrap
@@ -197,6 +198,26 @@ _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 # as the last call
 # while the loss's graph was alive saw them: the instrument's own memory, not the program's
 _LAST: dict[int, tuple] = {}
+_VIEWS = (  # ops whose output holds the same values as their (first) input
+    "TransposeBackward",
+    "PermuteBackward",
+    "ViewBackward",
+    "UnsafeViewBackward",
+    "TBackward",
+    "SliceBackward",
+    "SelectBackward",
+    "ExpandBackward",
+    "UnsqueezeBackward",
+    "SqueezeBackward",
+    "AliasBackward",
+    "AsStridedBackward",
+    "ReshapeAliasBackward",
+    "CloneBackward",
+    "NarrowBackward",
+    "UnbindBackward",
+    "SplitBackward",
+    "SplitWithSizesBackward",
+)
 _CUTS = (  # the ways a value enters a loss without history, as the reports name them
     "torch.no_grad() or inference_mode, .detach(), .data, state_dict() or Variable(x.data) (Variable(x) too "
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
@@ -542,7 +563,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                    for pn, p in m.named_parameters(recurse=False)},
     }  # fmt: skip
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
-    g.tensors = tensors
+    g.tensors, g.expected = tensors, expected
+    if loss is not None and loss.grad_fn is None and not loss.requires_grad:
+        g.producers, g.assigned_once = _producers(sys._getframe(1), loss)
+    if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
+        g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
         g.grad_off = _grad_off_at(sys._getframe(1))  # before anything else
     if loss is not None and loss.grad_fn is not None:
@@ -733,6 +758,10 @@ class _Context:
     unread: set | None = None  # the nodes below them (_unread), once
     since: dict = field(default_factory=dict)  # id -> .grad changed since the last call (_LAST)
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
+    expected: dict = field(default_factory=dict)  # what the reader named
+    producers: list = field(default_factory=list)  # _producers of a loss without graph
+    assigned_once: bool = False  # the caller's source assigns that loss once
+    subclassed: list = field(default_factory=list)  # _subclass_leaves of the caller
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
 
     def label(self, t: torch.Tensor) -> str:
@@ -928,6 +957,24 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         source = ", ".join(g.label(v) for v in below[:3]) or "no leaf"
         used = [g.label(v) for v in below if id(v) in g.leaves]
         code = used[0] if used and " " not in used[0] else "leaf"
+        source_fn = t.grad_fn.next_functions[0][0] if t.grad_fn.next_functions else None
+        if (
+            op.startswith(_VIEWS)
+            and source_fn in g.node_set
+            and not hasattr(source_fn, "variable")  # a view of a leaf: the leaf's .grad is it
+        ):  # a copy or view of an activation the loss does use: that activation's gradient
+            return (
+                "not a leaf, and not on the graph",
+                f"made by {op} from a tensor the loss's graph does use (the output of "
+                f"{type(source_fn).__name__}), but this view is a side branch: the loss does not "
+                "depend on it, so retain_grad() on it stays None",
+                "take the gradient of the tensor it was made from: retain_grad() on that tensor "
+                "where the layer makes it (a forward hook on the layer: "
+                "layer.register_forward_hook(lambda m, i, o: o.retain_grad()), o[0] where it "
+                "returns a tuple; read o.grad after backward), or torch.autograd.grad(loss, "
+                f"that_tensor); that gradient through the same {op.removesuffix('Backward0')} has "
+                "this tensor's layout",
+            )
         return (
             "not a leaf, and not on the graph",
             f"made by {op} from {source}, but the loss's graph does not contain it: "
@@ -1638,6 +1685,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
             "differentiable surrogate of the metric) and keep the metric for monitoring",
         )
+    if g.loss.grad_fn is None and not g.loss.requires_grad and (inside := _cut_inside(g)):
+        return inside
     if g.loss.grad_fn is None and not g.loss.requires_grad:
         return (
             "not on the graph: the loss has no graph",
@@ -1927,6 +1976,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
+    if found := _subclass_cut(t, g):
+        return found
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -1972,6 +2023,282 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             else ""
         )
         + _probe_owner(t, g),
+    )
+
+
+_CUT_CALLS = ("detach", "item", "numpy", "tolist")
+
+
+def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str]]:
+    """(``file:line: code``, the method it hands the cut value to, or "") for each place in
+    ``fn``'s source (read with ``ast``, never run) that cuts one of its own arguments:
+    ``arg.detach()``, ``arg.item()``, ``arg.numpy()``, ``arg.data``; and each line that can turn
+    gradients off (``_source_switches``). None where the source cannot be read."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        root = ast.parse(textwrap.dedent("".join(lines))).body[0]
+        where = Path(inspect.getsourcefile(fn) or "").name
+    except Exception:  # noqa: BLE001 - no source: nothing found
+        return []
+    if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    names = [a.arg for a in (*root.args.posonlyargs, *root.args.args, *root.args.kwonlyargs)]
+    names += [a.arg for a in (root.args.vararg, root.args.kwarg) if a is not None]
+    me = names[0] if cls_name and names else None
+    args = set(names) - {me}
+    given, found = {}, []  # id(node) -> the self-method a call hands it to
+    for n in ast.walk(root):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
+            for a in (*n.args, *(k.value for k in n.keywords)):
+                for sub in ast.walk(a):
+                    given.setdefault(id(sub), f"{cls_name}.{n.func.attr}")
+    for n in ast.walk(root):
+        hit = None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            hit = n.func.attr in _CUT_CALLS and n.func.value
+        elif isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
+            hit = n.value
+        if isinstance(hit, ast.Name) and hit.id in args:
+            line = start + n.lineno - 1
+            found.append((f"{where}:{line}: {lines[n.lineno - 1].strip()}", given.get(id(n), "")))
+    found += [(f"{w}:{n}: {line}", "") for w, n, line, _ in _source_switches(fn)]
+    return list(dict.fromkeys(found))
+
+
+def _cuts_in(obj) -> list[tuple[str, str]]:
+    """``_cuts_args`` of what calling ``obj`` runs, outside torch: a function; or an object's
+    ``forward``/``__call__`` and the methods they call on ``self`` (``_methods_run``), then, one
+    level down, those of the objects they call: ``self.attr(...)`` (an attribute or submodule)
+    and ``Name(...)(...)`` (a class of the method's module, made and called)."""
+    if inspect.isfunction(obj):
+        return [] if (obj.__module__ or "").startswith("torch.") else _cuts_args(obj)
+    cls = type(obj)
+    if (
+        not callable(obj)
+        or _torch_own(cls)
+        or isinstance(obj, (torch.Tensor, torch.optim.Optimizer, type))
+    ):
+        return []
+    below = []
+    found = [c for fn in _with_supers(cls) for c in _cuts_args(fn, cls.__name__)]
+    for _, fn, root, me, _, _ in _methods_run(cls):
+        for n in ast.walk(root):
+            if not isinstance(n, ast.Call):
+                continue
+            if isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
+                held = vars(obj).get(n.func.attr, vars(obj).get("_modules", {}).get(n.func.attr))
+                if held is not None and not inspect.ismethod(held):
+                    below.append(type(held))
+            elif isinstance(n.func, ast.Call) and isinstance(n.func.func, ast.Name):
+                made = fn.__globals__.get(n.func.func.id)
+                if isinstance(made, type) and not issubclass(made, torch.Tensor):
+                    below.append(made)
+    for sub in dict.fromkeys(below):
+        if not _torch_own(sub):
+            for fn in _with_supers(sub):
+                found += _cuts_args(fn, sub.__name__)
+    return list(dict.fromkeys(found))
+
+
+def _with_supers(cls: type) -> list:
+    """The functions of ``_methods_run(cls)``, each followed by those its ``super().name(...)``
+    calls reach along ``cls``'s method resolution order (outside torch), read, never run."""
+    todo, found = [fn for _, fn, *_ in _methods_run(cls)], []
+    while todo and len(found) < 32:
+        fn = todo.pop(0)
+        if fn in found:
+            continue
+        found.append(fn)
+        try:
+            root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+        except Exception:  # noqa: BLE001 - no source: nothing more
+            continue
+        home = next((i for i, c in enumerate(cls.__mro__) if fn in vars(c).values()), None)
+        for n in ast.walk(root):
+            func = n.func if isinstance(n, ast.Call) else None
+            if (
+                home is not None and isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super"
+            ):  # fmt: skip
+                for c in cls.__mro__[home + 1 :]:
+                    up = vars(c).get(func.attr)
+                    if up is not None:
+                        if inspect.isfunction(up) and not _torch_own(c):
+                            todo.append(up)
+                        break
+    return found
+
+
+def _producers(frame, loss: torch.Tensor) -> tuple[list[tuple[str, object, list[str]]], bool]:
+    """(its name, the object, the names of its tensor arguments that require grad) for each
+    callable the caller's source assigns the loss from (``loss = fn(...)``, ``loss = 1 -
+    fn(...)``): the loss found by identity among the caller's locals, the line read with
+    ``ast``, names looked up in the caller's locals and globals (nothing run); and whether the
+    source assigns that name once. Any failure: none, False."""
+    try:
+        scope = {**frame.f_globals, **frame.f_locals}
+        names = {k for k, v in frame.f_locals.items() if v is loss}
+        if not names:
+            return [], False
+        code = frame.f_code
+        lines = (  # a script's or a notebook cell's top level: all of it
+            linecache.getlines(code.co_filename) if code.co_name == "<module>"
+            else inspect.getsourcelines(code)[0]
+        )  # fmt: skip
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return [], False
+    found, assigns = {}, []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                assigns.append(n)
+    for n in assigns:
+        direct, top = [], [n.value]  # the calls the value is made of: fn(...), 1 - fn(...)
+        while top:
+            v = top.pop()
+            if isinstance(v, ast.BinOp):
+                top += [v.left, v.right]
+            elif isinstance(v, ast.UnaryOp):
+                top.append(v.operand)
+            elif isinstance(v, ast.Call):
+                direct.append(v)
+        for call in (c for c in ast.walk(n.value) if isinstance(c, ast.Call)):
+            func, obj = call.func, None
+            if isinstance(func, ast.Name):
+                obj, label = scope.get(func.id), func.id
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                owner, label = scope.get(func.value.id), f"{func.value.id}.{func.attr}"
+                obj = None if owner is None else inspect.getattr_static(owner, func.attr, None)
+                obj = obj if inspect.isfunction(obj) or isinstance(obj, torch.nn.Module) else None
+            if obj is None or isinstance(obj, type):
+                continue
+            needs = [  # only where this is the one assignment and the call is its value
+                a.id for a in call.args
+                if isinstance(a, ast.Name) and isinstance(scope.get(a.id), torch.Tensor)
+                and scope[a.id].requires_grad and len(assigns) == 1 and call in direct
+            ]  # fmt: skip
+            found.setdefault(id(obj), (label, obj, needs))
+    return list(found.values()), len(assigns) == 1
+
+
+def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
+    """A loss without graph, gradients on, and a callable that made it (seen in the caller's
+    source) or a callable named, whose code cuts its arguments (``_cuts_in``): where, and the
+    fix; with the producer's arguments that require grad, the cut is inside that call."""
+    if not torch.is_grad_enabled() or g.loss.is_inference():
+        return None
+    named = [  # where the caller's source shows the loss's one assignment, only what it calls
+        (n, v, []) for n, v in g.expected.items()
+        if not isinstance(v, torch.Tensor) and not g.assigned_once
+    ]  # fmt: skip
+    for label, obj, needs in [*g.producers, *named]:
+        cuts = _cuts_in(obj)  # a switch alone: the general text, with its decorator fixes
+        if not any(not _turns_off(c) for c, _ in cuts) or not (
+            needs or any(t.requires_grad for _, t in g.tensors)
+        ):
+            continue
+        kind = type(obj).__name__ if not inspect.isfunction(obj) else "a function"
+        shown = "; ".join(c for c, _ in cuts[:3]) + (
+            f" and {len(cuts) - 3} more" if len(cuts) > 3 else ""
+        )
+        part = next((m for _, m in cuts if m), "")
+        said = (
+            f"the loss is assigned from {label}({', '.join(needs)}, ...) and {', '.join(needs)} "
+            f"require{'s' if len(needs) == 1 else ''} grad: the history ends inside that call"
+            if needs
+            else f"if the loss comes from {label}, the history ends inside that call"
+        )
+        return (
+            "not on the graph: the loss has no graph",
+            f"the loss has no graph (no grad_fn, requires_grad=False); {said}: {label} ({kind}) "
+            f"cuts the values it is given (read, not run): {shown}",
+            "call its differentiable part, the method that computes without the cut"
+            + (f" ({part}, which it hands the detached values to)" if part else "")
+            + ", or compute the loss yourself with torch operations on the model's outputs",
+        )
+    return None
+
+
+def _torch_own(cls: type) -> bool:
+    """Whether ``cls`` is torch's (``torch`` or ``torch.*``; not torchlie, torchmetrics)."""
+    return cls.__module__ == "torch" or cls.__module__.startswith("torch.")
+
+
+def _subclass_leaves(frame) -> list[tuple[str, type, str]]:
+    """(name, class, ``file:line: code``) for each tensor among the caller's locals whose class
+    is a tensor subclass outside torch, that has no history (no grad_fn, requires_grad False),
+    and whose class's ``__new__`` or ``__init__`` (outside torch) builds it anew:
+    ``_make_subclass(...)`` or ``.data`` (read with ``ast``, never run). Any failure: none."""
+    found, seen = [], {}
+    try:
+        pairs = list(frame.f_locals.items())
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return []
+    for name, v in pairs:
+        cls = type(v)
+        if (
+            not isinstance(v, torch.Tensor) or _torch_own(cls)
+            or name.startswith("_") or v.grad_fn is not None or v.requires_grad
+        ):  # fmt: skip
+            continue
+        if cls not in seen:
+            seen[cls] = ""
+            for c in cls.__mro__:
+                for fn in (vars(c).get("__new__"), vars(c).get("__init__")):
+                    fn = getattr(fn, "__func__", fn)
+                    if seen[cls] or not inspect.isfunction(fn) or _torch_own(c):
+                        continue
+                    try:
+                        lines, start = inspect.getsourcelines(fn)
+                        tree = ast.parse(textwrap.dedent("".join(lines)))
+                        where = Path(inspect.getsourcefile(fn) or "").name
+                    except Exception:  # noqa: BLE001 - no source: nothing found
+                        continue
+                    wrapped = {  # x.data handed to a call: a new tensor around the values
+                        id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                        for a in n.args if isinstance(a, ast.Attribute) and a.attr == "data"
+                    }  # fmt: skip
+                    hit = next(
+                        (
+                            n for n in ast.walk(tree)
+                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                            and n.func.attr == "_make_subclass" or id(n) in wrapped
+                        ),
+                        None,
+                    )  # fmt: skip
+                    if hit is not None:
+                        line = lines[hit.lineno - 1].strip()
+                        seen[cls] = f"{where}:{start + hit.lineno - 1}: {line}"
+        if seen[cls]:
+            found.append((name, cls, seen[cls]))
+    return found
+
+
+def _subclass_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
+    """A leaf that requires grad, not reached, while the caller holds a tensor subclass without
+    history that its constructor builds anew (``_subclass_leaves``): that constructor, by name."""
+    if not (t.is_leaf and t.requires_grad and g.subclassed):
+        return None
+    name, cls, where = g.subclassed[0]
+    makers = [
+        f"{cls.__name__}.{k}"
+        for c in cls.__mro__ if not _torch_own(c)
+        for k in vars(c) if k.startswith("from_")
+    ][:2]  # fmt: skip
+    more = f" (and {len(g.subclassed) - 1} more)" if len(g.subclassed) > 1 else ""
+    return (
+        "not on the graph: a tensor subclass made without history",
+        f"the loss's graph does not reach it; {name}{more} is a {cls.__name__} (a tensor "
+        f"subclass) without history, and {cls.__name__}'s constructor starts a new leaf "
+        f"({where}; read, not run): if this tensor's value enters the loss through {name}, "
+        "that constructor is the cut",
+        f"build {name} with the library's differentiable constructor"
+        + (f" ({', '.join(makers)}: check that it keeps the graph)" if makers else "")
+        + f", or make it from this tensor by torch operations, not by {cls.__name__}(...); a "
+        "newer release of the library may do so",
     )
 
 

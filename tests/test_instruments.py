@@ -10727,3 +10727,201 @@ def test_fix34_a_name_the_loop_reads_back_and_an_object_keeping_it_are_both_fixe
             g["h"].pow(2).sum().backward()
             g["opt"].step()
     assert len(done) == 3
+
+
+# fix35: trial 12 cases 06, 08, 09: a view of an activation on the graph, a callable that cuts
+# its arguments inside, a tensor subclass built without history; each rebuilt in plain torch.
+class _Metric35:
+    """A metric in MONAI's layout: __call__ detaches its inputs, then computes."""
+
+    def __call__(self, y_pred, y):
+        return self._compute(y_pred.detach(), y.detach())
+
+    def _compute(self, y_pred, y):
+        return (y_pred * y).mean() / (y_pred.pow(2).mean().sqrt() * y.pow(2).mean().sqrt())
+
+
+class _MetricLoss35(nn.Module):
+    """A loss built on that metric (SSIMLoss before MONAI#5686)."""
+
+    def forward(self, x, y):
+        return 1 - _Metric35()(x, y)
+
+
+class _LoggedLoss35(nn.Module):
+    """An ordinary loss that logs its value with .item(), on its result, not its inputs."""
+
+    def forward(self, x, y):
+        loss = (x - y).pow(2).mean()
+        self.last = loss.item()
+        return loss
+
+
+def test_fix35_a_loss_without_graph_from_a_callable_that_detaches_its_inputs():
+    """Trial 12 case 08: the loss came from loss_fn(pred, ...), pred requiring grad, and the
+    general list of causes was printed. Now the cut inside the call by file:line, named or not,
+    and the method it hands the detached values to; that fix trains three checked steps."""
+    torch.manual_seed(0)
+    net, loss_fn = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4)), _MetricLoss35()
+    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    pred = net(x)
+    loss = loss_fn(pred, y)
+    line = inspect.getsourcelines(_Metric35.__call__)[1] + 1
+    for report in (why_no_grad(loss, model=net), why_no_grad(loss, model=net, metric=loss_fn)):
+        found = report["model.0.weight"]
+        assert f"test_instruments.py:{line}: return self._compute(y_pred.detach()" in found.why
+        assert "loss_fn(pred, ...) and pred requires grad" in found.why, found
+        assert found.fix.startswith("call its differentiable part") and "_Metric35._compute" in (
+            found.fix
+        ), found
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def reference(i):
+        p = torch.func.functional_call(net, dict(net.named_parameters()), (x + i,))
+        return 1 - (p * y).sum() / (p.pow(2).sum().sqrt() * y.pow(2).sum().sqrt())
+
+    _three_checked_steps(
+        lambda i: 1 - _Metric35()._compute(net(x + i), y), opt, reference, model=net
+    )
+
+
+def test_fix35_no_cut_inside_is_said_for_a_logged_loss_or_a_metric_the_loss_does_not_come_from():
+    """Ordinary programs: a loss that logs .item() of its result, computed inside a no_grad block
+    that has ended; a detaching metric named beside a loss the source shows it does not make;
+    a loss with a graph. None is told the cut is inside a call."""
+    torch.manual_seed(0)
+    net, metric = nn.Linear(4, 4), _MetricLoss35()  # a module that detaches its inputs
+    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    pred = net(x)
+    logged = _LoggedLoss35()
+    with torch.no_grad():
+        loss = logged(pred, y)
+    found = why_no_grad(loss, model=net)["model.weight"]
+    assert "inside that call" not in found.why and "torch.no_grad()" in found.why, found
+    cut = pred.detach().pow(2).mean()
+    acc = metric(pred, y)
+    found = why_no_grad(cut, model=net, metric=metric)["model.weight"]
+    assert "inside that call" not in found.why and "_compute" not in found.fix, found
+    good = (pred - y).pow(2).mean() + 0 * acc
+    good.backward()
+    assert why_no_grad(good, model=net, metric=metric)["model.weight"].rule == "has a gradient"
+
+
+class _Pose35(torch.Tensor):
+    """A tensor subclass in torchlie's layout: its constructor wraps a copy with
+    _make_subclass (a new leaf); from_tensor keeps the graph (as_subclass)."""
+
+    def __new__(cls, data):
+        return torch.Tensor._make_subclass(cls, data.clone(), False)
+
+    @staticmethod
+    def from_tensor(data):
+        return data.as_subclass(_Pose35)
+
+    def shift(self, points):
+        return points + self.as_subclass(torch.Tensor)
+
+
+def test_fix35_a_tensor_subclass_made_without_history_is_named_and_from_tensor_trains():
+    """Trial 12 case 09: xi entered through a subclass built by _make_subclass, and the general
+    list was printed. Now that subclass, its constructor's line, and the library's
+    from_* constructor; the fix trains three checked steps."""
+    torch.manual_seed(0)
+    points = torch.randn(4, 3)
+    target = 1.5 * points + torch.tensor([0.5, -0.2, 0.1])
+    xi, scale = torch.zeros(1, 3, requires_grad=True), torch.ones(1, requires_grad=True)
+    pose = _Pose35(torch.sin(xi))
+    loss = (pose.shift(scale * points) - target).pow(2).sum()
+    loss.backward()
+    found = why_no_grad(loss, xi=xi, scale=scale)["xi"]
+    line = inspect.getsourcelines(_Pose35.__new__)[1] + 1
+    assert found.rule == "not on the graph: a tensor subclass made without history", found
+    assert "pose is a _Pose35" in found.why and f"test_instruments.py:{line}:" in found.why
+    assert "_Pose35.from_tensor" in found.fix, found
+    opt = torch.optim.SGD([xi, scale], lr=0.01)
+
+    def reference(i):
+        return ((points + i) * scale + torch.sin(xi) - target).pow(2).sum()
+
+    def fixed(i):
+        return (
+            (_Pose35.from_tensor(torch.sin(xi)).shift(scale * (points + i)) - target).pow(2).sum()
+        )
+
+    _three_checked_steps(fixed, opt, reference, xi=xi, scale=scale)
+
+
+def test_fix35_no_subclass_cause_for_parameters_or_a_subclass_with_history():
+    """Ordinary programs: a frozen nn.Parameter and a subclass made by as_subclass (with history)
+    in the caller's locals, and a tensor not used: the general text, no subclass named."""
+    torch.manual_seed(0)
+    frozen = nn.Parameter(torch.randn(3), requires_grad=False)
+    w, unused = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    kept = _Pose35.from_tensor(w * 2)
+    loss = (kept.shift(frozen) * w).sum()
+    loss.backward()
+    found = why_no_grad(loss, w=w, unused=unused)["unused"]
+    assert found.rule == "not on the graph" and "subclass" not in found.why, found
+
+
+class _Encoder35(nn.Module):
+    """An encoder in transformers 3.4's BART layout: it returns each layer's output transposed
+    (a copy for the output tuple), while the next layer uses the untransposed one."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):  # x: (time, batch, 4)
+        states = []
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+            states.append(x.transpose(0, 1))
+        return self.head(x).sum((0, 1)), states
+
+
+def test_fix35_a_returned_view_of_an_activation_names_that_activations_gradient():
+    """Trial 12 case 06: a transposed copy of a layer's output, read with retain_grad(), was told
+    to read a parameter's .grad (another quantity). Now the tensor it was made from, through a
+    forward hook; that hook gives the activation's gradient (against torch.func.grad of a pure
+    function) while the model trains three checked steps; a view of a parameter keeps the old
+    fix."""
+    torch.manual_seed(0)
+    model, x = _Encoder35(), torch.randn(5, 2, 4)
+    out, states = model(x)
+    for h in states:
+        h.retain_grad()
+    out[2].backward()
+    found = why_no_grad(out[2], s0=states[0], s1=states[1])["s1"]
+    assert "made by TransposeBackward0 from a tensor the loss's graph does use" in found.why
+    assert found.fix.startswith("take the gradient of the tensor it was made from"), found
+    assert "register_forward_hook" in found.fix and "parameter" not in found.fix, found
+    row = model.head.weight[0]  # a view of a leaf: the leaf's .grad is the answer
+    assert "the leaf it is made from" in why_no_grad(out[2], row=row)["row"].fix
+    seen = []
+    hook = model.layers[1].register_forward_hook(lambda m, i, o: seen.append(o) or o.retain_grad())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def score(h, i):  # the part of the model after layer 1, pure
+        return F.linear(torch.tanh(h), model.head.weight, model.head.bias).sum((0, 1))[2]
+
+    def reference(i):
+        params = dict(model.named_parameters())
+        return torch.func.functional_call(model, params, (x + i,))[0][2]
+
+    def loss_of(i):
+        seen.clear()
+        return model(x + i)[0][2]
+
+    from outcome import checked
+
+    with checked(opt, reference, model=model) as done:
+        for i in range(3):
+            opt.zero_grad()
+            loss_of(i).backward()
+            pre = model.layers[1](torch.tanh(model.layers[0](x + i))).detach()
+            assert seen[0].grad.allclose(torch.func.grad(score)(pre, i), 1e-5)
+            opt.step()
+    hook.remove()
+    assert len(done) == 3
