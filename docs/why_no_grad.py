@@ -945,6 +945,23 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
     return True
 
 
+def _view_chain(t: torch.Tensor, op: str) -> str:
+    """The view ops that make ``t`` from its ``_base``, first applied first (``op`` alone where
+    the graph does not show them all)."""
+    ops, fn = [], t.grad_fn
+    base = t._base.grad_fn if t._base is not None else None
+    while fn is not None and base is not None and fn is not base and len(ops) < 8:
+        ops.append(type(fn).__name__.removesuffix("Backward0"))
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    if fn is base and ops:
+        return (
+            (", then ".join(reversed(ops)) + " (the order it was viewed in)")
+            if len(ops) > 1
+            else ops[0]
+        )
+    return op.removesuffix("Backward0")
+
+
 def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
     if t.grad_fn is not None and (found := _stand_in(t, grad, g)):
@@ -962,17 +979,25 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             and source_fn in g.node_set
             and not hasattr(source_fn, "variable")  # a view of a leaf: the leaf's .grad is it
         ):  # a copy or view of an activation the loss does use: that activation's gradient
+            x = g.label(t) if g.label(t).replace(".", "_").isidentifier() else "this_tensor"
             return (
                 "not a leaf, and not on the graph",
                 f"made by {op} from a tensor the loss's graph does use (the output of "
                 f"{type(source_fn).__name__}), but this view is a side branch: the loss does not "
                 "depend on it, so retain_grad() on it stays None",
-                "take the gradient of the tensor it was made from: retain_grad() on that tensor "
-                "where the layer makes it (a forward hook on the layer: "
-                "layer.register_forward_hook(lambda m, i, o: o.retain_grad()), o[0] where it "
-                "returns a tuple; read o.grad after backward), or torch.autograd.grad(loss, "
-                f"that_tensor); that gradient through the same {op.removesuffix('Backward0')} has "
-                "this tensor's layout",
+                (
+                    f"take the gradient of the tensor it is a view of, {x}._base: "
+                    f"{x}._base.retain_grad() before backward (read {x}._base.grad after), or "
+                    f"torch.autograd.grad(loss, {x}._base)"
+                    if t._base is not None
+                    else "take the gradient of the tensor it was made from: retain_grad() on "
+                    "that tensor where the layer makes it (a forward hook on the layer: "
+                    "layer.register_forward_hook(lambda m, i, o: o.retain_grad()), o[0] where it "
+                    "returns a tuple; read o.grad after backward), or torch.autograd.grad(loss, "
+                    "that_tensor)"
+                )
+                + f"; that gradient through the same {_view_chain(t, op)} has this tensor's "
+                "layout",
             )
         return (
             "not a leaf, and not on the graph",
@@ -1975,8 +2000,6 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
-    if found := _subclass_cut(t, g):
-        return found
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -2021,7 +2044,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if derived
             else ""
         )
-        + _probe_owner(t, g),
+        + _probe_owner(t, g)
+        + _subclass_note(t, g),
     )
 
 
@@ -2320,28 +2344,23 @@ def _subclass_leaves(frame) -> list[tuple[str, type, str]]:
     return found
 
 
-def _subclass_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
-    """A leaf that requires grad, not reached, while the caller holds a tensor subclass without
-    history that its constructor builds anew (``_subclass_leaves``): that constructor, by name."""
+def _subclass_note(t: torch.Tensor, g: _Context) -> str:
+    """For a leaf that requires grad, not reached, while the caller holds a tensor subclass
+    without history whose constructor builds it anew (``_subclass_leaves``): one conditional
+    note, that constructor by file:line, and a ``from_*`` of the class only where it exists, to
+    be checked."""
     if not (t.is_leaf and t.requires_grad and g.subclassed):
-        return None
+        return ""
     name, cls, where = g.subclassed[0]
     makers = [
         f"{cls.__name__}.{k}"
         for c in cls.__mro__ if not _torch_own(c)
         for k in vars(c) if k.startswith("from_")
     ][:2]  # fmt: skip
-    more = f" (and {len(g.subclassed) - 1} more)" if len(g.subclassed) > 1 else ""
     return (
-        "not on the graph: a tensor subclass made without history",
-        f"the loss's graph does not reach it; {name}{more} is a {cls.__name__} (a tensor "
-        f"subclass) without history, and {cls.__name__}'s constructor starts a new leaf "
-        f"({where}; read, not run): if this tensor's value enters the loss through {name}, "
-        "that constructor is the cut",
-        f"build {name} with the library's differentiable constructor"
-        + (f" ({', '.join(makers)}: check that it keeps the graph)" if makers else "")
-        + f", or make it from this tensor by torch operations, not by {cls.__name__}(...); a "
-        "newer release of the library may do so",
+        f"; if {name} (a {cls.__name__}) is made from this tensor: its constructor starts a new "
+        f"leaf ({where}; read, not run): make it by torch operations"
+        + (f" or {' or '.join(makers)} (check it keeps the graph)" if makers else "")
     )
 
 
