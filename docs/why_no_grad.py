@@ -565,7 +565,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g = _Context(loss, {id(t): n for n, t in tensors}, modules, held)
     g.tensors, g.expected = tensors, expected
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
-        g.producers, g.assigned_once = _producers(sys._getframe(1), loss)
+        g.producers = _producers(sys._getframe(1), loss)
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
         g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
@@ -760,7 +760,6 @@ class _Context:
     cleared: set = field(default_factory=set)  # ids whose .grad a call saw non-zero, zero now
     expected: dict = field(default_factory=dict)  # what the reader named
     producers: list = field(default_factory=list)  # _producers of a loss without graph
-    assigned_once: bool = False  # the caller's source assigns that loss once
     subclassed: list = field(default_factory=list)  # _subclass_leaves of the caller
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
 
@@ -946,6 +945,23 @@ def _cut_by(dead: set, root, target, kids: dict) -> bool:
     return True
 
 
+def _view_chain(t: torch.Tensor, op: str) -> str:
+    """The view ops that make ``t`` from its ``_base``, first applied first (``op`` alone where
+    the graph does not show them all)."""
+    ops, fn = [], t.grad_fn
+    base = t._base.grad_fn if t._base is not None else None
+    while fn is not None and base is not None and fn is not base and len(ops) < 8:
+        ops.append(type(fn).__name__.removesuffix("Backward0"))
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    if fn is base and ops:
+        return (
+            (", then ".join(reversed(ops)) + " (the order it was viewed in)")
+            if len(ops) > 1
+            else ops[0]
+        )
+    return op.removesuffix("Backward0")
+
+
 def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     """(rule, why, fix) for one tensor: the first rule of autograd's that explains its .grad."""
     if t.grad_fn is not None and (found := _stand_in(t, grad, g)):
@@ -963,17 +979,25 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             and source_fn in g.node_set
             and not hasattr(source_fn, "variable")  # a view of a leaf: the leaf's .grad is it
         ):  # a copy or view of an activation the loss does use: that activation's gradient
+            x = g.label(t) if g.label(t).replace(".", "_").isidentifier() else "this_tensor"
             return (
                 "not a leaf, and not on the graph",
                 f"made by {op} from a tensor the loss's graph does use (the output of "
                 f"{type(source_fn).__name__}), but this view is a side branch: the loss does not "
                 "depend on it, so retain_grad() on it stays None",
-                "take the gradient of the tensor it was made from: retain_grad() on that tensor "
-                "where the layer makes it (a forward hook on the layer: "
-                "layer.register_forward_hook(lambda m, i, o: o.retain_grad()), o[0] where it "
-                "returns a tuple; read o.grad after backward), or torch.autograd.grad(loss, "
-                f"that_tensor); that gradient through the same {op.removesuffix('Backward0')} has "
-                "this tensor's layout",
+                (
+                    f"take the gradient of the tensor it is a view of, {x}._base: "
+                    f"{x}._base.retain_grad() before backward (read {x}._base.grad after), or "
+                    f"torch.autograd.grad(loss, {x}._base)"
+                    if t._base is not None
+                    else "take the gradient of the tensor it was made from: retain_grad() on "
+                    "that tensor where the layer makes it (a forward hook on the layer: "
+                    "layer.register_forward_hook(lambda m, i, o: o.retain_grad()), o[0] where it "
+                    "returns a tuple; read o.grad after backward), or torch.autograd.grad(loss, "
+                    "that_tensor)"
+                )
+                + f"; that gradient through the same {_view_chain(t, op)} has this tensor's "
+                "layout",
             )
         return (
             "not a leaf, and not on the graph",
@@ -1976,8 +2000,6 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "(use_reentrant=True): use_reentrant=False; True: "
             "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
         )
-    if found := _subclass_cut(t, g):
-        return found
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -2022,18 +2044,19 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             if derived
             else ""
         )
-        + _probe_owner(t, g),
+        + _probe_owner(t, g)
+        + _subclass_note(t, g),
     )
 
 
 _CUT_CALLS = ("detach", "item", "numpy", "tolist")
 
 
-def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str]]:
-    """(``file:line: code``, the method it hands the cut value to, or "") for each place in
-    ``fn``'s source (read with ``ast``, never run) that cuts one of its own arguments:
-    ``arg.detach()``, ``arg.item()``, ``arg.numpy()``, ``arg.data``; and each line that can turn
-    gradients off (``_source_switches``). None where the source cannot be read."""
+def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str, str]]:
+    """(``file:line: code``, the method it hands the cut value to or "", the parameter cut) for
+    each place in ``fn``'s source (read with ``ast``, never run) that cuts one of its own
+    parameters: ``arg.detach()``, ``arg.item()``, ``arg.numpy()``, ``arg.data``. None where the
+    source cannot be read."""
     try:
         lines, start = inspect.getsourcelines(fn)
         root = ast.parse(textwrap.dedent("".join(lines))).body[0]
@@ -2042,10 +2065,7 @@ def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str]]:
         return []
     if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
-    names = [a.arg for a in (*root.args.posonlyargs, *root.args.args, *root.args.kwonlyargs)]
-    names += [a.arg for a in (root.args.vararg, root.args.kwarg) if a is not None]
-    me = names[0] if cls_name and names else None
-    args = set(names) - {me}
+    me, args = _params(root, bool(cls_name))
     given, found = {}, []  # id(node) -> the self-method a call hands it to
     for n in ast.walk(root):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
@@ -2060,161 +2080,208 @@ def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str]]:
             hit = n.value
         if isinstance(hit, ast.Name) and hit.id in args:
             line = start + n.lineno - 1
-            found.append((f"{where}:{line}: {lines[n.lineno - 1].strip()}", given.get(id(n), "")))
-    found += [(f"{w}:{n}: {line}", "") for w, n, line, _ in _source_switches(fn)]
+            code = lines[n.lineno - 1].strip()
+            found.append((f"{where}:{line}: {code}", given.get(id(n), ""), hit.id))
     return list(dict.fromkeys(found))
 
 
-def _cuts_in(obj) -> list[tuple[str, str]]:
-    """``_cuts_args`` of what calling ``obj`` runs, outside torch: a function; or an object's
-    ``forward``/``__call__`` and the methods they call on ``self`` (``_methods_run``), then, one
-    level down, those of the objects they call: ``self.attr(...)`` (an attribute or submodule)
-    and ``Name(...)(...)`` (a class of the method's module, made and called)."""
+def _params(root, method: bool) -> tuple[str | None, list[str]]:
+    """(the name of ``self`` or None, the other parameters in order) of a parsed def."""
+    names = [a.arg for a in (*root.args.posonlyargs, *root.args.args, *root.args.kwonlyargs)]
+    names += [a.arg for a in (root.args.vararg, root.args.kwarg) if a is not None]
+    me = names[0] if method and names else None
+    return me, [n for n in names if n != me]
+
+
+def _entry(obj) -> tuple[object, type | None]:
+    """The function calling ``obj`` runs first (a function; a module's ``forward``; else the
+    class's ``__call__``) and the class it is read from (None for a function); (None, None)
+    inside torch."""
     if inspect.isfunction(obj):
-        return [] if (obj.__module__ or "").startswith("torch.") else _cuts_args(obj)
-    cls = type(obj)
-    if (
-        not callable(obj)
-        or _torch_own(cls)
-        or isinstance(obj, (torch.Tensor, torch.optim.Optimizer, type))
-    ):
-        return []
-    below = []
-    found = [c for fn in _with_supers(cls) for c in _cuts_args(fn, cls.__name__)]
-    for _, fn, root, me, _, _ in _methods_run(cls):
-        for n in ast.walk(root):
-            if not isinstance(n, ast.Call):
-                continue
-            if isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
-                held = vars(obj).get(n.func.attr, vars(obj).get("_modules", {}).get(n.func.attr))
-                if held is not None and not inspect.ismethod(held):
-                    below.append(type(held))
-            elif isinstance(n.func, ast.Call) and isinstance(n.func.func, ast.Name):
-                made = fn.__globals__.get(n.func.func.id)
-                if isinstance(made, type) and not issubclass(made, torch.Tensor):
-                    below.append(made)
-    for sub in dict.fromkeys(below):
-        if not _torch_own(sub):
-            for fn in _with_supers(sub):
-                found += _cuts_args(fn, sub.__name__)
-    return list(dict.fromkeys(found))
+        return (None, None) if (obj.__module__ or "").startswith("torch.") else (obj, None)
+    if not callable(obj) or isinstance(obj, (torch.Tensor, torch.optim.Optimizer, type)):
+        return None, None
+    return _class_entry(type(obj))
 
 
-def _with_supers(cls: type) -> list:
-    """The functions of ``_methods_run(cls)``, each followed by those its ``super().name(...)``
-    calls reach along ``cls``'s method resolution order (outside torch), read, never run."""
-    todo, found = [fn for _, fn, *_ in _methods_run(cls)], []
-    while todo and len(found) < 32:
-        fn = todo.pop(0)
-        if fn in found:
+def _class_entry(cls: type, name: str = "") -> tuple[object, type | None]:
+    """``_entry`` of an instance of ``cls``, read from the class (nothing made); or its method
+    ``name`` as found along the method resolution order."""
+    name = name or ("forward" if issubclass(cls, torch.nn.Module) else "__call__")
+    owner = next((c for c in cls.__mro__ if name in vars(c)), None)
+    fn = vars(owner).get(name) if owner is not None else None
+    fn = getattr(fn, "__func__", fn)
+    if not inspect.isfunction(fn) or _torch_own(owner) or _torch_own(cls):
+        return None, None
+    return fn, owner
+
+
+def _cut_params(obj, fn=None, cls: type | None = None, depth: int = 1, name: str = "") -> dict:
+    """{parameter of what calling ``obj`` runs first (``_entry``): [(``file:line: code``, the
+    method handed the cut value)]} for each parameter its code cuts (``_cuts_args``), there, in
+    the ``super()`` method it hands that parameter to, or, one level down, in a callable it hands
+    it to (``self.attr(p, ...)``, ``Name(...)(p, ...)``); read, never run. Any failure: none."""
+    if fn is None:
+        fn, cls = _entry(obj)
+    if fn is None:
+        return {}
+    found, name = {}, name or (type(obj).__name__ if cls is not None and obj is not None else "")
+    for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else "")):
+        found.setdefault(p, []).append((code, part))
+    try:
+        root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+    except Exception:  # noqa: BLE001 - no source: nothing more
+        return found
+    me, args = _params(root, cls is not None)
+    for n in ast.walk(root):
+        if not isinstance(n, ast.Call) or not isinstance(n.func, (ast.Attribute, ast.Call)):
             continue
-        found.append(fn)
+        below, where, sub, down, shown = None, None, None, depth - 1, ""
+        f = n.func
+        if (
+            cls is not None and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call)
+            and isinstance(f.value.func, ast.Name) and f.value.func.id == "super"
+        ):  # fmt: skip
+            mro = type(obj).__mro__ if obj is not None else cls.__mro__
+            up = mro[mro.index(cls) + 1 :] if cls in mro else ()
+            owner = next((c for c in up if f.attr in vars(c)), None)
+            if owner is not None:
+                (below, where), sub, down, shown = _class_entry(owner, f.attr), obj, depth, name
+        elif depth < 1:
+            continue
+        elif me and isinstance(f, ast.Attribute) and _attr_of(f, me) and obj is not None:
+            held = vars(obj).get(f.attr, vars(obj).get("_modules", {}).get(f.attr))
+            if held is not None and not inspect.ismethod(held):
+                (below, where), sub = _entry(held), held
+        elif isinstance(f, ast.Call) and isinstance(f.func, ast.Name):
+            made = fn.__globals__.get(f.func.id)
+            if isinstance(made, type) and not issubclass(made, torch.Tensor):
+                (below, where), shown = _class_entry(made), made.__name__
+        if below is None:
+            continue
         try:
-            root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+            broot = ast.parse(textwrap.dedent(inspect.getsource(below))).body[0]
+            bargs = _params(broot, where is not None)[1]
         except Exception:  # noqa: BLE001 - no source: nothing more
             continue
-        home = next((i for i, c in enumerate(cls.__mro__) if fn in vars(c).values()), None)
-        for n in ast.walk(root):
-            func = n.func if isinstance(n, ast.Call) else None
-            if (
-                home is not None and isinstance(func, ast.Attribute)
-                and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
-                and func.value.func.id == "super"
-            ):  # fmt: skip
-                for c in cls.__mro__[home + 1 :]:
-                    up = vars(c).get(func.attr)
-                    if up is not None:
-                        if inspect.isfunction(up) and not _torch_own(c):
-                            todo.append(up)
-                        break
+        _bind(n, args, bargs, _cut_params(sub, below, where, down, shown), found)
     return found
 
 
-def _producers(frame, loss: torch.Tensor) -> tuple[list[tuple[str, object, list[str]]], bool]:
-    """(its name, the object, the names of its tensor arguments that require grad) for each
-    callable the caller's source assigns the loss from (``loss = fn(...)``, ``loss = 1 -
-    fn(...)``): the loss found by identity among the caller's locals, the line read with
-    ``ast``, names looked up in the caller's locals and globals (nothing run); and whether the
-    source assigns that name once. Any failure: none, False."""
+def _bind(call, args: list, bargs: list, cuts: dict, found: dict) -> None:
+    """Add to ``found`` each of ``args`` that ``call`` hands to a parameter ``cuts`` names."""
+    pairs = [(a, bargs[i]) for i, a in enumerate(call.args) if i < len(bargs)]
+    pairs += [(k.value, k.arg) for k in call.keywords if k.arg in bargs]
+    for a, p in pairs:
+        if isinstance(a, ast.Name) and a.id in args and p in cuts:
+            found.setdefault(a.id, []).extend(cuts[p])
+
+
+def _own_nodes(body: list):
+    """The nodes of ``body``, not entering nested defs, classes or lambdas."""
+    todo = list(body)
+    while todo:
+        n = todo.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo += list(ast.iter_child_nodes(n))
+
+
+def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:
+    """(its name, the object, [(an argument that requires grad, the parameter it binds)]) for
+    the callable the caller's own body (a function's, not the defs in it; a script's top level)
+    assigns the loss from, where it assigns that name once and the call is the whole value
+    (``loss = fn(...)``, ``loss = 1 - fn(...)``): the loss found by identity among the caller's
+    locals, the source read with ``ast``; the callable and the arguments (plain names or
+    ``name.attr``) looked up in the caller's locals and globals without running anything.
+    Any failure, or several assignments: none."""
     try:
         scope = {**frame.f_globals, **frame.f_locals}
         names = {k for k, v in frame.f_locals.items() if v is loss}
         if not names:
-            return [], False
+            return []
         code = frame.f_code
-        lines = (  # a script's or a notebook cell's top level: all of it
-            linecache.getlines(code.co_filename) if code.co_name == "<module>"
-            else inspect.getsourcelines(code)[0]
-        )  # fmt: skip
-        tree = ast.parse(textwrap.dedent("".join(lines)))
+        if code.co_name == "<module>":  # a script's or a notebook cell's top level
+            body = ast.parse("".join(linecache.getlines(code.co_filename))).body
+        else:
+            root = ast.parse(textwrap.dedent("".join(inspect.getsourcelines(code)[0]))).body[0]
+            body = root.body if isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
-        return [], False
-    found, assigns = {}, []
-    for n in ast.walk(tree):
+        return []
+    assigns = []
+    for n in _own_nodes(body):
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             if any(isinstance(t, ast.Name) and t.id in names for t in targets):
                 assigns.append(n)
-    for n in assigns:
-        direct, top = [], [n.value]  # the calls the value is made of: fn(...), 1 - fn(...)
-        while top:
-            v = top.pop()
-            if isinstance(v, ast.BinOp):
-                top += [v.left, v.right]
-            elif isinstance(v, ast.UnaryOp):
-                top.append(v.operand)
-            elif isinstance(v, ast.Call):
-                direct.append(v)
-        for call in (c for c in ast.walk(n.value) if isinstance(c, ast.Call)):
-            func, obj = call.func, None
-            if isinstance(func, ast.Name):
-                obj, label = scope.get(func.id), func.id
-            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-                owner, label = scope.get(func.value.id), f"{func.value.id}.{func.attr}"
-                obj = None if owner is None else inspect.getattr_static(owner, func.attr, None)
-                obj = obj if inspect.isfunction(obj) or isinstance(obj, torch.nn.Module) else None
-            if obj is None or isinstance(obj, type):
-                continue
-            needs = [  # only where this is the one assignment and the call is its value
-                a.id for a in call.args
-                if isinstance(a, ast.Name) and isinstance(scope.get(a.id), torch.Tensor)
-                and scope[a.id].requires_grad and len(assigns) == 1 and call in direct
-            ]  # fmt: skip
-            found.setdefault(id(obj), (label, obj, needs))
-    return list(found.values()), len(assigns) == 1
+    if len(assigns) != 1:  # which one made it cannot be read: no producer
+        return []
+    call = assigns[0].value
+    if isinstance(call, ast.BinOp) and isinstance(call.op, ast.Sub):
+        call = call.right if isinstance(call.left, ast.Constant) else None
+    if not isinstance(call, ast.Call):
+        return []
+    func = call.func
+    try:
+        if isinstance(func, ast.Name):
+            obj, label = scope.get(func.id), func.id
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner, label = scope.get(func.value.id), f"{func.value.id}.{func.attr}"
+            obj = None if owner is None else inspect.getattr_static(owner, func.attr, None)
+            obj = obj if inspect.isfunction(obj) or isinstance(obj, torch.nn.Module) else None
+        else:
+            return []
+        if obj is None or isinstance(obj, type):
+            return []
+        fn, cls = _entry(obj)
+        root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0] if fn else None
+        params = _params(root, cls is not None)[1] if root else []
+        if isinstance(func, ast.Attribute) and inspect.isfunction(obj) and params:
+            params = params[1:]  # a method read off its instance: self is bound
+    except Exception:  # noqa: BLE001 - no source: nothing found
+        return []
+
+    def value(a):  # a plain name or name.attr, looked up, never run
+        if isinstance(a, ast.Name):
+            return frame.f_locals.get(a.id)
+        if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name):
+            held = frame.f_locals.get(a.value.id)
+            return None if held is None else inspect.getattr_static(held, a.attr, None)
+        return None
+
+    pairs = [(a, params[i]) for i, a in enumerate(call.args) if i < len(params)]
+    pairs += [(k.value, k.arg) for k in call.keywords if k.arg in params]
+    needs = [
+        (ast.unparse(a), p) for a, p in pairs
+        if isinstance(v := value(a), torch.Tensor) and v.requires_grad
+    ]  # fmt: skip
+    return [(label, obj, needs)]
 
 
 def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
-    """A loss without graph, gradients on, and a callable that made it (seen in the caller's
-    source) or a callable named, whose code cuts its arguments (``_cuts_in``): where, and the
-    fix; with the producer's arguments that require grad, the cut is inside that call."""
+    """A loss without graph, gradients on, assigned from a call (``_producers``) that is given
+    an argument that requires grad, and whose code cuts the parameter bound to it
+    (``_cut_params``): where, and the fix."""
     if not torch.is_grad_enabled() or g.loss.is_inference():
         return None
-    named = [  # where the caller's source shows the loss's one assignment, only what it calls
-        (n, v, []) for n, v in g.expected.items()
-        if not isinstance(v, torch.Tensor) and not g.assigned_once
-    ]  # fmt: skip
-    for label, obj, needs in [*g.producers, *named]:
-        cuts = _cuts_in(obj)  # a switch alone: the general text, with its decorator fixes
-        if not any(not _turns_off(c) for c, _ in cuts) or not (
-            needs or any(t.requires_grad for _, t in g.tensors)
-        ):
+    for label, obj, needs in g.producers:
+        cuts = _cut_params(obj) if needs else {}
+        hit = [(a, p) for a, p in needs if p in cuts]
+        if not hit:
             continue
+        lines = list(dict.fromkeys(c for _, p in hit for c in cuts[p]))
         kind = type(obj).__name__ if not inspect.isfunction(obj) else "a function"
-        shown = "; ".join(c for c, _ in cuts[:3]) + (
-            f" and {len(cuts) - 3} more" if len(cuts) > 3 else ""
+        shown = "; ".join(c for c, _ in lines[:3]) + (
+            f" and {len(lines) - 3} more" if len(lines) > 3 else ""
         )
-        part = next((m for _, m in cuts if m), "")
-        said = (
-            f"the loss is assigned from {label}({', '.join(needs)}, ...) and {', '.join(needs)} "
-            f"require{'s' if len(needs) == 1 else ''} grad: the history ends inside that call"
-            if needs
-            else f"if the loss comes from {label}, the history ends inside that call"
-        )
+        part = next((m for _, m in lines if m), "")
+        given = ", ".join(a for a, _ in hit)
         return (
             "not on the graph: the loss has no graph",
-            f"the loss has no graph (no grad_fn, requires_grad=False); {said}: {label} ({kind}) "
-            f"cuts the values it is given (read, not run): {shown}",
+            f"the loss has no graph (no grad_fn, requires_grad=False); the loss is assigned from "
+            f"{label}({given}, ...) and {given} require{'s' if len(hit) == 1 else ''} grad: the "
+            f"history ends inside that call: {label} ({kind}) cuts "
+            f"{'that value' if len(hit) == 1 else 'those values'} (read, not run): {shown}",
             "call its differentiable part, the method that computes without the cut"
             + (f" ({part}, which it hands the detached values to)" if part else "")
             + ", or compute the loss yourself with torch operations on the model's outputs",
@@ -2277,28 +2344,23 @@ def _subclass_leaves(frame) -> list[tuple[str, type, str]]:
     return found
 
 
-def _subclass_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
-    """A leaf that requires grad, not reached, while the caller holds a tensor subclass without
-    history that its constructor builds anew (``_subclass_leaves``): that constructor, by name."""
+def _subclass_note(t: torch.Tensor, g: _Context) -> str:
+    """For a leaf that requires grad, not reached, while the caller holds a tensor subclass
+    without history whose constructor builds it anew (``_subclass_leaves``): one conditional
+    note, that constructor by file:line, and a ``from_*`` of the class only where it exists, to
+    be checked."""
     if not (t.is_leaf and t.requires_grad and g.subclassed):
-        return None
+        return ""
     name, cls, where = g.subclassed[0]
     makers = [
         f"{cls.__name__}.{k}"
         for c in cls.__mro__ if not _torch_own(c)
         for k in vars(c) if k.startswith("from_")
     ][:2]  # fmt: skip
-    more = f" (and {len(g.subclassed) - 1} more)" if len(g.subclassed) > 1 else ""
     return (
-        "not on the graph: a tensor subclass made without history",
-        f"the loss's graph does not reach it; {name}{more} is a {cls.__name__} (a tensor "
-        f"subclass) without history, and {cls.__name__}'s constructor starts a new leaf "
-        f"({where}; read, not run): if this tensor's value enters the loss through {name}, "
-        "that constructor is the cut",
-        f"build {name} with the library's differentiable constructor"
-        + (f" ({', '.join(makers)}: check that it keeps the graph)" if makers else "")
-        + f", or make it from this tensor by torch operations, not by {cls.__name__}(...); a "
-        "newer release of the library may do so",
+        f"; if {name} (a {cls.__name__}) is made from this tensor: its constructor starts a new "
+        f"leaf ({where}; read, not run): make it by torch operations"
+        + (f" or {' or '.join(makers)} (check it keeps the graph)" if makers else "")
     )
 
 

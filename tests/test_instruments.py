@@ -10835,8 +10835,9 @@ def test_fix35_a_tensor_subclass_made_without_history_is_named_and_from_tensor_t
     loss.backward()
     found = why_no_grad(loss, xi=xi, scale=scale)["xi"]
     line = inspect.getsourcelines(_Pose35.__new__)[1] + 1
-    assert found.rule == "not on the graph: a tensor subclass made without history", found
-    assert "pose is a _Pose35" in found.why and f"test_instruments.py:{line}:" in found.why
+    assert found.rule == "not on the graph", found  # fix36: a note after the general fix
+    assert "if pose (a _Pose35) is made from this tensor" in found.fix, found
+    assert f"test_instruments.py:{line}:" in found.fix, found
     assert "_Pose35.from_tensor" in found.fix, found
     opt = torch.optim.SGD([xi, scale], lr=0.01)
 
@@ -10895,8 +10896,8 @@ def test_fix35_a_returned_view_of_an_activation_names_that_activations_gradient(
     out[2].backward()
     found = why_no_grad(out[2], s0=states[0], s1=states[1])["s1"]
     assert "made by TransposeBackward0 from a tensor the loss's graph does use" in found.why
-    assert found.fix.startswith("take the gradient of the tensor it was made from"), found
-    assert "register_forward_hook" in found.fix and "parameter" not in found.fix, found
+    assert found.fix.startswith("take the gradient of the tensor it is a view of, s1._base")
+    assert "parameter" not in found.fix, found  # fix36: _base, not a hook on a layer
     row = model.head.weight[0]  # a view of a leaf: the leaf's .grad is the answer
     assert "the leaf it is made from" in why_no_grad(out[2], row=row)["row"].fix
     seen = []
@@ -10924,4 +10925,189 @@ def test_fix35_a_returned_view_of_an_activation_names_that_activations_gradient(
             assert seen[0].grad.allclose(torch.func.grad(score)(pre, i), 1e-5)
             opt.step()
     hook.remove()
+    assert len(done) == 3
+
+
+# fix36: review 33's A1, A2, B1, C1: the cut inside a call only where an argument that requires
+# grad binds a parameter the callable's code cuts; the loss's one assignment in the caller's own
+# body; a tensor subclass as a note after the general fix; a side-branch view's _base.
+_LOG36 = []
+
+
+def _crit36(pred, y):
+    """A loss function that detaches only to log; its result is differentiable."""
+    _LOG36.append(pred.detach().mean())
+    return F.mse_loss(pred, y)
+
+
+class _WeightedMSE36(nn.Module):
+    """A loss module that reads a weight scalar with .item(), not the prediction."""
+
+    def forward(self, pred, y, w):
+        return w.item() * F.mse_loss(pred, y)
+
+
+class _BaseMetric36:
+    """A metric in MONAI's layout: the base class's __call__ detaches what it is given."""
+
+    def __call__(self, y_pred, y):
+        return self._compute(y_pred.detach(), y)
+
+
+class _Metric36(_BaseMetric36):
+    """Its subclass's __call__ hands its arguments to super().__call__ by keyword."""
+
+    def __call__(self, y_pred, y):
+        return super().__call__(y_pred=y_pred, y=y)
+
+    def _compute(self, y_pred, y):
+        return (y_pred - y).pow(2).mean()
+
+
+def test_fix36_a_callable_that_detaches_only_to_log_is_not_blamed_for_the_readers_cut():
+    """Review 33 A1: the reader's no_grad or .detach() made the outputs; the loss function
+    detaches for logging only (or .item()s a weight argument). 5f762e0 said the history ends
+    inside that call and dropped the general text; now the general text, which names the true
+    cut; a cut of the argument that requires grad, through super(), is still said."""
+    torch.manual_seed(0)
+    model, x, y, w = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1), torch.tensor(0.5)
+    with torch.no_grad():
+        out = model(x)
+    loss = _crit36(out, y)
+    found = why_no_grad(loss, model=model)["model.weight"]
+    assert "inside that call" not in found.why and "torch.no_grad()" in found.why, found
+    out2 = model(x).detach()
+    loss2 = _WeightedMSE36()(out2, y, w)  # inline module: read as the general text
+    crit = _WeightedMSE36()
+    loss3 = crit(out2, y, w)
+    for lost in (loss2, loss3):
+        found = why_no_grad(lost, model=model)["model.weight"]
+        assert "inside that call" not in found.why and ".detach()" in found.why, found
+    pred, metric = model(x), _Metric36()
+    loss4 = metric(pred, y)
+    found = why_no_grad(loss4, model=model)["model.weight"]
+    line = inspect.getsourcelines(_BaseMetric36.__call__)[1] + 1
+    assert "metric(pred, ...) and pred requires grad" in found.why, found
+    assert f"test_instruments.py:{line}: return self._compute(y_pred.detach(), y)" in found.why
+    assert "_Metric36._compute" in found.fix, found
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):
+        p = torch.func.functional_call(model, dict(model.named_parameters()), (x + i,))
+        return ((p - y) ** 2).sum() / p.numel()
+
+    _three_checked_steps(lambda i: metric._compute(model(x + i), y), opt, reference, model=model)
+
+
+def test_fix36_only_the_callers_own_single_assignment_whole_call_is_read():
+    """Review 33 A2: a call nested in torch.tensor(...).item(), and an assignment inside a nested
+    def never run, were blamed (5f762e0); now neither: the general text names .item()."""
+    torch.manual_seed(0)
+    model, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    out = model(x)
+    loss = torch.tensor(_crit36(out, y).item())
+    found = why_no_grad(loss, model=model)["model.weight"]
+    assert "inside that call" not in found.why and ".item()" in found.why, found
+
+    def unused():
+        loss = _crit36(out, y)
+        return loss
+
+    loss = (out.detach() - y).pow(2).mean()
+    found = why_no_grad(loss, model=model)["model.weight"]
+    assert "inside that call" not in found.why and ".detach()" in found.why, found
+    assert unused is not None
+
+
+class _Tagged36(torch.Tensor):
+    """An input wrapper carrying metadata: no history on purpose; from_array makes one too."""
+
+    @staticmethod
+    def __new__(cls, data, tag=""):
+        return torch.Tensor._make_subclass(cls, data, data.requires_grad)
+
+    def __init__(self, data, tag=""):
+        self.tag = tag
+
+    @classmethod
+    def from_array(cls, a, tag=""):
+        return cls(torch.as_tensor(a), tag)
+
+
+def test_fix36_a_subclass_input_beside_a_cut_leaf_is_a_note_after_the_general_fix():
+    """Review 33 B1: a subclass input (no history on purpose) took over a leaf cut by .item()
+    (5f762e0: its own rule, the input rebuilt first). Now the general text and fix first, the
+    subclass one conditional note after, its from_* to be checked; the general fix (the tensor,
+    not .item()) trains three checked steps."""
+    torch.manual_seed(0)
+    lin, y = nn.Linear(3, 1), torch.randn(8, 1)
+    log_temp = torch.zeros((), requires_grad=True)
+    x = _Tagged36(torch.randn(8, 3), tag="batch")
+    temp = log_temp.exp().item()
+    loss = F.mse_loss(lin(x).as_subclass(torch.Tensor) / temp, y)
+    loss.backward()
+    found = why_no_grad(loss, lin=lin, log_temp=log_temp)["log_temp"]
+    assert found.rule == "not on the graph" and ".item()" in found.why, found
+    assert found.fix.startswith("find where its value enters the loss"), found
+    note = found.fix.split("; if x (a _Tagged36) is made from this tensor: ")
+    assert len(note) == 2 and note[1].endswith("_Tagged36.from_array (check it keeps the graph)")
+    opt = torch.optim.SGD([*lin.parameters(), log_temp], lr=0.1)
+    plain = x.as_subclass(torch.Tensor)
+
+    def reference(i):
+        return ((F.linear(plain + i, lin.weight, lin.bias) / log_temp.exp() - y) ** 2).mean()
+
+    def fixed(i):
+        return F.mse_loss(lin(x + i).as_subclass(torch.Tensor) / log_temp.exp(), y)
+
+    _three_checked_steps(fixed, opt, reference, lin=lin, log_temp=log_temp)
+
+
+class _SeqFirst36(nn.Module):
+    """Seq-first internals: the hidden state returned transposed, a tanh output (no layer's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.out = nn.Linear(4, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.l1(x.transpose(0, 1)))
+        return self.out(h).transpose(0, 1), (h.transpose(0, 1),)
+
+
+def test_fix36_a_side_branch_view_names_its_base_not_a_layers_hook():
+    """Review 33 C1: the view's base is a tanh output, not a layer's: 5f762e0's forward hook on
+    the layer caught the pre-tanh output. Now h._base; its gradient, transposed back, equals
+    torch.func.grad of the pure rest of the model while it trains three checked steps."""
+    torch.manual_seed(0)
+    m, x, y = _SeqFirst36(), torch.randn(2, 3, 4), torch.randn(2, 3, 1)
+    logits, hs = m(x)
+    hs[0].retain_grad()
+    loss = F.mse_loss(logits, y)
+    loss.backward()
+    found = why_no_grad(loss, m=m, h=hs[0])["h"]
+    assert found.fix.startswith("take the gradient of the tensor it is a view of, h._base: "), found
+    assert "h._base.retain_grad() before backward" in found.fix, found
+    assert "register_forward_hook" not in found.fix and "same Transpose has" in found.fix
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def rest(h, i):  # dL/dh of the part after h, pure
+        return F.mse_loss(F.linear(h, m.out.weight, m.out.bias).transpose(0, 1), y)
+
+    def reference(i):
+        params = dict(m.named_parameters())
+        return F.mse_loss(torch.func.functional_call(m, params, (x + i,))[0], y)
+
+    from outcome import checked
+
+    with checked(opt, reference, m=m) as done:
+        for i in range(3):
+            opt.zero_grad()
+            logits, hs = m(x + i)
+            hs[0]._base.retain_grad()
+            F.mse_loss(logits, y).backward()
+            h = hs[0]._base.detach()
+            want = torch.func.grad(rest)(h, i).transpose(0, 1)
+            assert hs[0]._base.grad.transpose(0, 1).allclose(want, atol=1e-6)
+            opt.step()
     assert len(done) == 3
