@@ -152,6 +152,7 @@ import linecache
 import re
 import sys
 import textwrap
+import types
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -974,6 +975,8 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         used = [g.label(v) for v in below if id(v) in g.leaves]
         code = used[0] if used and " " not in used[0] else "leaf"
         source_fn = t.grad_fn.next_functions[0][0] if t.grad_fn.next_functions else None
+        if t._base is not None and t._base.grad_fn in g.node_set:  # a view of a view of it
+            source_fn = t._base.grad_fn
         if (
             op.startswith(_VIEWS)
             and source_fn in g.node_set
@@ -2072,8 +2075,29 @@ def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str, str]]:
             for a in (*n.args, *(k.value for k in n.keywords)):
                 for sub in ast.walk(a):
                     given.setdefault(id(sub), f"{cls_name}.{n.func.attr}")
+
+    def local(t) -> bool:  # a target that binds a name (not obj.attr = ..., d[k] = ...)
+        return isinstance(t, ast.Name) or (
+            isinstance(t, (ast.Tuple, ast.List, ast.Starred))
+            and any(local(e) for e in (t.elts if not isinstance(t, ast.Starred) else [t.value]))
+        )
+
+    side = {  # a cut only kept on an object or logged (self.last = x.detach(), log(x.item())):
+        id(sub)  # its value does not go on to the result
+        for st in ast.walk(root)
+        if isinstance(st, ast.Expr)
+        or (
+            isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            and not any(
+                local(t) for t in (st.targets if isinstance(st, ast.Assign) else [st.target])
+            )
+        )
+        for sub in ast.walk(st)
+    }
     for n in ast.walk(root):
         hit = None
+        if id(n) in side:
+            continue
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             hit = n.func.attr in _CUT_CALLS and n.func.value
         elif isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
@@ -2236,8 +2260,11 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[
         fn, cls = _entry(obj)
         root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0] if fn else None
         params = _params(root, cls is not None)[1] if root else []
-        if isinstance(func, ast.Attribute) and inspect.isfunction(obj) and params:
-            params = params[1:]  # a method read off its instance: self is bound
+        bound = not isinstance(
+            owner if isinstance(func, ast.Attribute) else None, (type, types.ModuleType)
+        )
+        if isinstance(func, ast.Attribute) and inspect.isfunction(obj) and params and bound:
+            params = params[1:]  # a method read off its instance: self is bound (not mod.fn)
     except Exception:  # noqa: BLE001 - no source: nothing found
         return []
 

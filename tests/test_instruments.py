@@ -11111,3 +11111,82 @@ def test_fix36_a_side_branch_view_names_its_base_not_a_layers_hook():
             assert hs[0]._base.grad.transpose(0, 1).allclose(want, atol=1e-6)
             opt.step()
     assert len(done) == 3
+
+
+# lead, review 34: F1 a function read off a module keeps its first parameter; M1 a cut kept
+# only on an object or logged is no cut of the result; M2 a view of a view of an activation.
+class _LogThenRebuild34(nn.Module):
+    """Keeps a detached copy for logging; the real cut is the rebuilt value it returns."""
+
+    def forward(self, pred, y):
+        self.last = pred.detach()
+        return torch.tensor(F.mse_loss(pred, y).item())
+
+
+def test_lead34_a_module_function_binds_its_first_argument_and_a_logged_cut_is_no_cut(tmp_path):
+    """Review 34 F1: ``mod.fn(out, y)`` lost fn's first parameter, so ``y.detach()`` was named
+    for ``out``; M1: ``self.last = pred.detach()`` was named while the return's .item() cuts."""
+    import importlib.util
+
+    (tmp_path / "_helpmod34.py").write_text(
+        "def acc(pred, target):\n"
+        "    t = target.detach()\n"
+        "    return (pred.argmax(1) == t).float().mean()\n\n\n"
+        "def cut_first(pred, target):\n"
+        "    return ((pred.detach() - target) ** 2).mean()\n"
+    )
+    spec = importlib.util.spec_from_file_location("_helpmod34", tmp_path / "_helpmod34.py")
+    helpmod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpmod)
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 4), torch.randn(8, 3)
+    y, yf = torch.randint(0, 4, (8,)), torch.randn(8, 4)
+    out = model(x)
+    loss = helpmod.acc(out, y)
+    found = why_no_grad(loss, model=model)["model.weight"]
+    assert "inside that call" not in found.why and "argmax" in found.fix, found
+    loss2 = helpmod.cut_first(out, yf)
+    found = why_no_grad(loss2, model=model)["model.weight"]
+    assert "helpmod.cut_first(out, ...) and out requires grad" in found.why, found
+    assert "_helpmod34.py:7: return ((pred.detach() - target) ** 2).mean()" in found.why, found
+    crit = _LogThenRebuild34()
+    loss3 = crit(out, yf)
+    found = why_no_grad(loss3, model=model)["model.weight"]
+    assert "inside that call" not in found.why and "rebuilt from values" in found.why, found
+
+
+def test_lead34_a_view_of_a_view_of_an_activation_points_at_its_base_and_that_gradient_is_right():
+    """Review 34 M2: ``h.transpose(0, 1)[:, :, :2]`` of a tanh output got "read the .grad of
+    m.l1.weight" (another quantity); now its ``_base``, whose gradient, read as printed over
+    three checked steps, equals torch.func.grad of the rest of the model."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    x = torch.randn(5, 2, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    h = model[1](model[0](x))
+    view = h.transpose(0, 1)[:, :, :2]
+    loss = model[2](h).sum()
+    loss.backward()
+    found = why_no_grad(loss, model=model, view=view)["view"]
+    assert "view._base.retain_grad() before backward" in found.fix, found
+    assert "weight" not in found.fix.split(";")[0], found
+
+    def rest(a, w):
+        return F.linear(a, w).sum()
+
+    def reference(i):
+        p = dict(model.named_parameters())
+        return torch.func.functional_call(model, p, (x + i,)).sum()
+
+    def step(i):
+        hid = model[1](model[0](x + i))
+        out_view = hid.transpose(0, 1)[:, :, :2]
+        out_view._base.retain_grad()  # as printed
+        seen.append((out_view, hid.detach(), model[2].weight.detach().clone()))
+        return model[2](hid).sum()
+
+    seen = []
+    opt.zero_grad()
+    _three_checked_steps(step, opt, reference, model=model)
+    for out_view, hid, w in seen:
+        assert out_view._base.grad.allclose(torch.func.grad(rest)(hid, w)), out_view._base.grad
