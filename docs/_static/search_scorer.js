@@ -20,8 +20,9 @@
  *    pasted tensor types and numbers (shapes, versions) are normalised away in the query and in
  *    the index alike, so one index entry finds every torch release's wording.
  *  - Each query word found on a page scores by where it is found there (page title, index
- *    entries, section headings, text), times how rare the word is on the site (idf), so words
- *    every page uses ("backward", "graph") count little. Words of contractions (doesn't -> doesn,
+ *    entries, section headings, text), times how rare the word is on the site (idf, to the power
+ *    0.65), so words every page uses ("backward", "graph") count little, and one rare word that a
+ *    section happens to share with a long report does not outweigh the rest of it. Words of contractions (doesn't -> doesn,
  *    t; FILLER) count as nothing. A pasted identifier the site does not know (first_order,
  *    SpikingNeuron) counts by its parts.
  *  - Focus: a page's units are its title, each section heading, and the `{index}` entries of each
@@ -95,6 +96,8 @@ const SiteSearch = (() => {
     reference: 0.5, // factor for reference pages whose own words the query lacks
     example: 0.6, // factor for gallery scripts whose title and opening the query does not name
     namesExample: 0.75, // share of the query's (idf-weighted) words there that names the example
+    idfPower: 0.65, // idf to this power: a single rare word (neuron, meta, accelerator) shared with
+    // one section weighs less against the report's other words (sets 1 to 8 chose it, 2026-12-07)
     ownPages: 1, // a reference page's own word: in its title or top index entries, and in a
     // title, heading or index entry of at most this many pages that are not reference pages
   };
@@ -246,7 +249,7 @@ const SiteSearch = (() => {
     const idf = (s) => {
       if (!idfCache.has(s)) {
         const df = docs.filter((doc) => inDoc(doc, s)).length;
-        idfCache.set(s, df === 0 ? 0 : Math.log((docCount + 1) / df));
+        idfCache.set(s, df === 0 ? 0 : Math.log((docCount + 1) / df) ** WEIGHT.idfPower);
       }
       return idfCache.get(s);
     };
