@@ -2260,11 +2260,12 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[
         fn, cls = _entry(obj)
         root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0] if fn else None
         params = _params(root, cls is not None)[1] if root else []
-        bound = not isinstance(
-            owner if isinstance(func, ast.Attribute) else None, (type, types.ModuleType)
+        bound = isinstance(func, ast.Attribute) and (  # Python binds self only for a
+            not isinstance(owner, (type, types.ModuleType))  # function found on the class
+            and inspect.getattr_static(type(owner), func.attr, None) is obj
         )
-        if isinstance(func, ast.Attribute) and inspect.isfunction(obj) and params and bound:
-            params = params[1:]  # a method read off its instance: self is bound (not mod.fn)
+        if bound and inspect.isfunction(obj) and params:
+            params = params[1:]  # a method read off its instance: self is bound
     except Exception:  # noqa: BLE001 - no source: nothing found
         return []
 

@@ -11149,6 +11149,15 @@ def test_lead34_a_module_function_binds_its_first_argument_and_a_logged_cut_is_n
     found = why_no_grad(loss2, model=model)["model.weight"]
     assert "helpmod.cut_first(out, ...) and out requires grad" in found.why, found
     assert "_helpmod34.py:7: return ((pred.detach() - target) ** 2).mean()" in found.why, found
+    import types
+
+    held = types.SimpleNamespace(fn=helpmod.acc, cut=helpmod.cut_first)  # stored: not bound
+    loss4 = held.fn(out, y)
+    found = why_no_grad(loss4, model=model)["model.weight"]
+    assert "inside that call" not in found.why and "argmax" in found.fix, found
+    loss5 = held.cut(out, yf)
+    found = why_no_grad(loss5, model=model)["model.weight"]
+    assert "held.cut(out, ...) and out requires grad" in found.why, found
     crit = _LogThenRebuild34()
     loss3 = crit(out, yf)
     found = why_no_grad(loss3, model=model)["model.weight"]
