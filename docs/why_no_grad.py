@@ -1387,6 +1387,26 @@ def _inputs_only(t: torch.Tensor, g: _Context) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=512)
+def _parsed(fn) -> tuple[ast.Module, int, str, list[str]] | None:
+    """(the parsed, dedented source of ``fn``, a function, method or code object; its first
+    line; its file's name; its lines), read and never run; None where it cannot be read (a builtin, exec, a
+    REPL, a stale file). The one reader of source for every rule here, cached: several rules read
+    the same ``forward``. Callers only walk the tree, never change it."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        return tree, start, Path(inspect.getsourcefile(fn) or "").name, lines
+    except Exception:  # noqa: BLE001 - reading the reader's source must never stop the report
+        return None
+
+
+def _root(fn):
+    """The first statement of ``fn``'s source (its ``def``), or None where it cannot be read."""
+    read = _parsed(fn)
+    return read[0].body[0] if read and read[0].body else None
+
+
 @functools.lru_cache(maxsize=256)
 def _assigned_per_call(cls: type) -> dict:
     """Attributes that ``cls.forward`` (or a method of ``cls`` it calls on ``self``) assigns
@@ -1410,10 +1430,10 @@ def _read_assignments(cls: type) -> dict:
         if name in seen or not inspect.isfunction(method) or module.startswith("torch."):
             continue
         seen.add(name)
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-        except (OSError, TypeError, SyntaxError):  # no source: a builtin, exec, a REPL
+        read = _parsed(method)
+        if read is None:  # no source: a builtin, exec, a REPL
             continue
+        tree = read[0]
         kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
         defs = [n for n in ast.walk(tree) if isinstance(n, kinds)]
         if method.__name__ == "<lambda>":  # getsource gives the whole line: its one lambda
@@ -1476,11 +1496,10 @@ def _made_without_grad(cls: type) -> dict:
     assigns without gradients: {attribute: "no_grad"} under ``torch.no_grad()``/
     ``inference_mode()`` or with ``.detach()``, {attribute: "constant"} from a comparison or a
     call in ``_NO_GRADIENT`` (``(x > 0).float()``, ``x.argmax(1)``); empty where unreadable."""
-    try:
-        method = inspect.getattr_static(cls, "forward", None)
-        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-    except Exception:  # noqa: BLE001 - any failure means "no source", as in _assigned_per_call
+    read = _parsed(inspect.getattr_static(cls, "forward", None))
+    if read is None:
         return {}
+    tree = read[0]
     quiet = set()  # assignments under a with no_grad()/inference_mode()
     for node in ast.walk(tree):
         if isinstance(node, ast.With) and any(
@@ -2060,12 +2079,10 @@ def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str, str]]:
     each place in ``fn``'s source (read with ``ast``, never run) that cuts one of its own
     parameters: ``arg.detach()``, ``arg.item()``, ``arg.numpy()``, ``arg.data``. None where the
     source cannot be read."""
-    try:
-        lines, start = inspect.getsourcelines(fn)
-        root = ast.parse(textwrap.dedent("".join(lines))).body[0]
-        where = Path(inspect.getsourcefile(fn) or "").name
-    except Exception:  # noqa: BLE001 - no source: nothing found
+    read = _parsed(fn)
+    if read is None or not read[0].body:  # no source: nothing found
         return []
+    root, start, where, lines = read[0].body[0], *read[1:]
     if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
     me, args = _params(root, bool(cls_name))
@@ -2152,9 +2169,8 @@ def _cut_params(obj, fn=None, cls: type | None = None, depth: int = 1, name: str
     found, name = {}, name or (type(obj).__name__ if cls is not None and obj is not None else "")
     for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else "")):
         found.setdefault(p, []).append((code, part))
-    try:
-        root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
-    except Exception:  # noqa: BLE001 - no source: nothing more
+    root = _root(fn)
+    if root is None:  # no source: nothing more
         return found
     me, args = _params(root, cls is not None)
     for n in ast.walk(root):
@@ -2183,10 +2199,10 @@ def _cut_params(obj, fn=None, cls: type | None = None, depth: int = 1, name: str
                 (below, where), shown = _class_entry(made), made.__name__
         if below is None:
             continue
+        broot = _root(below)
         try:
-            broot = ast.parse(textwrap.dedent(inspect.getsource(below))).body[0]
             bargs = _params(broot, where is not None)[1]
-        except Exception:  # noqa: BLE001 - no source: nothing more
+        except Exception:  # noqa: BLE001 - no source (or not a def): nothing more
             continue
         _bind(n, args, bargs, _cut_params(sub, below, where, down, shown), found)
     return found
@@ -2228,7 +2244,7 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[
         if code.co_name == "<module>":  # a script's or a notebook cell's top level
             body = ast.parse("".join(linecache.getlines(code.co_filename))).body
         else:
-            root = ast.parse(textwrap.dedent("".join(inspect.getsourcelines(code)[0]))).body[0]
+            root = _root(code)
             body = root.body if isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
         return []
@@ -2258,7 +2274,7 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[
         if obj is None or isinstance(obj, type):
             return []
         fn, cls = _entry(obj)
-        root = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0] if fn else None
+        root = _root(fn) if fn else None
         params = _params(root, cls is not None)[1] if root else []
         bound = isinstance(func, ast.Attribute) and (  # Python binds self only for a
             not isinstance(owner, (type, types.ModuleType))  # function found on the class
@@ -2346,12 +2362,10 @@ def _subclass_leaves(frame) -> list[tuple[str, type, str]]:
                     fn = getattr(fn, "__func__", fn)
                     if seen[cls] or not inspect.isfunction(fn) or _torch_own(c):
                         continue
-                    try:
-                        lines, start = inspect.getsourcelines(fn)
-                        tree = ast.parse(textwrap.dedent("".join(lines)))
-                        where = Path(inspect.getsourcefile(fn) or "").name
-                    except Exception:  # noqa: BLE001 - no source: nothing found
+                    read = _parsed(fn)
+                    if read is None:  # no source: nothing found
                         continue
+                    tree, start, where, lines = read
                     wrapped = {  # x.data handed to a call: a new tensor around the values
                         id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
                         for a in n.args if isinstance(a, ast.Attribute) and a.attr == "data"
@@ -2609,12 +2623,10 @@ def _methods_run(cls: type, torch_too: bool = False) -> tuple:
         seen.add(name)
         if (fn.__module__ or "").startswith("torch.") and not torch_too:
             continue
-        try:  # any failure means "no source", as in _assigned_per_call
-            lines, start = inspect.getsourcelines(fn)
-            tree = ast.parse(textwrap.dedent("".join(lines)))
-            where = Path(inspect.getsourcefile(fn) or "").name
-        except Exception:  # noqa: BLE001
+        read = _parsed(fn)
+        if read is None:  # no source
             continue
+        tree, start, where, _ = read
         kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
         root = next((n for n in ast.walk(tree) if isinstance(n, kinds)), None)
         if root is None:
@@ -2809,11 +2821,10 @@ def _turns_on(call: ast.expr) -> bool:
 def _on_blocks(code) -> tuple[tuple[int, int], ...]:
     """(first, last) lines of the bodies of the ``with`` blocks that turn gradients on in the
     function of ``code``, one of torch's (its optimizers' steps run the closure in one)."""
-    try:
-        lines, start = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, ValueError):
+    read = _parsed(code)
+    if read is None:
         return ()
+    tree, start = read[:2]
     return tuple(
         (start + node.body[0].lineno - 1, start + node.end_lineno - 1)
         for node in ast.walk(tree)
@@ -2958,10 +2969,8 @@ def _straight_source(cls: type, makers: bool = False):
         fn = inspect.getattr_static(cls, "forward", None)
         if cls.__module__.startswith("torch.") or fn is None:
             return ""
-        lines, start = inspect.getsourcelines(fn)
-        where = Path(inspect.getsourcefile(fn) or "").name
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except Exception:  # noqa: BLE001 - any failure means "no source"
+        tree, start, where, lines = _parsed(fn)
+    except Exception:  # noqa: BLE001 - any failure (None: no source) means "no source"
         return ""
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
