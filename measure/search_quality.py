@@ -18,9 +18,10 @@ collected query sets (``text``, ``page``, ``label``, plus ``source`` and ``why``
 used). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures, for this
 query set or another file (``--queries FILE``, either format).
 
-``measure/heldout_queries.toml`` is a held-out set of real queries: it is not run against the
-search until the lead releases it (``HELDOUT_QUERIES=run``), so that the ranking is never tuned on
-it. Every entry point here refuses it before that.
+``measure/heldout_queries.toml`` is a held-out set of real queries (``measure/heldout_queries_13.toml``
+the next one, collected with it): neither is run against the search until the lead releases it
+(``HELDOUT_QUERIES=run``), so that the ranking is never tuned on it. Every entry point here refuses
+a ``measure/heldout_*`` file before that.
 
     python measure/search_quality.py [--site _build/html] [--file] [--verbose] [--queries FILE]
 
@@ -111,9 +112,14 @@ class Outcome:
 
 
 def load_queries(path: Path = QUERIES) -> list[Query]:
-    if Path(path).resolve() == HELDOUT.resolve() and os.environ.get("HELDOUT_QUERIES") != "run":
+    held = Path(path).resolve()
+    if (
+        held.parent == HELDOUT.parent.resolve()
+        and held.name.startswith("heldout_")
+        and os.environ.get("HELDOUT_QUERIES") != "run"
+    ):
         raise SystemExit(
-            f"{HELDOUT.relative_to(ROOT)} is held out: it is not run against the search until the "
+            f"{held.relative_to(ROOT)} is held out: it is not run against the search until the "
             "lead releases it (then HELDOUT_QUERIES=run)."
         )
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
