@@ -75,12 +75,17 @@ and reports:
   (ids, sequence numbers, weak references to the objects); a place is state when its graph
   reaches the node it held then (not only through what other places held then), and made from
   others when it enters the old part only through what other places hold or held (a place is an attribute of that very object, whatever name the
-  loop gives it; a name given at the top is its name). A state under two names
+  loop gives it; a name given at the top is its name; a tuple's item, by its path: a new tuple
+  each step). A state under two names
   (``h = f(tracker.h)``, then ``tracker.h = h``) is named once, by the name or attribute the
   loop reads it back from, not by an item of a list it is also appended to (a log), but its fix
   detaches it there too (``states.append(h.detach())``: ``h = f(states[-1])`` looks the same);
   the other name is made from it. A tensor an object keeps that a name given also holds (a
-  returned warm start) is named by the object's place, the name beside; the fix detaches both. Without that record, or when it leaves no
+  returned warm start) is named by the object's place, the name beside; the fix detaches both.
+  Without that record (no call in the step before: the ``except`` form), a tensor made this
+  step is made from others too when it enters the old part only through old nodes another place
+  is rebuilt from (made by its op: its earlier values; an output beside an LSTM's ``(h, c)``),
+  unless it enters such a node of its own op too. Else, or when these leave no
   carrier to name, a tensor made this step that reaches an earlier step's graph is listed as
   state, and so is a tensor made in the step before (dated by ``mark_step()``) that this step's
   graph runs the op that made it on again, with weights that made it: the ops from that op
@@ -1771,14 +1776,25 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         """Whether a tensor made this step is computed from carried values (an output, a loss
         term), not rebuilt from its own earlier value: the place held, at a call in an earlier
         step (mark_step() dates the calls), a node its graph does not reach; or its graph enters
-        the old part only through what other places hold now or held at such a call."""
+        the old part only through what other places hold now or held at such a call, or, not
+        rebuilt itself, through the old nodes another place is rebuilt from."""
         key = place(path)  # the same attribute of the same object, whatever names it now
-        others = {recorded[r] for q, r in record.items() if q != key and r in recorded}
+        mine = {key}
+        if len(key) == 3 and key[1] == "tuple":  # a tuple's item: a new tuple each step, so its
+            mine.add(("tuple", path))  # record is by path, not another place's (model.hidden)
+            key = ("tuple", path) if ("tuple", path) in record else key
+        others = {recorded[r] for q, r in record.items() if q not in mine and r in recorded}
         if key in record:  # not reached, or reached only through what other places hold now or
             # held then (h = f(tracker.h); tracker.h = h: the loop reads tracker.h, h is made from it)
             stop = others | {f for f in old_held - {fn} if _read_slot(f)}
             return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, stop)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
+        if entered and not _rebuilt(fn):  # also through the earlier values another place is
+            # rebuilt from (an output beside an LSTM's (h, c)), unless it enters its own (h, c)
+            theirs = {
+                e for g in new_held if g is not fn and reaches_old.get(g) for e in _rebuilt_from(g)
+            }
+            entered, met = _old_reached(fn, kids, known_old, (old_held | others | theirs) - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
 
     def _passed_on(path: str, fn) -> bool:
@@ -1953,12 +1969,17 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         entered, met = _old_reached(fn, kids, known_old, old_held - {fn})
         return bool(met) and not entered and not _own_history(fn, met)
 
-    def _rebuilt(fn) -> bool:  # enters its own earlier value: an old node made by the same op
+    @functools.cache
+    def _rebuilt_from(fn) -> frozenset:  # its earlier values: old nodes made by the same op
         mine = {type(k) for k in kids[fn]}  # from the same kinds of input (a total + a term)
-        return any(
-            type(e) is type(fn) and mine - {type(e)} <= {type(k) for k in kids.get(e, ())}
+        return frozenset(
+            e
             for e in _old_reached(fn, kids, known_old, set())[0]
+            if type(e) is type(fn) and mine - {type(e)} <= {type(k) for k in kids.get(e, ())}
         )
+
+    def _rebuilt(fn) -> bool:  # enters its own earlier value
+        return bool(_rebuilt_from(fn))
 
     def _trains_only_through_old(fn) -> bool:
         """This step's part of ``fn``'s graph (down to the old nodes) reaches no leaf that trains:

@@ -11199,3 +11199,170 @@ def test_lead34_a_view_of_a_view_of_an_activation_points_at_its_base_and_that_gr
     _three_checked_steps(step, opt, reference, model=model)
     for out_view, hid, w in seen:
         assert out_view._base.grad.allclose(torch.func.grad(rest)(hid, w)), out_view._base.grad
+
+
+# fog17: an output beside a carried state is made from it, not state (trial 13 case 02, the
+# **globals() form): a tuple's item is recorded by its path, not as another place; without a
+# record (the except form), a place that enters the old part only through another place's earlier
+# values (old nodes of that place's own op) is made from it, unless it enters its own too.
+class _Fmri17(nn.Module):  # trial 13 case 02 (cnslab_fmri PR #5): (h, c) stored in forward
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.linear = nn.LSTM(5, 4, batch_first=True), nn.Linear(4, 1)
+        self.hidden = (torch.randn(1, 3, 4), torch.randn(1, 3, 4))
+
+    def forward(self, x):
+        lstm_out, self.hidden = self.lstm(x, self.hidden)
+        return torch.sigmoid(self.linear(lstm_out[:, -1]))
+
+
+class _Cell17(nn.Module):  # h and c on two attributes: h = o * tanh(c), each carried
+    def __init__(self):
+        super().__init__()
+        self.cell, self.linear = nn.LSTMCell(5, 4), nn.Linear(4, 1)
+        self.h, self.c = torch.zeros(3, 4), torch.zeros(3, 4)
+
+    def forward(self, x):
+        for t in range(x.shape[1]):
+            self.h, self.c = self.cell(x[:, t], (self.h, self.c))
+        return torch.sigmoid(self.linear(self.h))
+
+
+class _Two17(nn.Module):  # two independent carriers
+    def __init__(self):
+        super().__init__()
+        self.wa, self.wb = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.a, self.b = torch.zeros(3, 4), torch.zeros(3, 4)
+
+    def forward(self, x):
+        self.a = torch.tanh(self.wa(self.a) + x[:, 0, :4])
+        self.b = torch.sigmoid(self.wb(self.b) - x[:, 1, :4])
+        return torch.sigmoid((self.a * self.b).sum(1, keepdim=True))
+
+
+class _Coupled17(nn.Module):  # a and b made by one op, each from both; z apart
+    def __init__(self):
+        super().__init__()
+        self.wa, self.wb, self.wz = nn.Linear(8, 4), nn.Linear(8, 4), nn.Linear(4, 4)
+        self.a, self.b, self.z = torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 4)
+
+    def forward(self, x):
+        a, b = self.a, self.b
+        self.a = torch.tanh(self.wa(torch.cat([a, b], 1)) + x[:, 0, :4])
+        self.b = torch.tanh(self.wb(torch.cat([b, a], 1)) + x[:, 1, :4])
+        self.z = torch.sigmoid(self.wz(self.z) + x[:, 2, :4])
+        return torch.sigmoid((self.a + self.b + self.z).sum(1, keepdim=True))
+
+
+class _Total17(nn.Module):  # carried, and built from another carried value: total + f(h)
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.lin = nn.RNNCell(5, 4), nn.Linear(4, 4)
+        self.h, self.total = torch.zeros(3, 4), torch.zeros(3, 4)
+
+    def forward(self, x):
+        self.h = self.rnn(x[:, 0], self.h)
+        self.total = self.total + self.lin(self.h)
+        return torch.sigmoid(self.total.sum(1, keepdim=True))
+
+
+def _fog17_report(model, mode, form):
+    """The report of step 1 (step 2 with retain_graph=True) for a reader's loop: called before
+    each backward() (a record of the step before), or only in the except of the failing one."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data, labels = torch.randn(4, 3, 6, 5), torch.rand(4, 3, 1)
+    for i in range(3):
+        mark_step()
+        predicted_prob = model(data[i])
+        loss = F.binary_cross_entropy(predicted_prob, labels[i])
+        given = dict(model=model, opt=opt)
+        if form == "globals":  # what **globals() passes at module level
+            given.update(predicted_prob=predicted_prob, loss=loss, data=data, labels=labels, i=i)
+        if mode in ("every", "retain"):
+            report = find_old_graph(loss, **given)
+            if i == (2 if mode == "retain" else 1):
+                return report
+            loss.backward(retain_graph=mode == "retain")
+        else:
+            try:
+                loss.backward()
+            except RuntimeError:
+                return find_old_graph(loss if mode == "except" else None, **given)
+        if mode != "retain":  # (a retained graph would meet weights changed in place)
+            opt.step()
+        opt.zero_grad()
+    raise AssertionError("no step failed")
+
+
+def _fog17_made_from(report):
+    return " ".join(n for n in report.notes if n.startswith("made in this step"))
+
+
+@pytest.mark.parametrize("mode", ["every", "retain", "except", "except_none"])
+def test_fog17_case02_the_step_s_output_beside_an_lstm_state_is_made_from_it_not_state(mode):
+    """Trial 13 case 02, ``**globals()`` form: the loop variable ``predicted_prob`` (this step's
+    output, made from ``model.hidden``) was listed first as state with a detach fix; it is made
+    from the carried values, and ``model.hidden`` is the one carrier, as in the named form."""
+    for form in ("globals", "named"):
+        torch.manual_seed(0)
+        report = _fog17_report(_Fmri17(), mode, form)
+        paths = [c.path for c in report.carriers]
+        assert paths == ["model.hidden[0]", "model.hidden[1]"], (form, str(report))
+        assert all(c.verdict == "state" for c in report.carriers), str(report)
+        if form == "globals":
+            assert "predicted_prob" in _fog17_made_from(report), str(report)
+
+
+def test_fog17_case02_the_reset_printed_for_model_hidden_trains():
+    """The purpose clause the case's merged fix takes ("between independent batches, reset it as
+    a new tensor"), trained three checked steps against an LSTM written out by hand from zeros."""
+    torch.manual_seed(0)
+    report = _fog17_report(_Fmri17(), "every", "globals")
+    assert "between independent batches, reset it as a new tensor" in report.carriers[0].fix
+    torch.manual_seed(1)
+    model = _Fmri17()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    data, labels = torch.randn(3, 3, 6, 5), torch.rand(3, 3, 1)
+
+    def loss_of(i):
+        model.hidden = tuple(torch.zeros_like(h) for h in model.hidden)  # the reset, as printed
+        return F.binary_cross_entropy(model(data[i]), labels[i])
+
+    def reference(i):  # gates i, f, g, o; state from zeros at each batch
+        lstm = model.lstm
+        h = c = torch.zeros(3, 4)
+        for t in range(data.shape[2]):
+            gates = data[i, :, t] @ lstm.weight_ih_l0.T + lstm.bias_ih_l0
+            gates = gates + h @ lstm.weight_hh_l0.T + lstm.bias_hh_l0
+            a, f, g, o = gates.chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(a) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        prob = torch.sigmoid(h @ model.linear.weight.T + model.linear.bias)
+        return F.binary_cross_entropy(prob, labels[i])
+
+    _three_checked_steps(loss_of, opt, reference, model=model)
+
+
+@pytest.mark.parametrize("kind", ["cell", "two", "total", "coupled"])
+@pytest.mark.parametrize("mode", ["every", "retain", "except"])
+def test_fog17_carriers_made_from_each_other_stay_carriers_and_the_output_is_made_from_them(
+    kind, mode
+):
+    """The rule must not drop a carrier: h and c of an LSTMCell on two attributes (h = f(c),
+    each also carried), two independent carriers, ``total = total + f(h)`` (carried and built
+    from another carried value), and two states made by one op from both (each enters the
+    other's earlier value, but its own too) beside a third are each state; the output and the
+    loss are made from them."""
+    model_class, both = {
+        "cell": (_Cell17, ["model.h", "model.c"]),
+        "two": (_Two17, ["model.a", "model.b"]),
+        "total": (_Total17, ["model.h", "model.total"]),
+        "coupled": (_Coupled17, ["model.a", "model.b", "model.z"]),
+    }[kind]
+    for form in ("globals", "named"):
+        torch.manual_seed(0)
+        report = _fog17_report(model_class(), mode, form)
+        assert sorted(c.path for c in report.carriers) == sorted(both), (form, str(report))
+        assert all(c.verdict == "state" for c in report.carriers), str(report)
+        if form == "globals":
+            assert "predicted_prob" in _fog17_made_from(report), str(report)
