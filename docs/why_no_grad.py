@@ -38,9 +38,13 @@ Where it stops:
   integer cast) leaves no node, so it is not located; what the tensors show narrows it (a
   tensor named with history puts the cut between it and the loss; an inference tensor was made
   under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
-  forward hook to paste, one line, that tells "not called" from "called under no_grad" from "cut
-  after it" (silent too where a library runs a patched copy of the module: higher) (it adds no
-  hook itself). A parameter replaced is seen at run time (the optimizer named holds another
+  forward hook to paste, one line, that tells "not called" from "called under no_grad" from "ran
+  with gradients, what it computes does not reach the loss" (not used, or cut after it: autograd
+  cannot tell them apart) (silent too where a library runs a patched copy of the module: higher)
+  (it adds no hook itself); where another parameter of a module named above it is on the graph
+  and no forward under that module (nor the caller's own code) cuts or switches gradients off
+  (read, not run), "likely not used" and the fix by purpose (freeze or drop it; to train it, use
+  its output in the loss) come first. A parameter replaced is seen at run time (the optimizer named holds another
   ``nn.Parameter`` than the module, or the graph used another one than the module holds now; a
   plain tensor the optimizer holds and a module keeps as an attribute is said unused or cut
   first, or, with a custom Function on the graph, missed by code that collects ``parameters()``); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
@@ -91,7 +95,12 @@ Where it stops:
   calls on ``self`` and those it calls on a direct submodule (``set_grad_enabled(``, ``no_grad(``, ``inference_mode(``; file:line and the line, so an option
   that drives one is seen), in the module and the modules named above it where its parameters are off
   the graph, a class that overrides ``__call__`` (its forward hooks may never fire:
-  the probe wraps ``forward`` instead), and modules named in eval mode (named in a note, some
+  the probe wraps ``forward`` instead), a ``.sample()`` that draws without a graph (a
+  torch.distributions class or object found by name, assignment or instance, not a replay
+  buffer's or a DataFrame's; made from the forward's inputs or tensors, not from constants as
+  reparameterisation noise is), file:line, also in the caller's own code where it is made from a
+  tensor named (a distribution held there: its tensors' graphs reach it), the one the loss is
+  computed from first, with its ``.rsample()`` where the class has it, and modules named in eval mode (named in a note, some
   modules take another path there; not proven the cause). An add of a value without history of
   a code's size (``x + (q - x).detach()``) may be a straight-through estimator (or an add of a
   buffer): the fix says the accidental cut first, then the straight-through purpose; where the
@@ -148,10 +157,12 @@ import ast
 import collections
 import functools
 import inspect
+import io
 import linecache
 import re
 import sys
 import textwrap
+import tokenize
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -590,6 +601,11 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                     seen.add(child)
                     todo.append(child)
     g.node_set = set(g.nodes)
+    if loss is not None and any(  # a tensor that requires grad, off the graph: a draw may cut it
+        t.requires_grad and id(t) not in g.leaves and t.grad_fn not in g.node_set
+        for _, t in tensors
+    ):
+        g.caller_draws, g.caller_cuts = _caller_draws(sys._getframe(1), g)
     g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None] + [
         t for _, t in tensors if t.retains_grad and t.grad_fn in g.node_set and t.grad is not None
     ]  # leaves, and retained non-leaves (retain_grad(), backward(inputs=[h]))
@@ -763,6 +779,9 @@ class _Context:
     producers: list = field(default_factory=list)  # _producers of a loss without graph
     subclassed: list = field(default_factory=list)  # _subclass_leaves of the caller
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
+    caller_draws: list = field(default_factory=list)  # _caller_draws of the caller
+    caller_cuts: bool | None = None  # the caller's own code can cut (_caller_draws); None: unread
+    draws: list | None = None  # _module_draws of the modules named, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1143,7 +1162,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         )
     on_graph = id(t) in g.leaves or t is loss or (t.grad_fn is not None and t.grad_fn in g.node_set)
     if loss is not None and not on_graph:
-        rule, why, fix = _not_reached(t, g)
+        rule, why, fix = _drawn(t, _not_reached(t, g), g)
         fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
@@ -1995,32 +2014,47 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             )
         if _straight_through(g, t) and (line := _straight_lines(owner, g)):
             return _read_under_detach(owner, line, module)
+        likely = _likely_unused(owner, g)
+        unused = _unused_fix(owner, g)
+        switches = _switches(owner, g)
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
-            f"called for this loss (a branch not taken, a layer defined but unused), or its output "
-            f"is cut before the loss ({_CUTS})",
-            f"to see which, before the step: {_probe(owner, module)}; nothing printed: "
+            "called for this loss (a branch not taken, a layer defined but unused), it runs but the "
+            f"loss does not use its output, or its output is cut before the loss ({_CUTS})"
+            + (f"; {likely}" if likely else ""),
+            (
+                f"{unused}; to be sure, before the step: "
+                if likely
+                else "to see which, before the step: "
+            )
+            + _probe(owner, module)
+            + "; nothing printed: "
             + _silent(module)
-            + ": None "
-            "is right if it is not meant to train (skip parameters whose .grad is None where you "
-            "read them), or call the layer, or DDP(find_unused_parameters=True); if its values reach "
-            "the loss copied into another module (.data =, copy_, load_state_dict), the copy is the "
-            "cut: compute the combination inside the forward (torch.func.functional_call with the "
-            "combined weights); "
-            + _PATCHED
+            + (
+                ": None is right as above (under DDP: find_unused_parameters=True)"
+                if likely
+                else ": None is right if it is not meant to train (skip parameters whose .grad is "
+                "None where you read them), or call the layer, or DDP(find_unused_parameters=True); "
+                "if its values reach the loss copied into another module (.data =, copy_, "
+                "load_state_dict), the copy is the cut: compute the combination inside the forward "
+                "(torch.func.functional_call with the combined weights); " + _PATCHED
+            )
             + "; False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside ("
             + (
                 f"the switches in its forward or the forwards above it: {switches}; in a library, "
                 "an option may drive one: set that option"
-                if (switches := _switches(owner, g))
+                if switches
                 else "in a library, the forward that calls it may switch it by an option, "
                 "set_grad_enabled(not <option>): set that option"
             )
             + "), or inside a reentrant checkpoint "
-            "(use_reentrant=True): use_reentrant=False; True: "
-            "its output is cut after it (or inside its forward): " + _cut_fix(g, t),
+            "(use_reentrant=True): use_reentrant=False; True: what it computes from its parameters does "
+            "not reach the loss: "
+            + ("not used (above), or " if likely else f"{unused}; else ")
+            + "it is cut after it (or inside its forward): "
+            + _cut_fix(g, t),
         )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
@@ -2497,8 +2531,8 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
         f"; to see whether {owner} ran with gradients on, before the step: {_probe(owner, module)} "
         f"(nothing printed: its forward did not run, {_PATCHED}; False: under no_grad"
         + (f" (switches: {switches})" if (switches := _switches(owner, g)) else "")
-        + "; True: its output is cut "
-        "after it, "
+        + "; True: what it computes from this tensor does not reach the loss: not used (None is "
+        "right if it need not train), cut, "
         "or used only to draw or round a random choice, such as a crop box's size, which has no "
         "gradient by construction: None is right, and learning it needs a differentiable form of "
         "that choice)"
@@ -3197,6 +3231,521 @@ def _silent(module: torch.nn.Module | None) -> str:
             "not forward: wrap that method the same way to tell)"
         )
     return "not called"
+
+
+# calls whose result can carry a value without its history, read by name in a forward's source
+_CUT_NAMES = frozenset(("detach", "detach_", "item", "numpy", "tolist", "sample", "tensor",
+                        "Tensor", "new_tensor", "Variable", "checkpoint", "apply", "requires_grad_"))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=512)
+def _cut_calls(cls: type) -> frozenset | None:
+    """What in ``cls.forward``, and in the methods of ``cls`` it calls on ``self``, can cut a
+    value's history: "switch" (``_source_switches``), "data" (a ``.data`` read), or the name of a
+    call in ``_CUT_NAMES`` (``detach``, ``item``, ``sample``, ``tensor``, ``checkpoint``, a custom
+    Function's ``apply``); read with ``ast``, never run. Torch's own modules: none. None where a
+    source cannot be read."""
+    fn = inspect.getattr_static(cls, "forward", None)
+    fn = getattr(fn, "__func__", fn)
+    own = inspect.getattr_static(cls, "__call__", None) is torch.nn.Module.__call__
+    if own and (_torch_own(cls) or (getattr(fn, "__module__", None) or "").startswith("torch.")):
+        return frozenset()
+    if not inspect.isfunction(fn) or _parsed(fn) is None:
+        return None
+    found = set()
+    for _, method, root, *_ in _methods_run(cls):
+        if _source_switches(method):
+            found.add("switch")
+        for n in ast.walk(root):
+            if isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
+                found.add("data")
+            elif isinstance(n, ast.Call):
+                name = getattr(n.func, "attr", getattr(n.func, "id", ""))
+                if name in _CUT_NAMES:
+                    found.add(name)
+    return frozenset(found)
+
+
+def _checkpoints(module: torch.nn.Module) -> bool:
+    """Whether ``module`` says it checkpoints: ``gradient_checkpointing`` or
+    ``grad_checkpointing`` true on it or on its ``config`` (read from ``__dict__``, no property
+    run)."""
+    own = vars(module)
+    config = own.get("config")
+    return (
+        own.get("gradient_checkpointing") is True
+        or own.get("grad_checkpointing") is True
+        or config is not None
+        and inspect.getattr_static(config, "gradient_checkpointing", False) is True
+    )
+
+
+def _likely_unused(owner: str, g: _Context) -> str:
+    """Where no parameter of ``owner`` is on the loss's graph: the words saying it is more likely
+    not used by this loss than cut, when the nearest module named above it that has another
+    parameter on the graph exists and no forward under that module (``owner``'s, its
+    siblings', the ones between) cuts anything or turns gradients off (``_cut_calls``; a
+    ``checkpoint`` call only where a module says it checkpoints); read, never run, so only
+    "likely": a cut in the reader's code after that module is not seen. "" otherwise."""
+    modules = dict(g.modules)
+    me = modules.get(owner)
+    if me is None:
+        return ""
+    mine = {id(p) for p in me.parameters()}
+    parts = owner.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:depth])
+        above = modules.get(name)
+        if above is None:
+            return ""
+        on = next((p for p in above.parameters() if id(p) not in mine and id(p) in g.leaves), None)
+        if on is None:
+            continue
+        below = list(above.modules())
+        ignored = frozenset() if any(_checkpoints(m) for m in below) else {"checkpoint"}
+        if g.caller_cuts or any(
+            c is None or c - ignored for c in map(_cut_calls, {type(m) for m in below})
+        ):
+            return ""
+        return (
+            f"likely not used: other parameters of {name} are on the graph ({g.label(on)}), and "
+            f"no forward under {name}"
+            + (", nor your code here," if g.caller_cuts is False else "")
+            + " cuts or turns gradients off (read, not run)"
+        )
+    return ""
+
+
+def _unused_fix(owner: str, g: _Context) -> str:
+    """The fix by purpose for a module that runs while the loss does not use its output: the
+    topmost module above ``owner`` (or itself) whose parameters are all off the graph is the
+    one to freeze or drop."""
+    modules, top = dict(g.modules), owner
+    parts = owner.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:depth])
+        above = modules.get(name)
+        params = list(above.parameters()) if above is not None else []
+        if not params or any(id(p) in g.leaves for p in params):
+            break
+        top = name
+    path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", top)
+    return (
+        "if the loss need not use it (an unused head, a pooler), None is right: freeze it "
+        f"({path}.requires_grad_(False)) or drop it; to train it, use its output in the loss"
+    )
+
+
+_SHAPE_READS = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda",
+                          "requires_grad", "new_zeros", "new_ones", "new_empty", "new_full"))  # fmt: skip
+_DISTRIBUTION = torch.distributions.Distribution
+
+
+def _value_names(expr, me: str | None = None, valued=None) -> set:
+    """The names whose values ``expr`` reads, not only their shape, dtype or device (``x.shape``,
+    ``x.size(0)``, ``torch.zeros_like(x)``, ``len(x)``); ``me.<attr>`` is read as the name
+    ``"me.attr"`` where ``valued(attr)`` says it may hold a tensor."""
+    skip = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute) and n.attr in _SHAPE_READS:
+            skip.update(id(s) for s in ast.walk(n.value))
+        elif isinstance(n, ast.Call):
+            name = getattr(n.func, "attr", getattr(n.func, "id", ""))
+            if name.endswith("_like") or name in ("len", "isinstance", "type"):
+                skip.update(id(s) for a in n.args for s in ast.walk(a))
+    found = set()
+    for n in ast.walk(expr):
+        if id(n) in skip:
+            continue
+        if me and (attr := _attr_of(n, me)) is not None:
+            if valued is None or valued(attr):
+                found.add(f"{me}.{attr}")
+        elif isinstance(n, ast.Name) and n.id != me:
+            found.add(n.id)
+    return found
+
+
+def _bound(target) -> list:
+    """The plain names an assignment target binds (``a``, ``a, (b, *c)``; not ``x.y``, ``d[k]``)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound(e)]
+    return _bound(target.value) if isinstance(target, ast.Starred) else []
+
+
+def _bindings(nodes: list) -> list:
+    """(names bound, the value read) for each binding among ``nodes``: ``=``, annotated and
+    augmented assignments, ``for`` targets, ``with ... as``, ``:=``."""
+    found = []
+    for n in nodes:
+        if isinstance(n, ast.Assign):
+            targets, value = n.targets, n.value
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+            targets, value = [n.target], n.value
+        elif isinstance(n, (ast.For, ast.AsyncFor)):
+            targets, value = [n.target], n.iter
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            targets, value = [n.optional_vars], n.context_expr
+        elif isinstance(n, ast.NamedExpr):
+            targets, value = [n.target], n.value
+        else:
+            continue
+        names = [name for t in targets for name in _bound(t)]
+        if names:
+            found.append((names, value))
+    return found
+
+
+def _flows(bindings: list, seeds: dict, me: str | None = None, valued=None) -> dict:
+    """{name: what it is made from} for the names the values of ``seeds`` ({name: a frozenset})
+    flow to through ``bindings``, in any order (a loop body reads last round's names); a
+    ``me.<attr>`` that ``valued`` allows is a seed of itself."""
+    reads = [(names, _value_names(value, me, valued)) for names, value in bindings]
+    made = dict(seeds)
+    for _, read in reads:
+        made.update((r, frozenset((r,))) for r in read if me and r.startswith(f"{me}."))
+    for _ in range(len(reads) + 1):
+        changed = False
+        for names, read in reads:
+            got = frozenset().union(*(made.get(r, ()) for r in read))
+            for name in names:
+                if got - made.get(name, frozenset()):
+                    made[name], changed = made.get(name, frozenset()) | got, True
+        if not changed:
+            break
+    return made
+
+
+def _kind(obj, made: bool) -> type | bool | None:
+    """What ``obj`` is for a ``.sample()`` call: the distribution class (an instance of
+    torch.distributions' ``Distribution``; with ``made``, a class that makes one); False for what
+    is surely no distribution (a Python module, a class or an object without ``rsample``: a
+    DataFrame, a replay buffer, ``random``); None where it cannot be told (a function, an
+    ``nn.Module`` that may return one, an object that has ``rsample`` outside torch, a subclass
+    whose own ``sample`` may keep the graph)."""
+    cls = obj if made else type(obj)
+    if isinstance(cls, type) and issubclass(cls, _DISTRIBUTION):  # torch's own .sample(): no graph
+        owner = next((c for c in cls.__mro__ if "sample" in vars(c)), object)
+        return cls if _torch_own(owner) else None
+    if made and not isinstance(obj, type):
+        return False if isinstance(obj, types.ModuleType) else None
+    return None if obj is None or hasattr(cls, "rsample") else False
+
+
+def _resolve(node, scope: dict, me: str | None = None, instance=None):
+    """The object a name, ``a.b.c`` or ``me.<attr>`` is bound to: looked up in ``scope`` (or on
+    ``instance`` for ``me``) with ``inspect.getattr_static``, nothing run; None otherwise."""
+    if me and instance is not None and (attr := _attr_of(node, me)) is not None:
+        own = vars(instance)
+        for held in (
+            own,
+            own.get("_modules", {}),
+            own.get("_parameters", {}),
+            own.get("_buffers", {}),
+        ):
+            if attr in held:
+                return held[attr]
+        return inspect.getattr_static(type(instance), attr, None)
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, scope, me, instance)
+        return None if base is None else inspect.getattr_static(base, node.attr, None)
+    return None
+
+
+def _has_rsample(cls: type | None, obj=None) -> bool | None:
+    """``has_rsample`` of a distribution class (of ``obj``, where a property of torch's own class
+    decides it: ``Independent``, ``TransformedDistribution``); None where it cannot be told."""
+    flag = inspect.getattr_static(cls, "has_rsample", None) if cls is not None else None
+    if isinstance(flag, property) and obj is not None and _torch_own(cls):
+        flag = obj.has_rsample  # torch's own property: reads its base distribution's flag
+    return flag if isinstance(flag, bool) else None
+
+
+def _code(line: str) -> str:
+    """``line`` without its comment and outer spaces (a ``#`` inside a string is kept)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return line.strip()
+    at = next((t.start[1] for t in tokens if t.type == tokenize.COMMENT), len(line))
+    return line[:at].strip()
+
+
+def _draw(call, rec, kind, where: str, lines, start: int) -> dict:
+    """One ``.sample()`` call found: where, its line, the same call with ``.rsample``."""
+    args = [ast.unparse(a) for a in call.args] + [ast.unparse(k) for k in call.keywords]
+    return {
+        "where": f"{where}:{start + call.lineno - 1}",
+        "code": _code(lines[call.lineno - 1]) if call.lineno <= len(lines) else "",
+        "rsample": f"{ast.unparse(rec)}.rsample({', '.join(args)})",
+        "recv": ast.unparse(rec),
+        "cls": kind if isinstance(kind, type) else None,
+    }
+
+
+def _sample_calls(nodes: list, bindings: list, resolve, held=None) -> list:
+    """(the call, its receiver, what it draws from: ``_kind``) for each ``.sample(...)`` among
+    ``nodes`` whose result is kept (not a bare statement) and whose receiver is not surely
+    something else than a distribution; ``resolve(node)`` looks a callee up, ``held(name)`` the
+    object a name holds now (the caller's locals)."""
+    dropped = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+    found = []
+    for n in nodes:
+        if not (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "sample" and id(n) not in dropped
+        ):  # fmt: skip
+            continue
+        rec = n.func.value
+        obj = held(rec.id) if held and isinstance(rec, ast.Name) else None
+        if obj is not None:
+            kind = _kind(obj, False)
+        elif isinstance(rec, ast.Call):
+            kind = _kind(resolve(rec.func), True)
+        elif isinstance(rec, ast.Name):
+            kinds = [_kind(resolve(v.func), True) for names, v in bindings
+                     if rec.id in names and isinstance(v, ast.Call)]  # fmt: skip
+            kind = next((k for k in kinds if k), None if not kinds or None in kinds else False)
+        else:
+            kind = _kind(resolve(rec), False) if resolve(rec) is not None else None
+        if kind is not False:
+            found.append((n, rec, kind, obj))
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _samples(cls: type) -> bool:
+    """Whether a method ``_methods_run`` reads for ``cls`` calls some ``.sample(...)``."""
+    return any(
+        isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "sample"
+        for *_, root, _, _, _ in _methods_run(cls)
+        for n in ast.walk(root)
+    )
+
+
+def _module_draws(module: torch.nn.Module, name: str) -> list:
+    """The draws by ``.sample()`` in ``module``'s forward and the methods it calls on ``self``
+    (``_methods_run``; read with ``ast``, never run) from a distribution made from the forward's
+    inputs or from the tensors ``self`` holds (a draw from constants, ``Normal(0, 1)``, is the
+    noise of a reparameterisation: no cut); each with the module's name and class, and the
+    attributes of ``self`` (submodules, tensors) the distribution is made from."""
+    found = []
+    if not _samples(type(module)):
+        return found
+
+    def valued(attr):  # a tensor or a module, or not known: a number, a flag or a string is none
+        v = _resolve(ast.Attribute(ast.Name("self"), attr), {}, "self", module)
+        return v is None or isinstance(v, (torch.Tensor, torch.nn.Module, property, _DISTRIBUTION))
+
+    for _, fn, root, me, where, start in _methods_run(type(module)):
+        nodes = list(_own_nodes(root.body))
+        bindings = _bindings(nodes)
+        scope = getattr(fn, "__globals__", {})
+        params = _params(root, True)[1]
+        made = _flows(bindings, {p: frozenset((p,)) for p in params}, me, valued)
+
+        def resolve(node, scope=scope, me=me):
+            return _resolve(node, scope, me, module)
+
+        for call, rec, kind, _ in _sample_calls(nodes, bindings, resolve):
+            source = rec if not isinstance(rec, ast.Name) else next(
+                (v for names, v in bindings if rec.id in names and isinstance(v, ast.Call)), rec
+            )  # fmt: skip
+            labels = frozenset().union(*(made.get(r, ()) for r in _value_names(source, me, valued)))
+            if not labels:
+                continue  # made from constants: no history to lose
+            lines = _parsed(fn)[3]
+            d = _draw(call, rec, kind, where, lines, start)
+            d.update(owner=name, klass=type(module).__name__, rs=_has_rsample(d["cls"]),
+                     library="-packages" in (fn.__code__.co_filename or ""),
+                     made={x.partition(".")[2] for x in labels if x.startswith(f"{me}.")})  # fmt: skip
+            found.append(d)
+    return found
+
+
+def _caller_draws(frame, g: _Context) -> tuple[list, bool | None]:
+    """(the draws by ``.sample()`` in the caller's own body, whether that body can cut a value's
+    history: a ``no_grad``/``inference_mode``/``set_grad_enabled(False)`` call or a
+    ``.detach()``/``.data``; None where it cannot be read). The body is a function's (not the
+    defs in it) or a script's top level, read with ``ast``, never run. Each draw with the ids of
+    the tensors it is made from: for a receiver the caller holds now that is a distribution, the
+    leaves (and nodes) its own tensors' graphs reach (its ``__dict__``, no lazy property run);
+    for any other, the tensors and modules named by the caller's names it reads, through the
+    caller's assignments. A receiver surely no distribution (a DataFrame, a replay buffer) is
+    left out. Any failure: none."""
+    try:
+        code = frame.f_code
+        if code.co_name == "<module>":
+            lines = linecache.getlines(code.co_filename)
+            body, start = ast.parse("".join(lines)).body, 1
+        else:
+            tree, start, _, lines = _parsed(code)
+            body = tree.body[0].body
+        nodes = list(_own_nodes(body))
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return [], None
+    cuts = any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "data"
+        and isinstance(n.ctx, ast.Load)
+        or isinstance(n, ast.Call)
+        and (
+            getattr(n.func, "attr", None) in ("detach", "detach_")
+            or getattr(n.func, "attr", getattr(n.func, "id", ""))
+            in ("no_grad", "inference_mode", "set_grad_enabled")
+            and _turns_off(ast.unparse(n))
+        )
+        for n in nodes
+    )
+    if not any(isinstance(n, ast.Attribute) and n.attr == "sample" for n in nodes):
+        return [], cuts
+    try:
+        scope = {**frame.f_globals, **frame.f_locals}
+        where = Path(code.co_filename).name
+        return _read_draws(nodes, scope, where, lines, start, g), cuts
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return [], cuts
+
+
+def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g) -> list:
+    """``_caller_draws`` once the caller's body is read."""
+    bindings = _bindings(nodes)
+    calls = _sample_calls(
+        nodes, bindings, lambda node: _resolve(node, scope), lambda name: scope.get(name)
+    )
+    seeds = {}
+    for key, v in scope.items():
+        if isinstance(v, torch.Tensor) and v.requires_grad:
+            seeds[key] = frozenset((id(v),))
+        elif isinstance(v, torch.nn.Module) and any(v is m for m in g.expected.values()):
+            seeds[key] = frozenset(id(p) for p in v.parameters())
+    made = _flows(bindings, seeds) if calls else {}
+    losses = {key for key, v in scope.items() if v is g.loss}  # the names the loss has here
+    found = []
+    for call, rec, kind, obj in calls:
+        if isinstance(obj, _DISTRIBUTION):
+            ids = _reached(t for t in vars(obj).values() if isinstance(t, torch.Tensor))
+        else:
+            ids = frozenset().union(*(made.get(r, ()) for r in _value_names(rec)))
+        if ids:
+            bound = {
+                n for names, v in bindings if any(x is call for x in ast.walk(v)) for n in names
+            }
+            flows = _flows(bindings, {n: frozenset("d") for n in bound}) if losses else {}
+            d = _draw(call, rec, kind, where, lines, start)
+            d.update(ids=ids, rs=_has_rsample(d["cls"], obj), owner="", library=False)
+            d["feeds"] = any(flows.get(n) for n in losses)  # the loss is assigned from the draw
+            found.append(d)
+    return sorted(found, key=lambda d: (not d["feeds"], int(d["where"].rpartition(":")[2])))
+
+
+def _reached(tensors, most: int = 4096) -> frozenset:
+    """The ids of ``tensors``, of the nodes their graphs hold and of the leaves those reach."""
+    found, todo = set(), []
+    for t in tensors:
+        found.add(id(t))
+        if t.grad_fn is not None:
+            todo.append(t.grad_fn)
+    seen = set()
+    while todo and len(seen) < most:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        found.add(id(fn))
+        variable = getattr(fn, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            found.add(id(variable))
+        todo += [c for c, _ in fn.next_functions if c is not None]
+    return frozenset(found)
+
+
+def _draws_for(t: torch.Tensor, g: _Context) -> list:
+    """The draws by ``.sample()`` that may cut ``t``: the caller's, made from it (first), then
+    those in the forwards of the modules named (``_module_draws``; in a forward above ``t``'s
+    module, only one made from the branch that holds it), once per line."""
+    if g.draws is None:
+        try:
+            g.draws = [
+                d for n, m in g.modules if not _torch_own(type(m)) for d in _module_draws(m, n)
+            ]  # fmt: skip
+        except Exception:  # noqa: BLE001 - reading a library's source must never stop the report
+            g.draws = []
+    mine = [
+        d for d in g.caller_draws
+        if id(t) in d["ids"] or t.grad_fn is not None and id(t.grad_fn) in d["ids"]
+    ]  # fmt: skip
+    owner = g.held["module"].get(id(t), "").rpartition(".")[0]
+    for d in g.draws:  # in a forward above t's module: only where that branch makes the draw
+        above = owner.startswith(f"{d['owner']}.")
+        if not above or owner[len(d["owner"]) + 1 :].split(".")[0] in d["made"]:
+            mine.append(d)
+    return list({d["where"]: d for d in reversed(mine)}.values())[::-1]
+
+
+def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
+    """``found`` (rule, why, fix) with the draw by ``.sample()`` that may cut ``t`` said first
+    (``_draws_for``), where the rule is one a cut explains; the fix leads with ``.rsample()``
+    where the distribution has it."""
+    rule, why, fix = found
+    if rule not in _DRAW_RULES or "likely not used" in why:
+        return found
+    draws = _draws_for(t, g)
+    if not draws:
+        return found
+    d = draws[0]
+    cls = d["cls"].__name__ if d["cls"] is not None else ""
+    unsure = "a torch.distributions object draws so without a graph"
+    if d["owner"] and cls:
+        said = (
+            f"{d['owner']} ({d['klass']}) draws from a {cls} by .sample(), which keeps no graph, "
+            f"at {d['where']}: {d['code']} (read, not run)"
+        )
+    elif d["owner"]:
+        said = (
+            f"{d['owner']} ({d['klass']}) calls .sample() on {d['recv']} at {d['where']}: "
+            f"{d['code']} (read, not run): {unsure}"
+        )
+    elif cls:
+        said = (
+            f"{d['where']} draws from {d['recv']}, a {cls} made from it, by .sample(), which "
+            f"keeps no graph: {d['code']}"
+        )
+    else:
+        said = f"{d['where']} calls .sample() on {d['recv']}, made from it: {unsure}: {d['code']}"
+    if d.get("feeds"):
+        said += ", and the loss is computed from the draw (read, not run)"
+    if d["rs"] is False:
+        cure = (
+            f"{cls} has no .rsample(), so the draw has no gradient: train through "
+            f"{d['recv']}.log_prob(draw) * reward (a score-function term), or a relaxed "
+            "distribution (RelaxedBernoulli, RelaxedOneHotCategorical)"
+        )
+    else:
+        cure = f"{d['rsample']} (" + (
+            f"{cls} has it" if d["rs"] else "where the distribution has it: has_rsample"
+        )
+        cure += "; a library's line: check a newer release, or patch it)" if d["library"] else ")"
+    lead = (
+        "if its value passes the draw" if d["owner"]
+        else "the draw" if d.get("feeds") and cls
+        else "if the loss is made from the draw"
+    )  # fmt: skip
+    more = f"; also {', '.join(x['where'] for x in draws[1:3])}" if len(draws) > 1 else ""
+    return rule, f"{said}{more}; {why}", f"{lead} at {d['where']}: {cure}; else {fix}"
+
+
+_DRAW_RULES = (
+    "not on the graph",
+    "not on the graph: its module is not used or is cut",
+    "not on the graph: the loss has no graph",
+    "not on the graph: the loss reaches only parameters you did not name",
+    "not on the graph: the loss reaches only leaves you did not name",
+    "not on the graph: not used or cut, not a parameter",
+)
 
 
 def _checkpointing(owner: str, modules: list) -> str | None:
