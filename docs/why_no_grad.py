@@ -2414,10 +2414,11 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[
     the callable the caller's own body (a function's, not the defs in it; a script's top level)
     assigns the loss from, where the call is the whole value (``loss = fn(...)``,
     ``loss = 1 - fn(...)``) of the last assignment of that name above the caller's current line,
-    in a block that line is in (a later ``loss = ...``, or one in another branch, cannot have
-    made it): the loss found by identity among the caller's locals, the source read with
-    ``ast``; the callable and the arguments (plain names or ``name.attr``) looked up in the
-    caller's locals and globals without running anything. Any failure: none."""
+    where it is the only one or sits in a block that line is in (or a ``with`` block's body): a
+    later ``loss = ...``, or one in a branch not taken, cannot have made it. The loss found by
+    identity among the caller's locals, the source read with ``ast``; the callable and the
+    arguments (plain names or ``name.attr``) looked up in the caller's locals and globals
+    without running anything. Any failure: none."""
     try:
         scope = {**frame.f_globals, **frame.f_locals}
         names = {k for k, v in frame.f_locals.items() if v is loss}
@@ -2445,8 +2446,11 @@ def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[
     if not assigns:
         return []
     last = max(assigns, key=lambda n: (n.lineno, n.col_offset))
-    up = parents.get(id(last))
+    up = parents.get(id(last)) if len(assigns) > 1 else None  # one: it made the value
     while up is not None:  # each block holding it must hold the current line too
+        if isinstance(up[0], (ast.With, ast.AsyncWith)):  # a with block's body always runs
+            up = parents.get(id(up[0]))
+            continue
         block = getattr(*up)  # a match's case has no line: from its pattern to its body's end
         starts = [getattr(s, "pattern", s) for s in block]
         ends = [s.body[-1] if hasattr(s, "pattern") else s for s in block]

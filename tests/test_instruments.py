@@ -11434,8 +11434,8 @@ class _Metric18(nn.Module):
 
 def test_wng18_the_loss_is_read_from_its_last_assignment_above_the_call_in_its_block():
     """Review 34 I1: a later ``loss = ...`` (a training loop below) dropped the cut inside the
-    call; now the last assignment above the call's line, in a block that line is in; one in a
-    branch the line is not in is not read. The fix printed (its _score) trains three checked
+    call; now the last assignment above the call's line, in a block that line is in (or a with
+    block's body); one in a branch the line is not in is not read. The fix printed (its _score) trains three checked
     steps."""
     torch.manual_seed(0)
     m, model = _Metric18(), nn.Linear(3, 1)
@@ -11446,6 +11446,11 @@ def test_wng18_the_loss_is_read_from_its_last_assignment_above_the_call_in_its_b
     found = why_no_grad(loss, model=model)["model.weight"]
     assert "the loss is assigned from m(out, ...) and out requires grad" in found.why, found
     assert "_Metric18._score" in found.fix, found
+    loss = (out.detach() - y).pow(2).mean()
+    with torch.enable_grad():  # a with block's body always runs
+        loss = m(out, y)
+    found = why_no_grad(loss, model=model)["model.weight"]
+    assert "the loss is assigned from m(out, ...) and out requires grad" in found.why, found
     loss = (out.detach() - y).pow(2).mean()
     if x.sum() > 1e9:  # never taken: this assignment did not make the loss
         loss = m(out, y)
