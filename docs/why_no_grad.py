@@ -154,6 +154,7 @@ Where it stops:
 from __future__ import annotations
 
 import ast
+import builtins
 import collections
 import functools
 import inspect
@@ -782,6 +783,7 @@ class _Context:
     caller_draws: list = field(default_factory=list)  # _caller_draws of the caller
     caller_cuts: bool | None = None  # the caller's own code can cut (_caller_draws); None: unread
     draws: list | None = None  # _module_draws of the modules named, once
+    kept: dict | None = None  # _kept_from, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -2014,6 +2016,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             )
         if _straight_through(g, t) and (line := _straight_lines(owner, g)):
             return _read_under_detach(owner, line, module)
+        if kept_cut := _kept_cut(t, g):
+            return kept_cut
         likely = _likely_unused(owner, g)
         unused = _unused_fix(owner, g)
         switches = _switches(owner, g)
@@ -2056,6 +2060,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             + "it is cut after it (or inside its forward): "
             + _cut_fix(g, t),
         )
+    if kept_cut := _kept_cut(t, g):
+        return kept_cut
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -2106,57 +2112,213 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
 
 
 _CUT_CALLS = ("detach", "item", "numpy", "tolist")
+# a tensor's facts, not its values: reading them carries no value into the result
+_FACTS = ("shape", "ndim", "dtype", "device", "requires_grad", "is_cuda", "layout", "is_leaf")
+_FACT_CALLS = ("size", "dim", "numel", "nelement", "stride", "get_device", "is_contiguous",
+               "is_floating_point", "is_complex", "data_ptr", "element_size", "ndimension")  # fmt: skip
 
 
-def _cuts_args(fn, cls_name: str = "") -> list[tuple[str, str, str]]:
-    """(``file:line: code``, the method it hands the cut value to or "", the parameter cut) for
-    each place in ``fn``'s source (read with ``ast``, never run) that cuts one of its own
-    parameters: ``arg.detach()``, ``arg.item()``, ``arg.numpy()``, ``arg.data``. None where the
-    source cannot be read."""
-    read = _parsed(fn)
-    if read is None or not read[0].body:  # no source: nothing found
-        return []
-    root, start, where, lines = read[0].body[0], *read[1:]
+def _copiers() -> tuple:
+    """The constructors that copy values into a new tensor or number without history."""
+    made = (torch.tensor, torch.Tensor, torch.FloatTensor, torch.DoubleTensor, float, int)
+    np = sys.modules.get("numpy")
+    return made + ((np.array, np.asarray) if np is not None else ())
+
+
+def _looked_up(func, space: dict):
+    """What ``func`` (``name`` or ``module.name``) names in ``space`` (a function's globals, then
+    builtins), looked up, never run; None otherwise."""
+    if isinstance(func, ast.Name):
+        return space.get(func.id, vars(builtins).get(func.id))
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        held = space.get(func.value.id)
+        return vars(held).get(func.attr) if isinstance(held, types.ModuleType) else None
+    return None
+
+
+def _copied(n, space: dict) -> list | None:
+    """The expressions ``n`` copies without history (``x.detach()``, ``.item()``, ``.numpy()``,
+    ``.tolist()``, ``x.data``; ``torch.tensor(...)``, ``torch.Tensor(...)``, ``np.array(...)``,
+    ``float(...)``, ``int(...)``), or None where ``n`` is no such copy."""
+    if isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
+        return [n.value]
+    if not isinstance(n, ast.Call):
+        return None
+    if isinstance(n.func, ast.Attribute) and n.func.attr in _CUT_CALLS:
+        return [n.func.value]
+    made = _looked_up(n.func, space)
+    return list(n.args) if made is not None and any(made is c for c in _copiers()) else None
+
+
+def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
+    """The sources (parameters; ``.attr`` for ``me.attr``) whose values ``expr`` (outside the
+    node ``but``) carries: through names made from them (``taint``), not through a copy without
+    history (``_copied``), nor through a tensor's facts (``x.shape``, ``x.size(0)``, ``len(x)``)."""
+    found, todo = set(), [expr]
+    while todo:
+        n = todo.pop()
+        if n is but or _copied(n, space) is not None or isinstance(n, (ast.Lambda, ast.Compare)):
+            continue
+        if isinstance(n, ast.Attribute) and n.attr in _FACTS:
+            continue
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr in _FACT_CALLS:
+                todo += [*n.args, *(k.value for k in n.keywords)]
+                continue
+            if isinstance(n.func, ast.Name) and n.func.id in _NO_CALL:
+                continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            found |= taint.get(n.id, set())
+        elif me and (attr := _attr_of(n, me)) in attrs and isinstance(n.ctx, ast.Load):
+            found.add("." + attr)
+            continue
+        todo += list(ast.iter_child_nodes(n))
+    return found
+
+
+def _bound(target) -> list[str]:
+    """The plain names an assignment target binds (``a``, ``a, (b, *c)``)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for e in target.elts for name in _bound(e)]
+    return []
+
+
+def _base_name(node) -> str | None:
+    """The name under a subscript or attribute chain (``d`` of ``d["k"].x``)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _non_tensor(root) -> set:
+    """Ids of the nodes in a branch taken only where a value is not a tensor
+    (``if not isinstance(x, torch.Tensor): x = torch.tensor(x)``): copying there cuts nothing."""
+
+    def tensor_test(test) -> bool | None:  # True: the test says "is a tensor"; None: another
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = tensor_test(test.operand)
+            return None if inner is None else not inner
+        if not isinstance(test, ast.Call) or not test.args:
+            return None
+        func = ast.unparse(test.func)
+        kinds = ast.unparse(test.args[1]) if len(test.args) > 1 else ""
+        if func in ("torch.is_tensor", "is_tensor") or func == "isinstance" and "Tensor" in kinds:
+            return True
+        return None
+
+    found = set()
+    for n in ast.walk(root):
+        if isinstance(n, (ast.If, ast.IfExp)) and (says := tensor_test(n.test)) is not None:
+            branch = n.orelse if says else n.body
+            for part in branch if isinstance(branch, list) else [branch]:
+                found |= {id(sub) for sub in ast.walk(part)}
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
+    """How values flow in ``fn``'s own body (read with ``ast``, never run): (its def, the name of
+    self, its parameters, the taint {name: the sources its value is made from}, the ids of the
+    nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its globals,
+    {id of a node: the value of the statement it is in}); None where the source cannot be read."""
+    root = _root(fn)
     if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    me, args = _params(root, method)
+    space = getattr(fn, "__globals__", {})
+    own = list(_own_nodes(root.body))
+    sets = [n for n in own if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
+    sets = [n for n in sets if n.value is not None]
+    loops = [n for n in own if isinstance(n, (ast.For, ast.AsyncFor))]
+    taint = {a: {a} for a in args}
+    for _ in range(8):  # names made from names: a few rounds reach every chain in practice
+        before = sum(map(len, taint.values()))
+        for n in (*sets, *loops):
+            value = n.iter if isinstance(n, (ast.For, ast.AsyncFor)) else n.value
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            srcs = _reads(value, taint, me, attrs, space)
+            for name in (name for t in targets for name in _bound(t)):
+                taint.setdefault(name, set()).update(srcs)
+        if sum(map(len, taint.values())) == before:
+            break
+    reach, needed = set(), set()
+
+    def mark(expr) -> None:  # its value reaches the return: so do the names it reads
+        for sub in ast.walk(expr):
+            reach.add(id(sub))
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id != me:
+                needed.add(sub.id)
+
+    for n in own:
+        if isinstance(n, ast.Return) and n.value is not None:
+            mark(n.value)
+    steps = [  # (the names a statement sets or changes, the expression it does so with)
+        (
+            {name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+             for name in (_bound(t) or [_base_name(t)]) if name and name != me},
+            n.value,
+        )
+        for n in sets
+    ] + [({name for name in _bound(n.target)}, n.iter) for n in loops] + [
+        ({_base_name(n.value.func.value)} - {me, None}, n.value)  # out.append(x)
+        for n in own
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute)
+    ]  # fmt: skip
+    done = set()
+    while len(done) < len(steps):
+        grown = False
+        for i, (names, value) in enumerate(steps):
+            if i not in done and names & needed:
+                done.add(i)
+                mark(value)
+                grown = True
+        if not grown:
+            break
+    values = {  # a statement's value: return x, y = x, f(x) alone, for v in x
+        id(sub): value
+        for n in own
+        if isinstance(value := getattr(n, "iter", getattr(n, "value", None)), ast.expr)
+        and isinstance(n, ast.stmt)
+        for sub in ast.walk(value)
+    }
+    return root, me, args, taint, reach, _non_tensor(root), space, values
+
+
+def _cuts_args(
+    fn, cls_name: str = "", attrs: frozenset = frozenset()
+) -> list[tuple[str, str, str]]:
+    """(``file:line: code``, the method it hands the cut value to or "", the parameter cut, or
+    ``.attr`` for ``self.attr`` among ``attrs``) for each place in ``fn``'s source (read with
+    ``ast``, never run) that copies the value of one of its own parameters without history
+    (``_copied``: ``arg.detach()``, ``.item()``, ``.data``, ``torch.tensor([arg, ...])``,
+    ``float(arg)``), directly or through names made from it, where that copy's value reaches
+    the ``return`` (a metric or a log beside the result is no cut of it) and the branch is not
+    one for non-tensors. None where the source cannot be read."""
+    flows = _flows(fn, bool(cls_name), attrs)
+    read = _parsed(fn)
+    if flows is None or read is None:  # no source: nothing found
         return []
-    me, args = _params(root, bool(cls_name))
+    root, me, args, taint, reach, skip, space, values = flows
+    start, where, lines = read[1:]
     given, found = {}, []  # id(node) -> the self-method a call hands it to
     for n in ast.walk(root):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
             for a in (*n.args, *(k.value for k in n.keywords)):
                 for sub in ast.walk(a):
                     given.setdefault(id(sub), f"{cls_name}.{n.func.attr}")
-
-    def local(t) -> bool:  # a target that binds a name (not obj.attr = ..., d[k] = ...)
-        return isinstance(t, ast.Name) or (
-            isinstance(t, (ast.Tuple, ast.List, ast.Starred))
-            and any(local(e) for e in (t.elts if not isinstance(t, ast.Starred) else [t.value]))
-        )
-
-    side = {  # a cut only kept on an object or logged (self.last = x.detach(), log(x.item())):
-        id(sub)  # its value does not go on to the result
-        for st in ast.walk(root)
-        if isinstance(st, ast.Expr)
-        or (
-            isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-            and not any(
-                local(t) for t in (st.targets if isinstance(st, ast.Assign) else [st.target])
-            )
-        )
-        for sub in ast.walk(st)
-    }
-    for n in ast.walk(root):
-        hit = None
-        if id(n) in side:
-            continue
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-            hit = n.func.attr in _CUT_CALLS and n.func.value
-        elif isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
-            hit = n.value
-        if isinstance(hit, ast.Name) and hit.id in args:
-            line = start + n.lineno - 1
+    for n in _own_nodes(root.body):
+        copied = _copied(n, space) if id(n) in reach and id(n) not in skip else None
+        srcs = set().union(*(_reads(e, taint, me, attrs, space) for e in copied or ()))
+        if srcs and id(n) in values:  # kept beside the copy (w + (q(w) - w).detach()): no cut
+            srcs -= _reads(values[id(n)], taint, me, attrs, space, but=n)
+        for src in sorted(srcs):
             code = lines[n.lineno - 1].strip()
-            found.append((f"{where}:{line}: {code}", given.get(id(n), ""), hit.id))
+            found.append((f"{where}:{start + n.lineno - 1}: {code}", given.get(id(n), ""), src))
     return list(dict.fromkeys(found))
 
 
@@ -2191,26 +2353,35 @@ def _class_entry(cls: type, name: str = "") -> tuple[object, type | None]:
     return fn, owner
 
 
-def _cut_params(obj, fn=None, cls: type | None = None, depth: int = 1, name: str = "") -> dict:
-    """{parameter of what calling ``obj`` runs first (``_entry``): [(``file:line: code``, the
-    method handed the cut value)]} for each parameter its code cuts (``_cuts_args``), there, in
-    the ``super()`` method it hands that parameter to, or, one level down, in a callable it hands
-    it to (``self.attr(p, ...)``, ``Name(...)(p, ...)``); read, never run. Any failure: none."""
+def _cut_params(
+    obj,
+    fn=None,
+    cls: type | None = None,
+    depth: int = 1,
+    name: str = "",
+    attrs: frozenset = frozenset(),
+) -> dict:
+    """{parameter of what calling ``obj`` runs first (``_entry``), or ``.attr`` for ``self.attr``
+    among ``attrs``: [(``file:line: code``, the method handed the cut value)]} for each that its
+    code cuts (``_cuts_args``), there, in the ``super()`` method it hands that value to, or,
+    ``depth`` levels down, in a callable it hands it to (``self.attr(p, ...)``, ``self.meth(p)``,
+    ``Name(...)(p, ...)``, a function ``fn(p)`` or ``module.fn(p)``) where that call's value
+    reaches the ``return``; read, never run. Any failure: none."""
     if fn is None:
         fn, cls = _entry(obj)
     if fn is None:
         return {}
     found, name = {}, name or (type(obj).__name__ if cls is not None and obj is not None else "")
-    for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else "")):
+    for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else ""), attrs):
         found.setdefault(p, []).append((code, part))
-    root = _root(fn)
-    if root is None:  # no source: nothing more
+    flows = _flows(fn, cls is not None, attrs)
+    if flows is None:  # no source: nothing more
         return found
-    me, args = _params(root, cls is not None)
-    for n in ast.walk(root):
-        if not isinstance(n, ast.Call) or not isinstance(n.func, (ast.Attribute, ast.Call)):
+    root, me, _, taint, reach, _, space, values = flows
+    for n in _own_nodes(root.body):
+        if not isinstance(n, ast.Call) or id(n) not in reach:
             continue
-        below, where, sub, down, shown = None, None, None, depth - 1, ""
+        below, where, sub, down, shown, keep = None, None, None, depth - 1, "", frozenset()
         f = n.func
         if (
             cls is not None and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call)
@@ -2221,34 +2392,45 @@ def _cut_params(obj, fn=None, cls: type | None = None, depth: int = 1, name: str
             owner = next((c for c in up if f.attr in vars(c)), None)
             if owner is not None:
                 (below, where), sub, down, shown = _class_entry(owner, f.attr), obj, depth, name
+                keep = attrs
         elif depth < 1:
             continue
         elif me and isinstance(f, ast.Attribute) and _attr_of(f, me) and obj is not None:
             held = vars(obj).get(f.attr, vars(obj).get("_modules", {}).get(f.attr))
             if held is not None and not inspect.ismethod(held):
                 (below, where), sub = _entry(held), held
+            elif held is None:  # a method of its class: self is the same object
+                owner = next((c for c in type(obj).__mro__ if f.attr in vars(c)), None)
+                if owner is not None and not _torch_own(owner):
+                    (below, where), sub, shown, keep = _class_entry(owner, f.attr), obj, name, attrs
         elif isinstance(f, ast.Call) and isinstance(f.func, ast.Name):
-            made = fn.__globals__.get(f.func.id)
+            made = space.get(f.func.id)
             if isinstance(made, type) and not issubclass(made, torch.Tensor):
                 (below, where), shown = _class_entry(made), made.__name__
+        elif isinstance(f, (ast.Name, ast.Attribute)):  # a function: fn(p), module.fn(p)
+            made = _looked_up(f, space)
+            if inspect.isfunction(made) and not (made.__module__ or "").startswith("torch"):
+                below = made
         if below is None:
             continue
-        broot = _root(below)
         try:
-            bargs = _params(broot, where is not None)[1]
+            bargs = _params(_root(below), where is not None)[1]
         except Exception:  # noqa: BLE001 - no source (or not a def): nothing more
             continue
-        _bind(n, args, bargs, _cut_params(sub, below, where, down, shown), found)
+        cuts = _cut_params(sub, below, where, down, shown, keep)
+        beside = _reads(values[id(n)], taint, me, attrs, space, but=n) if id(n) in values else set()
+        _bind(n, lambda a, b=beside: _reads(a, taint, me, attrs, space) - b, bargs, cuts, found)
     return found
 
 
-def _bind(call, args: list, bargs: list, cuts: dict, found: dict) -> None:
-    """Add to ``found`` each of ``args`` that ``call`` hands to a parameter ``cuts`` names."""
+def _bind(call, reads, bargs: list, cuts: dict, found: dict) -> None:
+    """Add to ``found``, for each argument of ``call`` bound to a parameter ``cuts`` names, the
+    sources that argument's value is made from (``reads``)."""
     pairs = [(a, bargs[i]) for i, a in enumerate(call.args) if i < len(bargs)]
     pairs += [(k.value, k.arg) for k in call.keywords if k.arg in bargs]
     for a, p in pairs:
-        if isinstance(a, ast.Name) and a.id in args and p in cuts:
-            found.setdefault(a.id, []).extend(cuts[p])
+        for src in sorted(reads(a)) if p in cuts else ():
+            found.setdefault(src, []).extend(cuts[p])
 
 
 def _own_nodes(body: list):
@@ -2264,33 +2446,54 @@ def _own_nodes(body: list):
 def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:
     """(its name, the object, [(an argument that requires grad, the parameter it binds)]) for
     the callable the caller's own body (a function's, not the defs in it; a script's top level)
-    assigns the loss from, where it assigns that name once and the call is the whole value
-    (``loss = fn(...)``, ``loss = 1 - fn(...)``): the loss found by identity among the caller's
-    locals, the source read with ``ast``; the callable and the arguments (plain names or
-    ``name.attr``) looked up in the caller's locals and globals without running anything.
-    Any failure, or several assignments: none."""
+    assigns the loss from, where the call is the whole value (``loss = fn(...)``,
+    ``loss = 1 - fn(...)``) of the last assignment of that name above the caller's current line,
+    where it is the only one or sits in a block that line is in (or a ``with`` block's body): a
+    later ``loss = ...``, or one in a branch not taken, cannot have made it. The loss found by
+    identity among the caller's locals, the source read with ``ast``; the callable and the
+    arguments (plain names or ``name.attr``) looked up in the caller's locals and globals
+    without running anything. Any failure: none."""
     try:
         scope = {**frame.f_globals, **frame.f_locals}
         names = {k for k, v in frame.f_locals.items() if v is loss}
         if not names:
             return []
-        code = frame.f_code
+        code, at = frame.f_code, frame.f_lineno
         if code.co_name == "<module>":  # a script's or a notebook cell's top level
             body = ast.parse("".join(linecache.getlines(code.co_filename))).body
         else:
-            root = _root(code)
+            root, at = _root(code), at - _parsed(code)[1] + 1  # the line within its source
             body = root.body if isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
         return []
-    assigns = []
+    assigns, parents = [], {}
     for n in _own_nodes(body):
+        for key, value in ast.iter_fields(n):
+            for child in value if isinstance(value, list) else ():
+                parents[id(child)] = (n, key)
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+            if n.end_lineno <= at and any(
+                isinstance(t, ast.Name) and t.id in names for t in targets
+            ):
                 assigns.append(n)
-    if len(assigns) != 1:  # which one made it cannot be read: no producer
+    if not assigns:
         return []
-    call = assigns[0].value
+    last = max(assigns, key=lambda n: (n.lineno, n.col_offset))
+    up = parents.get(id(last)) if len(assigns) > 1 else None  # one: it made the value
+    while up is not None:  # each block holding it must hold the current line too
+        if isinstance(up[0], (ast.With, ast.AsyncWith)):  # a with block's body always runs
+            up = parents.get(id(up[0]))
+            continue
+        block = getattr(*up)  # a match's case has no line: from its pattern to its body's end
+        starts = [getattr(s, "pattern", s) for s in block]
+        ends = [s.body[-1] if hasattr(s, "pattern") else s for s in block]
+        if not any(h.lineno <= at <= e.end_lineno for h, e in zip(starts, ends)):
+            return []
+        up = parents.get(id(up[0]))
+    if isinstance(last, ast.AugAssign):  # loss += term: no one call made it
+        return []
+    call = last.value
     if isinstance(call, ast.BinOp) and isinstance(call.op, ast.Sub):
         call = call.right if isinstance(call.left, ast.Constant) else None
     if not isinstance(call, ast.Call):
@@ -2360,9 +2563,90 @@ def _cut_inside(g: _Context) -> tuple[str, str, str] | None:
             f"{label}({given}, ...) and {given} require{'s' if len(hit) == 1 else ''} grad: the "
             f"history ends inside that call: {label} ({kind}) cuts "
             f"{'that value' if len(hit) == 1 else 'those values'} (read, not run): {shown}",
-            "call its differentiable part, the method that computes without the cut"
-            + (f" ({part}, which it hands the detached values to)" if part else "")
+            (
+                f"call its differentiable part, the method that computes without the cut ({part}, "
+                "which it hands the detached values to)"
+                if part
+                else "where that code is yours, keep the tensor there (torch.stack or torch.cat, "
+                "not torch.tensor(...), float(), .item() or .detach())"
+            )
             + ", or compute the loss yourself with torch operations on the model's outputs",
+        )
+    return None
+
+
+def _kept_from(g: _Context, most: int = 20000) -> dict:
+    """{id of a leaf: [(module name, module, attribute, the tensor)]} for each tensor that a
+    module named keeps as an attribute (or in a list or tuple there; a parameter too): a leaf by
+    itself, one with history by the leaves its graph reaches; read once per call, at most
+    ``most`` nodes in all."""
+    if g.kept is not None:
+        return g.kept
+    g.kept, seen = {}, set()
+    for name, module in g.modules:
+        for attr, value in (*vars(module).items(), *vars(module).get("_parameters", {}).items()):
+            items = value if isinstance(value, (list, tuple)) else (value,)
+            for v in items[:16]:
+                if isinstance(v, torch.Tensor) and v.grad_fn is None and v.requires_grad:
+                    g.kept.setdefault(id(v), []).append((name, module, attr, v))
+                if not isinstance(v, torch.Tensor) or v.grad_fn is None:
+                    continue
+                todo, mine = [v.grad_fn], {v.grad_fn}
+                while todo and len(seen) + len(mine) < most:
+                    node = todo.pop()
+                    leaf = getattr(node, "variable", None)
+                    if isinstance(leaf, torch.Tensor):
+                        found = g.kept.setdefault(id(leaf), [])
+                        if not any(f[2] == attr and f[1] is module for f in found):
+                            found.append((name, module, attr, v))
+                    for child, _ in node.next_functions:
+                        if child is not None and child not in mine:
+                            mine.add(child)
+                            todo.append(child)
+                seen |= mine
+    return g.kept
+
+
+def _kept_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
+    """A module named keeps a tensor made from the leaf ``t`` (an attribute whose history
+    reaches it: ``ColorJitter(p[0])`` keeps ``p[0]``), and the code its forward runs copies
+    that attribute's value without history (``_cut_params``, read, not run): where, and the
+    fix; None otherwise."""
+    if not t.is_leaf:
+        return None
+    by_module = {}  # module name -> (the module, {attribute: the tensor})
+    for name, module, attr, v in _kept_from(g).get(id(t), ()):
+        by_module.setdefault(name, (module, {}))[1][attr] = v
+    for name, (module, kept) in by_module.items():
+        cls, lines, attrs, methods = type(module), [], [], []
+        for meth, fn, *_ in _methods_run(cls):
+            owner = next((c for c in cls.__mro__ if meth in vars(c)), cls)
+            cuts = _cut_params(module, fn, owner, 2, cls.__name__, frozenset(kept))
+            hit = [src for src, found in cuts.items() if src.startswith(".") and found]
+            if hit:
+                methods.append(f"{owner.__name__}.{meth}")
+                attrs += [src[1:] for src in hit]
+                lines += [code for src in hit for code, _ in cuts[src]]
+        if not lines:
+            continue
+        attrs, methods, lines = (list(dict.fromkeys(x)) for x in (attrs, methods, lines))
+        return (
+            "not on the graph: a module's code copies it without history",
+            f"{name} ({cls.__name__}) keeps {', '.join(attrs)}"
+            + (
+                f", made from it ({type(kept[attrs[0]].grad_fn).__name__})"
+                if kept[attrs[0]] is not t
+                else ""
+            )
+            + "; the code its forward runs copies "
+            f"{'that value' if len(attrs) == 1 else 'those values'} without history (read, not "
+            f"run, from {', '.join(methods)}): "
+            + "; ".join(lines[:3])
+            + (f" and {len(lines) - 3} more" if len(lines) > 3 else ""),
+            "where that line is yours, build the value with torch.stack or torch.cat (not "
+            "torch.tensor(...), float(), .item() or .detach()); in a library, pass a value it keeps as is "
+            "(the lines around that one show which form), made from this tensor in forward at "
+            "each step (made once, in __init__, it keeps that moment's values)",
         )
     return None
 
