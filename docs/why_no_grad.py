@@ -2177,7 +2177,7 @@ def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but
 
 
 def _bound(target) -> list[str]:
-    """The plain names an assignment target binds (``a``, ``a, (b, *c)``)."""
+    """The plain names an assignment target binds (``a``, ``a, (b, *c)``; not ``x.y``, ``d[k]``)."""
     if isinstance(target, ast.Name):
         return [target.id]
     if isinstance(target, ast.Starred):
@@ -2220,7 +2220,7 @@ def _non_tensor(root) -> set:
 
 
 @functools.lru_cache(maxsize=512)
-def _flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
+def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
     """How values flow in ``fn``'s own body (read with ``ast``, never run): (its def, the name of
     self, its parameters, the taint {name: the sources its value is made from}, the ids of the
     nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its globals,
@@ -2299,7 +2299,7 @@ def _cuts_args(
     ``float(arg)``), directly or through names made from it, where that copy's value reaches
     the ``return`` (a metric or a log beside the result is no cut of it) and the branch is not
     one for non-tensors. None where the source cannot be read."""
-    flows = _flows(fn, bool(cls_name), attrs)
+    flows = _copy_flows(fn, bool(cls_name), attrs)
     read = _parsed(fn)
     if flows is None or read is None:  # no source: nothing found
         return []
@@ -2374,7 +2374,7 @@ def _cut_params(
     found, name = {}, name or (type(obj).__name__ if cls is not None and obj is not None else "")
     for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else ""), attrs):
         found.setdefault(p, []).append((code, part))
-    flows = _flows(fn, cls is not None, attrs)
+    flows = _copy_flows(fn, cls is not None, attrs)
     if flows is None:  # no source: nothing more
         return found
     root, me, _, taint, reach, _, space, values = flows
@@ -3647,15 +3647,6 @@ def _value_names(expr, me: str | None = None, valued=None) -> set:
         elif isinstance(n, ast.Name) and n.id != me:
             found.add(n.id)
     return found
-
-
-def _bound(target) -> list:
-    """The plain names an assignment target binds (``a``, ``a, (b, *c)``; not ``x.y``, ``d[k]``)."""
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for e in target.elts for n in _bound(e)]
-    return _bound(target.value) if isinstance(target, ast.Starred) else []
 
 
 def _bindings(nodes: list) -> list:
