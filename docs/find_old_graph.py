@@ -120,7 +120,11 @@ saved tensors, or, after ``mark_step()`` at the top of each step, when autograd 
 that call (its sequence number, ``Node._sequence_nr()``, is lower; torch documents no public way
 to tell a node's age, and ``Node.metadata`` holds nothing unless written when the node is made).
 Without ``mark_step()``, a graph kept with ``retain_graph=True`` has nothing freed and looks new,
-and in the ``except`` of a failing pass, the nodes that pass freed look old as well.
+and in the ``except`` of a failing pass, the nodes that pass freed look old as well. With it and
+no loss given, when nothing made before the mark is old, nodes made after it whose saved tensors
+are freed are old too: a library's loop ran backward earlier in this step, calling your code at
+each pass (a sum kept on your module: made anew at each call first); in the ``except``, a place
+whose own node is freed may be the failing pass's, so it is only listed as held.
 
 How it looks, and where it stops:
 
@@ -1656,7 +1660,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         for t in walk.tensors
         if t.is_leaf and t.requires_grad and not t.is_inference() and t._version > 0
     ]
-    mark, twice = _MARK, []
+    mark, twice, later = _MARK, [], []  # later: the objects' nodes freed after the mark
     root = None if loss is None else loss.grad_fn
     by_node: dict = collections.defaultdict(list)  # grad_fn -> places that hold its tensor
     tensor_at: dict = {}  # path -> tensor
@@ -1681,7 +1685,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             nxt = []
             for fn in frontier:
                 # this step's nodes freed by a backward count only if this loss reaches them
-                state[fn], alive[fn] = _old_state(fn, mark, twice if start is None else [])
+                state[fn], alive[fn] = _old_state(fn, mark, twice if start is None else later)
                 kids[fn] = [c for c, _ in fn.next_functions if c is not None]
                 if start is None:
                     order.append(fn)
@@ -1692,6 +1696,28 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         parent[child] = fn
                         nxt.append(child)
             frontier = nxt
+    error = sys.exc_info()[1]  # called in the except of the failing backward()?
+    in_except = isinstance(error, RuntimeError) and _FREED in str(error)
+    # nothing made before the mark is old, yet the objects' graphs hold nodes made after it whose
+    # saved tensors are freed: a backward earlier in this step freed them (a library's loop that
+    # calls your code and backwards at each pass: mark_step() cannot mark its passes); they are
+    # old, and so is a node that saved nothing made before the newest of them that reaches one
+    in_call = set()
+    if later and root is None and all(v is None for v in state.values()):
+        in_call = set(later)
+        newest = max(_seq(f) or 0 for f in later)
+        below = _below(list(state), kids, lambda f: f in in_call)
+        for f in list(state):
+            if f in in_call:
+                state[f] = _freed_names(f)
+            elif (
+                not alive[f]
+                and type(f).__name__ != "AccumulateGrad"
+                and below.get(f)
+                and (_seq(f) or newest) < newest
+            ):
+                state[f] = ()
+                in_call.add(f)
     # a node that saved nothing has no freed tensor to show its age: it is new if a new node
     # with saved tensors lies below it (it was made after that one), old if made before a known
     # old node, or if only old nodes lie below it
@@ -1749,6 +1775,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     )
 
     def old_kind(fn) -> str:
+        if fn in in_call:
+            return "its graph was freed by a backward earlier in this step"
         if state.get(fn):
             return "its graph was freed by an earlier backward pass"
         if state.get(fn) == ():
@@ -1981,6 +2009,20 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     def _rebuilt(fn) -> bool:  # enters its own earlier value
         return bool(_rebuilt_from(fn))
 
+    def _summed_onto_itself(fn) -> bool:
+        """total = total + term: adds only, down to its earlier value (not w - lr * g: a step)."""
+        if type(fn).__name__ != "AddBackward0":
+            return False
+        earlier, seen, todo = _rebuilt_from(fn), {fn}, [fn]
+        while todo:
+            for child in kids.get(todo.pop(), ()):
+                if child in earlier:
+                    return True
+                if type(child) is type(fn) and child not in known_old and child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        return False
+
     def _trains_only_through_old(fn) -> bool:
         """This step's part of ``fn``'s graph (down to the old nodes) reaches no leaf that trains:
         what trains it is reached only through its earlier value (sigmoid(temp) * 0.99 ** k)."""
@@ -1999,8 +2041,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         for path in paths:
             item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
             key = f"{item[1]}[*]{item[3]}" if item else path
-            if not reaches_old.get(fn):
-                holding.append(path)
+            if not reaches_old.get(fn) or in_except and state.get(fn) and fn in in_call:
+                holding.append(path)  # (freed in the except: maybe by the failing pass itself)
             else:
                 slot = id(tensor_at[path]) in walk.module_params  # a module's slot: its own
                 groups[key if item and old(fn) and not slot else path].append((path, fn))
@@ -2410,6 +2452,20 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"a meta-model): make them anew from the module at each step's start ({anew}), "
                         "not detach (that breaks autograd.grad through them)"
                     )
+                elif not old(fn) and fn is not root and _summed_onto_itself(fn):
+                    kind, verdict = "a sum onto its own earlier value", "state"
+                    reason = (
+                        "kept across the calls of one step (your code, called at each of a library's "
+                        "backward passes: mark_step() cannot mark them)"
+                        if in_call
+                        else "state carried from step to step"
+                    )
+                    fix = (
+                        f"a sum of one call's terms: make it anew at each call (a local variable, or "
+                        f"a new tensor in {here_shown} at the call's start); a total carried on: "
+                        f"{detach} at each call's start"
+                    )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif not old(fn):
                     kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                     reason = "state carried from step to step"
@@ -2693,8 +2749,6 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         freed.append(found)
         if fn in entries:
             culprits.append(found)
-    error = sys.exc_info()[1]  # called in the except of the failing backward()?
-    in_except = isinstance(error, RuntimeError) and _FREED in str(error)
     if in_except and mark is None:
         notes.append(
             "called in the except of the failing backward() without mark_step(): that pass freed "
