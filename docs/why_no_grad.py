@@ -678,6 +678,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
             "optimizer named holds: they never move (layers kept in a plain list or dict? use "
             "nn.ModuleList or nn.ModuleDict; or of a module you did not name)"
         )
+    plain = _plain_tensors(g)
+    if plain:
+        notes.append(plain)
     idle = [  # a model fixed beside an optimizer of plain tensors: said by purpose
         name for (name, t), f in zip(tensors, findings)
         if f.rule == "has a gradient" and held["opt"] and t.is_leaf
@@ -720,6 +723,54 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
                 else "nonzero" if t.grad is not None and t.grad.any() else None,
             )  # fmt: skip
     return Report(tuple(findings), graph, tuple(notes + _GAPS))
+
+
+def _plain_tensors(g: _Context, most: int = 3) -> str:
+    """A note on the float tensors that the modules named (outside torch) keep as plain
+    attributes (in ``__dict__``, not a parameter or buffer of any module named), not named by the
+    reader: only those the loss's graph saved (the same tensor or its storage) while its saved
+    tensors can be read; all, at most ``most`` names, once a backward has freed them."""
+    if g.loss is None or not g.nodes:
+        return ""
+    registered = {
+        id(v) for _, m in g.modules
+        for v in (*vars(m).get("_parameters", {}).values(), *vars(m).get("_buffers", {}).values())
+    }  # fmt: skip
+    found = {}
+    for name, module in g.modules:
+        if _torch_own(type(module)):
+            continue
+        own = vars(module).get("_parameters", {})
+        for attr, v in vars(module).items():
+            if (
+                isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
+                and v.is_floating_point() and v.grad_fn is None and not v.requires_grad
+                and v.numel() and id(v) not in registered and id(v) not in g.names
+                and not {f"{attr}_orig", f"{attr}_v"} & set(own)  # a hook-made weight
+            ):  # fmt: skip
+                found.setdefault(id(v), (f"{name}.{attr}".lstrip("."), v))
+    read = g.alive and not g.ran
+    if read:  # the graph's saved tensors tell which of them the loss read
+        found = {k: (n, v) for k, (n, v) in found.items() if any(
+            s is v or _same_memory(s, v) for s in g.saved
+        )}  # fmt: skip
+    if not found:
+        return ""
+    names = [n for n, _ in found.values()]
+    shown = ", ".join(names[:most]) + (
+        f" and {len(names) - most} more" if len(names) > most else ""
+    )
+    kind = (
+        "a float tensor kept as a plain attribute (not a parameter or buffer"
+        if len(names) == 1
+        else "float tensors kept as plain attributes (not parameters or buffers"
+    )
+    read = f"; the loss reads {'it' if len(names) == 1 else 'them'})" if read else ")"
+    return (
+        f"{shown}: {kind}{read}: not trained, not in parameters() or state_dict(), not moved by "
+        ".to(); if one should train: nn.Parameter(...) in __init__, before the optimizer is made; "
+        "if a constant: self.register_buffer(name, ...)"
+    )
 
 
 def _in_eval(modules: list, tensors: list, findings: list, idle: bool = False) -> str:
@@ -1737,12 +1788,31 @@ def _twin(t: torch.Tensor, g: _Context) -> str | None:
     return None
 
 
+def _says_false(obj: object, attr: str) -> bool:
+    """Whether ``obj`` declares ``attr`` False: a class or instance attribute that is False, or a
+    property whose getter's source is ``return False`` (read with ``ast``, never run)."""
+    found = inspect.getattr_static(obj, attr, None)
+    if found is False:
+        return True
+    root = _root(found.fget) if isinstance(found, property) and found.fget else None
+    body = [  # its statements, but a docstring
+        s for s in getattr(root, "body", [])
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]  # fmt: skip
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Return)
+        and isinstance(body[0].value, ast.Constant)
+        and body[0].value.value is False
+    )
+
+
 def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     """The loss's graph does not reach ``t``: say what stands in its place, where it can tell."""
     metrics = [  # a library's own word: torchmetrics' Metric says is_differentiable = False
         f"{n} ({type(m).__name__})"
         for n, m in g.modules
-        if "." not in n and inspect.getattr_static(m, "is_differentiable", None) is False
+        if "." not in n and _says_false(m, "is_differentiable")
     ]  # a metric kept inside a model for monitoring is not the loss's maker
     if g.loss.grad_fn is None and not g.loss.requires_grad and metrics:
         return (
@@ -2842,8 +2912,16 @@ def _inner_no_grad(g: _Context) -> str:
         else f"; here: {', '.join(found[:4])}"
         + (f" and {len(found) - 4} more" if len(found) > 4 else "")
     )
-    lines = _all_switches(g)
-    block = f" (here: {'; '.join(lines[:3])})" if lines else ""
+    lines, aside = _all_switches(g), _aside_blocks(g)
+    sure = [line for line in lines if line.split(": ", 1)[0] not in aside]
+    maybe = [line for line in lines if line.split(": ", 1)[0] in aside]
+    block = f"; here: {'; '.join(sure[:3])}" if sure else ""
+    block += (  # a block whose result the method does not return: a cut only through state
+        f"; possibly: {'; '.join(maybe[:2])} (its method returns a value computed outside it)"
+        if maybe
+        else ""
+    )
+    block = f" ({block[2:]})" if block else ""
     return (
         "; if gradients were on where you called it, a no_grad inside a function it called wins "
         "over your enable_grad() (a @torch.no_grad() decorator, as on diffusers pipelines' "
@@ -2853,6 +2931,64 @@ def _inner_no_grad(g: _Context) -> str:
         "one) cannot be unwrapped: use the library's differentiable API (.rsample() for .sample()), "
         "or recompute the differentiable part yourself (one forward pass on what it returned)"
     )
+
+
+def _aside_blocks(g: _Context) -> set[str]:
+    """``file:line`` of each ``with`` block that switches gradients off in the methods that
+    ``_module_switches`` reads for the modules named, whose body neither returns nor binds a
+    name (or ``self.x``) that its method reads outside the block: it wraps work (an update of
+    state) beside the value the method returns, so it is the cut only if that state is returned."""
+    found = set()
+    for _, module in g.modules:
+        fns = [fn for _, fn, *_ in _methods_run(type(module))]
+        for child, attr in _child_calls(type(module)):
+            sub = vars(module).get("_modules", {}).get(child)
+            fn = inspect.getattr_static(type(sub), attr, None) if sub is not None else None
+            fns.append(getattr(fn, "__func__", fn))
+        for fn in fns:
+            found |= _aside_in(fn) if inspect.isfunction(fn) else set()
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _aside_in(fn) -> frozenset:
+    """``_aside_blocks`` of one function, read with ``ast``."""
+    read, root = _parsed(fn), _root(fn)
+    if read is None or root is None:
+        return frozenset()
+    _, start, where, _ = read
+    found = set()
+    for block in ast.walk(root):
+        if not isinstance(block, ast.With) or not any(
+            _turns_off(ast.unparse(item.context_expr)) for item in block.items
+        ):
+            continue
+        inside = {id(n) for s in block.body for n in ast.walk(s)}
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for s in block.body
+               for n in ast.walk(s)):  # fmt: skip
+            continue
+        bound = set()
+        for s in block.body:
+            for n in ast.walk(s):
+                targets = (
+                    n.targets if isinstance(n, ast.Assign)
+                    else [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For,
+                                                      ast.NamedExpr))
+                    else [i.optional_vars for i in n.items if i.optional_vars]
+                    if isinstance(n, ast.With) else []
+                )  # fmt: skip
+                for target in targets:
+                    for t in ast.walk(target):
+                        if isinstance(t, (ast.Name, ast.Attribute)):
+                            bound.add(ast.unparse(t))
+        read_outside = {
+            ast.unparse(n) for n in ast.walk(root)
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
+            and id(n) not in inside
+        }  # fmt: skip
+        if not bound & read_outside:
+            found.add(f"{where}:{start + block.lineno - 1}")
+    return frozenset(found)
 
 
 @functools.lru_cache(maxsize=512)

@@ -12169,3 +12169,230 @@ def test_the_first_fix_for_a_sum_kept_across_passes_trains_like_a_fresh_sum():
     train(_ens18(fresh=True))
     with pytest.raises(AssertionError):
         train(_ens18(carry=True))
+
+
+# fix37: trial 14 cases 06 (torchmetrics 0.4.1 declares is_differentiable = False by a property;
+# its forward's no_grad block wraps only update(), not the value it returns) and 02 (DeepCTR's
+# Dice keeps alpha as a plain float tensor attribute: never trained, and silent with model=).
+
+
+class _AP37(nn.Module):
+    """A rank metric in torchmetrics 0.4.1's layout: update() under no_grad keeps state, then
+    forward recomputes the batch value outside that block (argsort: no graph)."""
+
+    reads = 0
+
+    def __init__(self, differentiable=False):
+        super().__init__()
+        self.kept, self.flag = [], differentiable
+
+    def update(self, p, y):
+        self.kept.append((p, y))
+
+    def compute(self, p, y):
+        order = torch.argsort(p, descending=True)
+        hits = y[order].float()
+        ranks = torch.arange(1, len(p) + 1, dtype=torch.float)
+        return ((hits.cumsum(0) / ranks) * hits).sum() / hits.sum()
+
+    def forward(self, p, y):
+        with torch.no_grad():
+            self.update(p, y)
+        value = self.compute(p, y)
+        return value
+
+
+class _AP37Said(_AP37):
+    @property
+    def is_differentiable(self) -> bool:
+        """Whether it has a gradient."""
+        return False
+
+
+class _AP37Runs(_AP37):
+    @property
+    def is_differentiable(self) -> bool:
+        _AP37.reads += 1  # reading it runs this: the instrument must not
+        return False if self.flag is False else None
+
+
+class _Cut37(nn.Module):
+    """A no_grad block that computes the value returned: the cut."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 1)
+
+    def forward(self, x):
+        with torch.no_grad():
+            out = self.lin(x)
+        return out.sum()
+
+
+def _state37(*parts):
+    return [
+        (p.detach().clone(), None if p.grad is None else p.grad.clone())
+        for m in parts
+        for p in m.parameters()
+    ] + [torch.is_grad_enabled()]
+
+
+def _same37(a, b):
+    assert len(a) == len(b) and a[-1] == b[-1]
+    for (p, g), (q, h) in zip(a[:-1], b[:-1]):
+        assert torch.equal(p, q) and (g is None) == (h is None) and (g is None or torch.equal(g, h))
+
+
+def test_fix37_a_metric_whose_is_differentiable_property_returns_false_is_told_unrun():
+    """Case 06: ``is_differentiable`` as a @property returning False was missed (getattr_static
+    gives the property). Now its getter's source is read: ``return False`` is told, any other
+    body is not, and the property never runs. The printed fix (a differentiable loss on the
+    same outputs) trains three checked steps."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(5, 1), torch.randn(32, 5)
+    y = (x[:, 0] > 0).long()
+    for metric, told in ((_AP37Said(), True), (_AP37Runs(), False)):
+        loss = 1 - metric(torch.sigmoid(model(x)).squeeze(1), y)
+        before = _state37(model)
+        found = why_no_grad(loss, model=model, metric=metric)["model.weight"]
+        _same37(before, _state37(model))
+        assert _AP37.reads == 0
+        assert (found.rule == "not on the graph: a metric without gradient") is told, found
+        if told:
+            assert "metric (_AP37Said) declares is_differentiable = False" in found.why, found
+            assert found.fix.startswith("train on a differentiable loss (BCE"), found
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(i):  # BCE written out, at the current weights
+        p = torch.func.functional_call(model, dict(model.named_parameters()), (x + i,))
+        z, t = p.squeeze(1), y.float()
+        return (torch.clamp(z, min=0) - z * t + torch.log1p(torch.exp(-z.abs()))).mean()
+
+    _three_checked_steps(
+        lambda i: F.binary_cross_entropy_with_logits(model(x + i).squeeze(1), y.float()),
+        opt,
+        reference,
+        model=model,
+    )
+
+
+def test_fix37_a_no_grad_block_beside_the_returned_value_is_a_possibility_not_the_cut():
+    """Case 06: a with torch.no_grad() block that wraps only an update of state (the value
+    returned is computed after it) was cited as where the gradient stops. Now it is said as a
+    possibility; a block that computes what its method returns is still cited. The printed fix
+    (torch operations on the model's outputs) trains three checked steps."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(5, 1), torch.randn(32, 5)
+    y = (x[:, 0] > 0).long()
+    metric = _AP37(differentiable=None)
+    loss = 1 - metric(torch.sigmoid(model(x)).squeeze(1), y)
+    found = why_no_grad(loss, model=model, metric=metric)["model.weight"]
+    assert "possibly: test_instruments.py:" in found.fix, found
+    assert "with torch.no_grad(): (its method returns a value computed outside it)" in found.fix
+    assert "here: test_instruments.py" not in found.fix, found
+    cut = _Cut37()
+    loss = cut(torch.randn(4, 3))
+    found = why_no_grad(loss, cut=cut)["cut.lin.weight"]
+    assert "here: test_instruments.py:" in found.fix and "possibly" not in found.fix, found
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    yf = y.float()
+
+    def reference(i):
+        p = torch.func.functional_call(model, dict(model.named_parameters()), (x + i,))
+        return -(torch.sigmoid(p).squeeze(1) * (2 * yf - 1)).sum() / len(yf)
+
+    _three_checked_steps(
+        lambda i: (torch.sigmoid(model(x + i)).squeeze(1) * (1 - 2 * yf)).mean(),
+        opt,
+        reference,
+        model=model,
+    )
+
+
+class _Dice37(nn.Module):
+    """DeepCTR-Torch 0.2.1's Dice layout: alpha a plain float tensor attribute."""
+
+    def __init__(self, n, param=False, buffer=False):
+        super().__init__()
+        alpha = torch.full((n,), 0.25)
+        if param:
+            self.alpha = nn.Parameter(alpha)
+        elif buffer:
+            self.register_buffer("alpha", alpha)
+        else:
+            self.alpha = alpha
+        self.unused = torch.ones(n)  # kept, never read by forward
+
+    def forward(self, x):
+        x_p = torch.sigmoid(x)
+        return self.alpha * (1 - x_p) * x + x_p * x
+
+
+class _Tiny37(nn.Module):
+    """A small transformer from torch's layers (buffers, MHA, LSTM, BatchNorm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 16)
+        self.register_buffer("pe", torch.randn(10, 16))
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.lstm, self.bn, self.head = (
+            nn.LSTM(16, 8, batch_first=True),
+            nn.BatchNorm1d(8),
+            nn.Linear(8, 3),
+        )
+
+    def forward(self, x):
+        h = self.enc(self.emb(x) + self.pe[: x.shape[1]])
+        h, _ = self.mha(h, h, h)
+        h, _ = self.lstm(h)
+        return self.head(self.bn(h[:, -1]))
+
+
+def test_fix37_plain_float_tensor_attributes_of_a_named_module_are_noted_by_purpose():
+    """Case 02: with model= and opt= only, a Dice alpha kept as a plain tensor (never trained)
+    got no word. Now one note names it, by purpose; before backward only what the graph saved
+    (alpha, not the unused one), after it all (capped). Nothing on torch's own modules or a
+    small transformer, nor once alpha is a parameter or a buffer. The printed fix
+    (nn.Parameter) trains three checked steps and alpha moves."""
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    model = nn.Sequential(nn.Linear(4, 6), _Dice37(6), nn.Linear(6, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss = F.mse_loss(model(x), y)
+    before = _state37(model)
+    notes = [n for n in why_no_grad(loss, model=model, opt=opt).notes if "plain attribute" in n]
+    assert notes == [
+        "model.1.alpha: a float tensor kept as a plain attribute (not a parameter or buffer; "
+        "the loss reads it): not trained, not in parameters() or state_dict(), not moved by "
+        ".to(); if one should train: nn.Parameter(...) in __init__, before the optimizer is "
+        "made; if a constant: self.register_buffer(name, ...)"
+    ], notes
+    loss.backward()
+    notes = [n for n in why_no_grad(loss, model=model, opt=opt).notes if "plain attribute" in n]
+    assert len(notes) == 1 and notes[0].startswith("model.1.alpha, model.1.unused: float"), notes
+    assert "the loss reads" not in notes[0], notes
+    model.zero_grad(set_to_none=True)
+    _same37(before, _state37(model))
+    tiny = _Tiny37()
+    out = F.cross_entropy(tiny(torch.randint(0, 20, (4, 10))), torch.tensor([0, 1, 2, 0]))
+    topt = torch.optim.Adam(tiny.parameters())
+    assert not [n for n in why_no_grad(out, model=tiny, opt=topt).notes if "plain attr" in n]
+    out.backward()
+    assert not [n for n in why_no_grad(out, model=tiny, opt=topt).notes if "plain attr" in n]
+    for kind in ("param", "buffer"):
+        fixed = nn.Sequential(nn.Linear(4, 6), _Dice37(6, **{kind: True}), nn.Linear(6, 1))
+        fixed[1].unused = None
+        loss = F.mse_loss(fixed(x), y)
+        assert not [n for n in why_no_grad(loss, model=fixed).notes if "plain attr" in n]
+    assert "1.alpha" in fixed.state_dict()
+    fixed = nn.Sequential(nn.Linear(4, 6), _Dice37(6, param=True), nn.Linear(6, 1))
+    opt = torch.optim.Adam(fixed.parameters(), lr=1e-2)
+
+    def reference(i):
+        w = dict(fixed.named_parameters())
+        return torch.func.functional_call(fixed, w, (x + i,)).sub(y).pow(2).mean()
+
+    _three_checked_steps(lambda i: F.mse_loss(fixed(x + i), y), opt, reference, model=fixed)
