@@ -4677,8 +4677,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         frame = sys._getframe(2)
         while frame is not None:
             file = frame.f_code.co_filename
-            if file.startswith(_TORCH_DIRS):
-                if any(p in file for p in _BY_DESIGN) or (
+            if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
+                if (place is None and any(p in file for p in _BY_DESIGN)) or (
                     file.endswith("autograd/function.py") and frame.f_code.co_name == "apply"
                 ):
                     return
@@ -4781,7 +4781,7 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
 
     It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no value, mode or
     random state. It sees the calls Python makes, one level deep: a torch function's insides are
-    not looked into, nor code compiled by ``torch.compile`` (its graph breaks run eagerly and are
-    seen). torch's own cuts by design (an optimizer's step, ``torch.func``, ``nn.init``,
+    not looked into, nor any function ``torch.compile`` runs (any backend, graph breaks too: it
+    reports nothing there; run it uncompiled to locate a cut). torch's own cuts by design (an optimizer's step, ``torch.func``, ``nn.init``,
     checkpointing, a custom ``autograd.Function``'s forward) are not reported."""
     return CutWatch(show, most)

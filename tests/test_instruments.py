@@ -12212,3 +12212,28 @@ def test_watch_cuts_printed_fixes_train(lib, capsys):
     assert len(done) == 3 and "gradients off at exit" not in capsys.readouterr().out
     if lib == "numpy":
         assert str(w).startswith("watch_cuts: no op dropped")
+
+
+def test_watch_cuts_sees_a_cut_in_a_module_run_by_torch_func():
+    """torch.func's own calls are by design; a .detach() in the reader's forward run by
+    functional_call or torch.func.grad is a cut all the same."""
+    from why_no_grad import watch_cuts
+
+    class Cut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).detach() + self.lin(x)
+
+    m, x = Cut(), torch.randn(4, 3)
+    params = dict(m.named_parameters())
+    for run in (
+        lambda: torch.func.functional_call(m, params, (x,)),
+        lambda: torch.func.grad(lambda p: torch.func.functional_call(m, p, (x,)).sum())(params),
+    ):
+        with watch_cuts(show=False) as w:
+            run()
+        line = _wng19_line(Cut.forward, "detach()")
+        assert f"{line} .detach(): " in str(w), str(w)
