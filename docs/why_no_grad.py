@@ -1835,7 +1835,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "from values: torch.tensor(list_of_losses), .item(), numpy; an argmax or another "
             "integer result, a distribution's .sample(): .rsample() keeps the graph), or no input "
             "required grad (name the object that computed it, metric=metric: one that says "
-            "is_differentiable = False is told)" + _where_cut(g),
+            "is_differentiable = False is told; with watch_cuts(): around the forward and loss "
+            "locates the cut)" + _where_cut(g),
             _off_here_fix(g)
             + (
                 f"compute it with gradients enabled: {_INFERENCE_FIX}"
@@ -3613,8 +3614,7 @@ def _where_cut(g: _Context) -> str:
             f"; here: {name} has history (made by {type(t.grad_fn).__name__}), so what made it ran "
             "with gradients: the cut lies between it and the loss (an argmax or integer cast, "
             ".detach(), .item() or numpy, torch.tensor(...), or a no_grad block there); to find "
-            f"it, print(v.requires_grad, v.dtype) for each value from {name} to the loss: the first "
-            "False (or an integer dtype) is after the cut"
+            "it, run the forward and loss under with watch_cuts():"
         )
     return ""
 
@@ -4644,3 +4644,280 @@ def _copy_fix(copy: str) -> str:
             "cast inside the forward pass (x.half() there keeps the history), not once outside it"
         )
     return "use the tensor itself, or train the copy (give the copy to the optimizer)"
+
+
+# ---- watch_cuts: a runtime probe that locates where a value loses its history -----------------
+
+_TORCH_DIRS = tuple({str(Path(torch.__file__).parent), str(Path(torch.__file__).resolve().parent)})
+_THIS_FILES = (__file__, str(Path(__file__).resolve()))
+# torch's own code that drops history or switches gradients off by design (an optimizer's step,
+# torch.func, nn.init, checkpoint, a custom Function's forward): not reported
+_BY_DESIGN = (
+    "/optim/",
+    "/_functorch/",
+    "/func/",
+    "/nn/init.py",
+    "/utils/checkpoint.py",
+    "/_dynamo/",
+)
+_COPY_OPS = frozenset(
+    (
+        "detach",
+        "detach_",
+        "data",
+        "numpy",
+        "__array__",
+        "item",
+        "tolist",
+        "__float__",
+        "__complex__",
+    )
+    + ("tensor", "as_tensor", "asarray", "new_tensor", "requires_grad_")
+)
+_NUMBER_OPS = frozenset(("item", "tolist", "__float__", "__complex__", "numpy", "__array__"))
+_SKIP_OPS = frozenset(("grad", "backward", "register_hook", "retain_grad"))
+
+
+def _op_name(func) -> str:
+    name = getattr(func, "__name__", "") or type(func).__name__
+    if name in ("__get__", "__set__"):
+        attr = getattr(getattr(func, "__self__", None), "__name__", "?")
+        return attr if name == "__get__" else f"{attr}=set"
+    return name
+
+
+def _floating(v) -> bool | None:
+    """True for a floating or complex result, False for an integer or bool one, None otherwise."""
+    if isinstance(v, torch.Tensor):
+        return v.is_floating_point() or v.is_complex()
+    kind = getattr(getattr(v, "dtype", None), "kind", None)  # a numpy array
+    if isinstance(kind, str):
+        return kind in "fc"
+    if isinstance(v, (float, complex)):
+        return True
+    if isinstance(v, list):
+        return any(_floating(x) for x in v) or None
+    return None
+
+
+class CutWatch(torch.overrides.TorchFunctionMode):
+    """Records, while active, each torch call that takes a tensor with history and returns a
+    floating value without it, and where gradients were switched off. Use ``watch_cuts()``."""
+
+    def __init__(self, show: bool = True, most: int = 6):
+        super().__init__()
+        self.show, self.most = show, most
+        self.cuts: dict = {}  # (file, line) -> [label, kind, code, caller, count], in order seen
+        self.by_nature: dict = {}
+        self.switches: dict = {}
+        self.ops = 0
+        self.note = ""
+        self._last_mode = self._entry_mode = self._exit_mode = True
+        self._home = None  # the frame that entered the with block
+
+    def __enter__(self):
+        try:
+            self._entry_mode = self._last_mode = torch.is_grad_enabled()
+            self._home = sys._getframe(1)
+        except Exception as e:  # never raise into the reader's code
+            self.note = f"watch_cuts stopped: {type(e).__name__}: {e}"
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        self._home = None
+        try:
+            self._exit_mode = torch.is_grad_enabled()
+            if self.show:
+                print(self)
+        except Exception as e:
+            print(f"watch_cuts: could not report ({type(e).__name__}: {e})")
+        return out
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # traced by torch.compile: not seen, nothing changed
+            return func(*args, **kwargs)
+        before = None
+        if not self.note:
+            try:
+                before = self._before(func, args, kwargs)
+            except Exception as e:
+                self.note = f"watch_cuts stopped: {type(e).__name__}: {e}"
+        out = func(*args, **kwargs)
+        if before is not None and not self.note:
+            try:
+                self._after(before, out)
+            except Exception as e:
+                self.note = f"watch_cuts stopped: {type(e).__name__}: {e}"
+        return out
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def _before(self, func, args, kwargs):
+        self.ops += 1
+        name = _op_name(func)
+        mode = torch.is_grad_enabled()
+        if name == "_set_grad_enabled" and mode and args and args[0] is False:
+            self._record(self.switches, "gradients switched off", "no_grad")
+        elif mode != self._last_mode:
+            if not mode:
+                self._record(self.switches, "first op with gradients off", "no_grad")
+            self._last_mode = mode
+        if name == "_set_grad_enabled":
+            return name, mode, []
+        if (
+            name in _SKIP_OPS
+            or name.endswith(("=set", "_like"))
+            or (name.startswith("new_") and name != "new_tensor")
+        ):
+            return None
+        flat = torch.utils._pytree.tree_leaves((args, kwargs))
+        tracked = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not tracked:
+            return None
+        return name, mode, tracked
+
+    def _after(self, before, out):
+        name, mode, tracked = before
+        if name == "_set_grad_enabled":
+            self._last_mode = torch.is_grad_enabled()
+            return
+        ids = {id(t) for t in tracked}
+        results = torch.utils._pytree.tree_leaves(out)
+        tensors = [r for r in results if isinstance(r, torch.Tensor)]
+        if any(r.requires_grad for r in tensors):
+            return
+        lost = [r for r in tensors if id(r) in ids]  # in place: detach_(), requires_grad_(False)
+        if lost or any(_floating(r) for r in tensors):
+            pass
+        elif name in _NUMBER_OPS and any(_floating(r) for r in results):
+            pass
+        elif tensors and all(_floating(r) is False for r in tensors):
+            self._record(self.by_nature, name, "nature")
+            return
+        else:
+            return
+        if name in _COPY_OPS or lost:
+            label, kind = "." + name + ("()" if name != "data" else ""), "copy"
+            if name in ("tensor", "as_tensor", "asarray"):
+                label = f"torch.{name}(...)"
+        elif not mode:
+            label, kind = f"{name} with gradients off", "no_grad"
+        else:
+            label, kind = name, "copy"
+        self._record(self.cuts, label, kind)
+
+    def _record(self, book: dict, label: str, kind: str) -> None:
+        place = caller = first = None
+        frame = sys._getframe(2)
+        while frame is not None:
+            file = frame.f_code.co_filename
+            if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
+                if (place is None and any(p in file for p in _BY_DESIGN)) or (
+                    file.endswith("autograd/function.py") and frame.f_code.co_name == "apply"
+                ):
+                    return
+            elif file not in _THIS_FILES and place is None:
+                place, first = (file, frame.f_lineno), frame
+            if frame is self._home and frame is not first:
+                caller = (file, frame.f_lineno)
+            frame = frame.f_back
+        if place is None:
+            return
+        if place in book:
+            book[place][4] += 1
+        else:
+            code = linecache.getline(place[0], place[1]).strip()
+            book[place] = [label, kind, code, caller, 1]
+
+    # -- report ---------------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        lines = []
+        flipped = self._exit_mode != self._entry_mode
+        if self.switches and (flipped or not self.cuts):
+            state = "off at exit (on at entry)" if flipped else "switched off"
+            lines.append(f"watch_cuts: gradients {state}; first place seen with them off:")
+            lines += self._places(self.switches, 1)
+            lines.append(
+                "  Fix: torch.set_grad_enabled(True) after that call, or your forward and loss under "
+                "with torch.enable_grad():; a newer release of a library may restore it"
+            )
+        elif flipped:
+            lines.append(
+                f"watch_cuts: gradients {'on' if self._exit_mode else 'off'} at exit, not at entry"
+            )
+        if not self._entry_mode:
+            lines.append(
+                "watch_cuts: gradients were off at entry: start the watch earlier to see where"
+            )
+        if self.cuts:
+            lines.append(
+                f"watch_cuts: {len(self.cuts)} place(s) where a value with history went on "
+                "without it, first first:"
+            )
+            lines += self._places(self.cuts)
+            kinds = {v[1] for v in self.cuts.values()}
+            if "copy" in kinds:
+                numbers = any(
+                    v[0] in (".item()", ".tolist()", ".__float__()") for v in self.cuts.values()
+                )
+                lines.append(
+                    "  Fix (a copy: .detach(), numpy, .item(), torch.tensor): keep the tensor and use "
+                    "torch ops; in a library, its differentiable API or a newer release"
+                    + ("; a number only printed or logged is harmless" if numbers else "")
+                )
+            if "no_grad" in kinds:
+                lines.append(
+                    "  Fix (gradients off): with torch.enable_grad(): around that call, or the "
+                    "library's option for gradients"
+                )
+        elif not lines:
+            lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
+        if self.by_nature:
+            shown = self._places(self.by_nature)
+            lines.append(
+                "No gradient by nature (integer or bool results): "
+                + "; ".join(s.strip() for s in shown)
+            )
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+    def _places(self, book: dict, most: int | None = None) -> list[str]:
+        most = most or self.most
+        rows = []
+        for (file, line), (label, _, code, caller, n) in list(book.items())[:most]:
+            row = f"  {_short(file)}:{line} {label}: {code[:70]}"
+            if caller:
+                row += f" (from {_short(caller[0])}:{caller[1]})"
+            rows.append(row + (f" (x{n})" if n > 1 else ""))
+        if len(book) > most and most > 1:
+            rows.append(f"  and {len(book) - most} more")
+        return rows
+
+
+def _short(file: str) -> str:
+    for mark in ("site-packages/", "dist-packages/"):
+        if mark in file:
+            return file.split(mark, 1)[1]
+    return Path(file).name
+
+
+def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
+    """``with watch_cuts():`` around your forward pass and loss prints, at the end of the block, where
+    a value with history went on without it: each torch call that took a tensor requiring grad and
+    gave a floating result without (``.detach()``, ``.data``, numpy, ``.item()``, ``torch.tensor``
+    copies, ops with gradients off), first first, one line per place (file:line and its code, the
+    first frame outside torch's files: inside a library, the library's line, with the line of yours
+    that called it); integer or bool results (argmax, comparisons) apart, as no gradient by nature;
+    and where gradients were switched off, when they are off at the end but were on at the start.
+    ``str()`` of the returned object is the same report (``show=False`` prints nothing).
+
+    It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no value, mode or
+    random state. It sees the calls Python makes, one level deep: a torch function's insides are
+    not looked into, nor any function ``torch.compile`` runs (any backend, graph breaks too: it
+    reports nothing there; run it uncompiled to locate a cut). torch's own cuts by design (an optimizer's step, ``torch.func``, ``nn.init``,
+    checkpointing, a custom ``autograd.Function``'s forward) are not reported."""
+    return CutWatch(show, most)

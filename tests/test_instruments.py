@@ -12396,3 +12396,241 @@ def test_fix37_plain_float_tensor_attributes_of_a_named_module_are_noted_by_purp
         return torch.func.functional_call(fixed, w, (x + i,)).sub(y).pow(2).mean()
 
     _three_checked_steps(lambda i: F.mse_loss(fixed(x + i), y), opt, reference, model=fixed)
+
+
+# wng19: watch_cuts, a runtime probe (torch.overrides.TorchFunctionMode) that locates where a value
+# loses its history by observing ops: a library's numpy round trip or .detach() of its result
+# (trial 14 cases 07, 10), a library that turns gradients off globally (case 09), .item() beside a
+# real cut, argmax as no gradient by nature; it changes nothing; its fixes train.
+
+
+def _wng19_numpy_lib(v):  # a library that goes through numpy
+    return torch.from_numpy(v.detach().numpy() ** 2)
+
+
+def _wng19_detach_lib(v):  # a library that returns a detached result
+    out = torch.tanh(v)
+    return out.detach()
+
+
+def _wng19_off_lib(v):  # a library that turns gradients off and never restores them
+    torch.set_grad_enabled(False)
+    return v * 2
+
+
+def _wng19_line(fn, text):
+    lines, start = inspect.getsourcelines(fn)
+    return f"test_instruments.py:{start + next(i for i, s in enumerate(lines) if text in s)}"
+
+
+def _wng19_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)), torch.randn(5, 3)
+
+
+def test_watch_cuts_numpy_round_trip_and_detach_in_a_library():
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    for lib, text in ((_wng19_numpy_lib, ".detach().numpy()"), (_wng19_detach_lib, "out.detach()")):
+        with watch_cuts(show=False) as w:
+            loss = lib(net(x)).sum()
+        report = str(w)
+        assert loss.grad_fn is None
+        assert f"{_wng19_line(lib, text)} .detach(): " in report, report
+        assert (
+            "(from test_instruments.py:" in report and "keep the tensor and use torch ops" in report
+        )
+        assert "gradients off" not in report and "by nature" not in report
+
+
+def test_watch_cuts_names_a_library_that_turns_gradients_off():
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    try:
+        with watch_cuts(show=False) as w:
+            h = _wng19_off_lib(net(x))
+            loss = net(x).sum() + h.sum()
+    finally:
+        torch.set_grad_enabled(True)
+    report = str(w)
+    assert loss.grad_fn is None
+    first = report.splitlines()[:2]
+    assert "gradients off at exit (on at entry)" in first[0], report
+    assert first[1].strip().startswith(f"{_wng19_line(_wng19_off_lib, 'set_grad_enabled')} "), (
+        report
+    )
+    assert "torch.set_grad_enabled(True) after that call" in report
+    assert "linear with gradients off" in report  # the reader's own forward after it
+
+
+def test_watch_cuts_lists_item_beside_a_real_cut_in_order_and_argmax_by_nature():
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    with watch_cuts(show=False) as w:
+        out = net(x)
+        logged = out.mean().item()  # logging: harmless
+        picked = out.argmax(1)
+        loss = _wng19_detach_lib(out).sum()
+    report = str(w)
+    assert isinstance(logged, float) and picked.dtype == torch.long and loss.grad_fn is None
+    lines = report.splitlines()
+    item = next(i for i, s in enumerate(lines) if ".item()" in s)
+    cut = next(i for i, s in enumerate(lines) if ".detach()" in s and "out.detach()" in s)
+    assert item < cut and "2 place(s)" in lines[0], report
+    assert "a number only printed or logged is harmless" in report
+    nature = next(s for s in lines if s.startswith("No gradient by nature"))
+    assert "argmax" in nature and "argmax" not in "\n".join(lines[: cut + 1])
+
+
+def test_watch_cuts_is_silent_on_modules_torch_func_function_and_compile():
+    from why_no_grad import watch_cuts
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a.detach() * 2  # a Function's forward: its output gets history from apply
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    net, x = _wng19_model()
+    params = {k: v.detach() for k, v in net.named_parameters()}
+
+    def pure(p):
+        return torch.func.functional_call(net, p, (x,)).pow(2).sum()
+
+    compiled = torch.compile(lambda v: net(v).sum(), backend="aot_eager")
+    with watch_cuts(show=False) as w:
+        a = Twice.apply(net(x)).sum()
+        g = torch.func.grad(pure)(params)
+        b = compiled(x)
+        torch.optim.SGD(net.parameters(), lr=0.0).step()
+    assert a.grad_fn is not None and b.grad_fn is not None and set(g) == set(params)
+    assert str(w).startswith("watch_cuts: no op dropped the history of a value"), str(w)
+
+
+def test_watch_cuts_changes_nothing():
+    from why_no_grad import watch_cuts
+
+    def run(watch):
+        net, x = _wng19_model()
+        torch.manual_seed(1)
+        with watch_cuts(show=False) if watch else contextlib.nullcontext():
+            out = net(x + torch.randn(5, 3))
+            noise = torch.rand(1)
+            loss = (out**2).mean() + _wng19_numpy_lib(out).mean() + out.detach().sum() * 0
+            with torch.no_grad():
+                shown = out.mean().item()
+        loss.backward()
+        grads = [p.grad.clone() for p in net.parameters()]
+        return loss.detach(), noise, shown, grads, [p.detach().clone() for p in net.parameters()]
+
+    mode = torch.is_grad_enabled()
+    plain, watched = run(False), run(True)
+    state = torch.get_rng_state()
+    assert torch.equal(state, torch.get_rng_state()) and torch.is_grad_enabled() == mode
+    for a, b in zip(plain, watched):
+        if isinstance(a, list):
+            assert all(torch.equal(u, v) for u, v in zip(a, b))
+        elif isinstance(a, torch.Tensor):
+            assert torch.equal(a, b)
+        else:
+            assert a == b
+    torch.manual_seed(2)
+    with watch_cuts(show=False):
+        drawn = torch.rand(3)
+    torch.manual_seed(2)
+    assert torch.equal(drawn, torch.rand(3))
+    with torch.no_grad():  # grad mode outside is left as it was, off here
+        with watch_cuts(show=False) as w:
+            pass
+        assert not torch.is_grad_enabled()
+    assert "gradients were off at entry" in str(w)
+
+
+def test_watch_cuts_never_raises_into_the_reader(monkeypatch):
+    import why_no_grad
+    from why_no_grad import watch_cuts
+
+    def broken(*a, **k):
+        raise ValueError("inside")
+
+    monkeypatch.setattr(why_no_grad, "_op_name", broken)
+    net, x = _wng19_model()
+    with watch_cuts(show=False) as w:
+        loss = net(x).sum()
+    assert loss.grad_fn is not None
+    assert str(w).splitlines()[-1] == "watch_cuts stopped: ValueError: inside"
+    with pytest.raises(ZeroDivisionError):  # the reader's own errors pass unchanged
+        with watch_cuts(show=False):
+            _ = 1 / 0
+
+
+@pytest.mark.parametrize("lib", ["numpy", "off"])
+def test_watch_cuts_printed_fixes_train(lib, capsys):
+    """The printed fixes, applied: torch ops instead of the numpy round trip; gradients back on
+    after the library's call. 3 steps under checked, against torch.func.grad of a pure function."""
+    from outcome import checked
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    y = torch.randn(5, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def fixed_lib(v):  # the numpy round trip done with torch ops
+        return v**2
+
+    def pure(p):
+        out = torch.func.functional_call(net, p, (x,))
+        return F.mse_loss(fixed_lib(out) if lib == "numpy" else out * 2, y)
+
+    def reference(step):
+        return pure(dict(net.named_parameters()))
+
+    with checked(opt, reference, model=net) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            with watch_cuts() as w:
+                if lib == "numpy":
+                    loss = F.mse_loss(fixed_lib(net(x)), y)
+                else:
+                    _wng19_off_lib(net(x))  # the library's call, kept
+                    torch.set_grad_enabled(True)  # the printed fix: after that call
+                    loss = F.mse_loss(net(x) * 2, y)
+            want = torch.func.grad(pure)({k: v.detach() for k, v in net.named_parameters()})
+            loss.backward()
+            for k, p in net.named_parameters():
+                assert p.grad.allclose(want[k], atol=1e-6)
+            opt.step()
+    assert len(done) == 3 and "gradients off at exit" not in capsys.readouterr().out
+    if lib == "numpy":
+        assert str(w).startswith("watch_cuts: no op dropped")
+
+
+def test_watch_cuts_sees_a_cut_in_a_module_run_by_torch_func():
+    """torch.func's own calls are by design; a .detach() in the reader's forward run by
+    functional_call or torch.func.grad is a cut all the same."""
+    from why_no_grad import watch_cuts
+
+    class Cut(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).detach() + self.lin(x)
+
+    m, x = Cut(), torch.randn(4, 3)
+    params = dict(m.named_parameters())
+    for run in (
+        lambda: torch.func.functional_call(m, params, (x,)),
+        lambda: torch.func.grad(lambda p: torch.func.functional_call(m, p, (x,)).sum())(params),
+    ):
+        with watch_cuts(show=False) as w:
+            run()
+        line = _wng19_line(Cut.forward, "detach()")
+        assert f"{line} .detach(): " in str(w), str(w)
