@@ -728,8 +728,9 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
 def _plain_tensors(g: _Context, most: int = 3) -> str:
     """A note on the float tensors that the modules named (outside torch) keep as plain
     attributes (in ``__dict__``, not a parameter or buffer of any module named), not named by the
-    reader: only those the loss's graph saved (the same tensor or its storage) while its saved
-    tensors can be read; all, at most ``most`` names, once a backward has freed them."""
+    reader, at most ``most`` names, by purpose. Whether the loss reads one is not said: the
+    graph's saved tensors cannot tell (an add saves nothing; a detached cache shares storage
+    with a saved tensor), so a cache is listed too (review 37, P1)."""
     if g.loss is None or not g.nodes:
         return ""
     registered = {
@@ -749,11 +750,6 @@ def _plain_tensors(g: _Context, most: int = 3) -> str:
                 and not {f"{attr}_orig", f"{attr}_v"} & set(own)  # a hook-made weight
             ):  # fmt: skip
                 found.setdefault(id(v), (f"{name}.{attr}".lstrip("."), v))
-    read = g.alive and not g.ran
-    if read:  # the graph's saved tensors tell which of them the loss read
-        found = {k: (n, v) for k, (n, v) in found.items() if any(
-            s is v or _same_memory(s, v) for s in g.saved
-        )}  # fmt: skip
     if not found:
         return ""
     names = [n for n, _ in found.values()]
@@ -765,11 +761,11 @@ def _plain_tensors(g: _Context, most: int = 3) -> str:
         if len(names) == 1
         else "float tensors kept as plain attributes (not parameters or buffers"
     )
-    read = f"; the loss reads {'it' if len(names) == 1 else 'them'})" if read else ")"
     return (
-        f"{shown}: {kind}{read}: not trained, not in parameters() or state_dict(), not moved by "
-        ".to(); if one should train: nn.Parameter(...) in __init__, before the optimizer is made; "
-        "if a constant: self.register_buffer(name, ...)"
+        f"{shown}: {kind}): not trained, not in parameters() or state_dict(), not moved by .to(); "
+        "if one should train: nn.Parameter(...) in __init__, before the optimizer is made; a "
+        "constant: self.register_buffer(name, t, persistent=False) (state_dict unchanged); a "
+        "cache: nothing to fix"
     )
 
 
