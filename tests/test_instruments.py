@@ -11999,3 +11999,142 @@ def test_wng18_the_loss_is_read_from_its_last_assignment_above_the_call_in_its_b
         loss = m._score(model(x + i), y)
     _three_checked_steps(lambda i: m._score(model(x + i), y), opt, reference, model=model)
     assert loss.grad_fn is not None
+
+
+# fix38: review 36. "likely not used" only where every cut the instrument knows is absent on the
+# way to the loss (forwards, the caller's code down to its line, one level into the reader's
+# functions) and that code could be read; .sample() rules by graph, not by name; kept copies.
+
+
+class _Two38(nn.Module):
+    """A body and two heads; the second head's output is what the caller may cut."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 3), nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.body(x).relu()
+        return self.a(h), self.b(h)
+
+
+def _likely38(found) -> bool:
+    return "likely not used" in found.why
+
+
+def test_fix38_caller_cuts_of_every_kind_withhold_likely_unused():
+    """Review 36 F1: the caller's own line cut the head's output by .item(), float(),
+    torch.tensor() or an integer cast, and the report said "no forward ..., nor your code here,
+    cuts" and led with "freeze it or drop it". Every cut the instrument knows counts now."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    for kind in ("item", "float", "tensor", "long"):
+        m = _Two38()
+        out, aux = m(x)
+        if kind == "item":
+            aux_l = ((aux.squeeze(-1) - t) ** 2).mean().item()
+        elif kind == "float":
+            aux_l = float(((aux.squeeze(-1) - t) ** 2).mean())
+        elif kind == "tensor":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                aux_l = torch.tensor(((aux.squeeze(-1) - t) ** 2).mean())
+        else:
+            aux_l = (out.argmax(-1) == aux.squeeze(-1).round().long()).float().mean()
+        loss = F.cross_entropy(out, y) + 0.1 * aux_l
+        loss.backward()
+        found = why_no_grad(loss, model=m)["model.b.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", (kind, found)
+        assert not _likely38(found), (kind, found)
+        assert found.fix.startswith("to see which, before the step"), (kind, found)
+
+
+def _eval_aux38(mod, x):
+    with torch.no_grad():
+        return mod.b(mod.body(x).relu())
+
+
+def test_fix38_a_cut_in_the_readers_own_function_withholds_likely_unused():
+    """Review 36 M1: the head ran under no_grad inside a function of the reader's that the
+    caller calls; "likely not used ... freeze it" followed. Those functions are read one level."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    m = _Two38()
+    out, _ = m(x)
+    loss = F.cross_entropy(out, y) + 0.1 * ((_eval_aux38(m, x).squeeze(-1) - t) ** 2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.b.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert not _likely38(found), found
+
+
+class _Moe38(nn.Module):
+    """Top-1 experts picked by the router's argmax: the router's output never multiplies."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(4, 2)
+        self.experts = nn.ModuleList(nn.Linear(4, 1) for _ in range(2))
+
+    def forward(self, x):
+        idx = self.router(x).argmax(-1)
+        return torch.stack([self.experts[int(i)](r) for i, r in zip(idx, x)])
+
+
+class _Gate38(_Moe38):
+    def forward(self, x):
+        mask = (self.router(x)[:, :1] > 0).float()
+        return self.experts[0](x) * mask
+
+
+def test_fix38_an_argmax_or_a_comparison_in_a_forward_withholds_likely_unused():
+    """Review 36 F4: a router cut by argmax (MoE top-1) or by a comparison (a hard gate) inside
+    the model's forward was said "likely not used ... no forward under model cuts"."""
+    torch.manual_seed(0)
+    x, t = torch.randn(8, 4), torch.randn(8, 1)
+    for cls in (_Moe38, _Gate38):
+        m = cls()
+        loss = ((m(x) - t) ** 2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=m)["model.router.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", (cls, found)
+        assert not _likely38(found), (cls, found)
+
+
+_CELL38 = """
+out, aux = m(x)
+aux = aux.detach()
+loss = F.cross_entropy(out, y) + 0.1 * ((aux.squeeze(-1) - t) ** 2).mean()
+loss.backward()
+found = why_no_grad(loss, model=m)["model.b.weight"]
+"""
+
+
+def test_fix38_code_that_cannot_be_read_is_not_said_free_of_cuts():
+    """Review 36 F6: run from stdin or exec of a string, the caller's code was never read, yet
+    the report said "nor your code here, cuts" and "likely not used"."""
+    torch.manual_seed(0)
+    space = dict(m=_Two38(), x=torch.randn(16, 4), y=torch.randint(0, 3, (16,)), t=torch.randn(16))
+    space.update(F=F, why_no_grad=why_no_grad)
+    exec(compile(_CELL38, "<cell38>", "exec"), space)
+    found = space["found"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert not _likely38(found), found
+
+
+def test_fix38_a_logging_cut_that_does_not_reach_the_loss_keeps_likely_unused():
+    """Review 36 I3: any .detach() in the caller's body (an accuracy for a log) withheld "likely
+    not used" for a pooler the loss truly ignores. A cut counts only where it flows to the loss;
+    the freeze fix it leads with is trained by the wng17 test."""
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    m = _Two38()
+    out, _ = m(x)
+    loss = F.cross_entropy(out, y)
+    acc = (out.detach().argmax(1) == y).float().mean()  # for a log
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.b.weight"]
+    assert acc.requires_grad is False
+    assert _likely38(found), found
+    assert "nor your code making the loss (here and the functions it calls)" in found.why, found
+    assert found.fix.startswith("if the loss need not use it"), found
