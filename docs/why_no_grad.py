@@ -3938,6 +3938,24 @@ def _sample_calls(nodes: list, bindings: list, resolve, held=None) -> list:
     return found
 
 
+class _Uncut(ast.NodeTransformer):
+    """Replaces each copy without history (``_copied``) by a constant."""
+
+    def __init__(self, space: dict):
+        self.space = space
+
+    def visit(self, node):
+        if _copied(node, self.space) is not None:
+            return ast.copy_location(ast.Constant(None), node)
+        return self.generic_visit(node)
+
+
+def _uncut(expr, space: dict):
+    """A copy of ``expr`` where each copy without history in it (``x.detach()``, ``.item()``,
+    ``torch.tensor(x)``, ``float(x)``) is a constant: what it reads carries no history on."""
+    return _Uncut(space).visit(ast.parse(ast.unparse(expr), mode="eval").body)
+
+
 @functools.lru_cache(maxsize=512)
 def _samples(cls: type) -> bool:
     """Whether a method ``_methods_run`` reads for ``cls`` calls some ``.sample(...)``."""
@@ -3967,7 +3985,8 @@ def _module_draws(module: torch.nn.Module, name: str) -> list:
         bindings = _bindings(nodes)
         scope = getattr(fn, "__globals__", {})
         params = _params(root, True)[1]
-        made = _flows(bindings, {p: frozenset((p,)) for p in params}, me, valued)
+        live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
+        made = _flows(live, {p: frozenset((p,)) for p in params}, me, valued)
 
         def resolve(node, scope=scope, me=me):
             return _resolve(node, scope, me, module)
@@ -3976,7 +3995,8 @@ def _module_draws(module: torch.nn.Module, name: str) -> list:
             source = rec if not isinstance(rec, ast.Name) else next(
                 (v for names, v in bindings if rec.id in names and isinstance(v, ast.Call)), rec
             )  # fmt: skip
-            labels = frozenset().union(*(made.get(r, ()) for r in _value_names(source, me, valued)))
+            read = _value_names(_uncut(source, scope), me, valued)
+            labels = frozenset().union(*(made.get(r, ()) for r in read))
             if not labels:
                 continue  # made from constants: no history to lose
             lines = _parsed(fn)[3]
@@ -4044,22 +4064,41 @@ def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g
             seeds[key] = frozenset((id(v),))
         elif isinstance(v, torch.nn.Module) and any(v is m for m in g.expected.values()):
             seeds[key] = frozenset(id(p) for p in v.parameters())
-    made = _flows(bindings, seeds) if calls else {}
+    live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
+    made = _flows(live, seeds) if calls else {}
     losses = {key for key, v in scope.items() if v is g.loss}  # the names the loss has here
+    last = max((v.end_lineno for names, v in bindings if losses & set(names)), default=None)
+    off = [
+        w for w in nodes
+        if isinstance(w, (ast.With, ast.AsyncWith))
+        and any(_turns_off(ast.unparse(item.context_expr)) for item in w.items)
+    ]  # fmt: skip
     found = []
     for call, rec, kind, obj in calls:
+        if (
+            last is not None
+            and call.lineno > last
+            or any(any(x is call for x in ast.walk(w)) for w in off)
+        ):
+            continue  # below the loss's line, or under no_grad: it did not make the loss
         if isinstance(obj, _DISTRIBUTION):
             ids = _reached(t for t in vars(obj).values() if isinstance(t, torch.Tensor))
-        else:
-            ids = frozenset().union(*(made.get(r, ()) for r in _value_names(rec)))
+        else:  # a tensor held now: the leaves its graph reaches; another name: through the code
+            read = _value_names(_uncut(rec, scope))
+            now = [scope[r] for r in read if isinstance(scope.get(r), torch.Tensor)]
+            ids = (_reached(now) if now else frozenset()).union(
+                *(made.get(r, ()) for r in read if not isinstance(scope.get(r), torch.Tensor))
+            )
         if ids:
             bound = {
                 n for names, v in bindings if any(x is call for x in ast.walk(v)) for n in names
             }
-            flows = _flows(bindings, {n: frozenset("d") for n in bound}) if losses else {}
+            flows = _flows(live, {n: frozenset("d") for n in bound}) if losses else {}
             d = _draw(call, rec, kind, where, lines, start)
             d.update(ids=ids, rs=_has_rsample(d["cls"], obj), owner="", library=False)
             d["feeds"] = any(flows.get(n) for n in losses)  # the loss is assigned from the draw
+            if losses and bound and not d["feeds"]:
+                continue  # kept in names the loss is not made from
             found.append(d)
     return sorted(found, key=lambda d: (not d["feeds"], int(d["where"].rpartition(":")[2])))
 
@@ -4142,8 +4181,9 @@ def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
         said += ", and the loss is computed from the draw (read, not run)"
     if d["rs"] is False:
         cure = (
-            f"{cls} has no .rsample(), so the draw has no gradient: train through "
-            f"{d['recv']}.log_prob(draw) * reward (a score-function term), or a relaxed "
+            f"{cls} has no .rsample(), so the draw has no gradient: add "
+            f"{d['recv']}.log_prob(draw) * cost.detach() to the loss you minimise (cost: each "
+            "draw's loss; for a reward, -log_prob(draw) * reward.detach()), or use a relaxed "
             "distribution (RelaxedBernoulli, RelaxedOneHotCategorical)"
         )
     else:

@@ -11710,8 +11710,9 @@ def test_wng17_a_draw_without_rsample_is_told_and_the_score_function_fix_trains(
     ), found
     assert found.fix.startswith(
         f"if its value passes the draw at test_instruments.py:{line}: Categorical has no "
-        ".rsample(), so the draw has no gradient: train through dist.log_prob(draw) * reward "
-        "(a score-function term)"
+        ".rsample(), so the draw has no gradient: add dist.log_prob(draw) * cost.detach() to "
+        "the loss you minimise (cost: each draw's loss; for a reward, -log_prob(draw) * "
+        "reward.detach())"
     ), found
     model.score_function = True
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -12138,3 +12139,98 @@ def test_fix38_a_logging_cut_that_does_not_reach_the_loss_keeps_likely_unused():
     assert _likely38(found), found
     assert "nor your code making the loss (here and the functions it calls)" in found.why, found
     assert found.fix.startswith("if the loss need not use it"), found
+
+
+class _AC38(nn.Module):
+    """An actor-critic: one body, a policy head and a value head."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.pi, self.v = nn.Linear(4, 8), nn.Linear(8, 3), nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.body(x).relu()
+        return self.pi(h), self.v(h)
+
+
+def test_fix38_a_draw_counts_only_for_the_tensors_its_receiver_reaches():
+    """Review 36 F2: ``logits, value = m(obs)`` made the value head's parameters "made from" the
+    policy's logits, so a correct REINFORCE draw led the report for the value head (cut by its
+    own .detach() as a baseline). A name that holds a tensor is followed by its graph now."""
+    torch.manual_seed(0)
+    m, obs = _AC38(), torch.randn(16, 4)
+    logits, value = m(obs)
+    a = torch.distributions.Categorical(logits=logits).sample()
+    reward = (a == 1).float()
+    baseline = value.squeeze(-1).detach()
+    logp = logits.log_softmax(-1).gather(1, a[:, None]).squeeze(1)
+    loss = -(logp * (reward - baseline)).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.v.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert "draws from" not in found.why and "the draw at" not in found.fix, found
+
+
+def test_fix38_a_draw_from_cut_values_or_not_making_the_loss_is_not_named():
+    """Review 36 F5 and I1: a draw from ``Normal(mu.detach(), std.detach())`` was named with the
+    fix ``Normal(mu.detach(), std.detach()).rsample()``, which trains nothing; a draw under
+    no_grad (for a picture) or below the loss's line led the fix though it made no loss."""
+    for kind in ("cut receiver", "under no_grad", "after backward"):
+        torch.manual_seed(0)
+        enc, dec, x = nn.Linear(4, 4), nn.Linear(2, 4), torch.randn(8, 4)
+        mu, logv = enc(x).chunk(2, -1)
+        std = (0.5 * logv).exp()
+        if kind == "cut receiver":
+            z = torch.distributions.Normal(mu.detach(), std.detach()).sample()
+        else:
+            z = (mu + std * torch.randn_like(std)).detach()
+        if kind == "under no_grad":
+            with torch.no_grad():
+                viz = torch.distributions.Normal(mu, std).sample()
+            assert not viz.requires_grad
+        loss = ((dec(z) - x) ** 2).mean()
+        loss.backward()
+        if kind == "after backward":
+            samples = torch.distributions.Normal(mu, std).sample()
+            assert not samples.requires_grad
+        found = why_no_grad(loss, enc=enc, dec=dec)["enc.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", (kind, found)
+        assert "draws from" not in found.why and "the draw at" not in found.fix, (kind, found)
+
+
+def test_fix38_the_score_function_fix_carries_its_sign_and_trains_a_reward_the_right_way():
+    """Review 36 M2: "log_prob(draw) * reward" without a sign, added to a loss that is
+    minimised, drives the reward down. The fix says "add log_prob(draw) * cost.detach() ... for a
+    reward, -log_prob(draw) * reward.detach()"; the reward form trains three checked steps
+    against torch.func.grad of a pure function, and the rewarded choice grows likelier."""
+    torch.manual_seed(0)
+    xs = torch.randn(4, 64, 3)
+    policy = nn.Linear(3, 1)
+    p = torch.sigmoid(policy(xs[0])).squeeze(-1)
+    z = torch.distributions.Bernoulli(probs=p).sample()
+    loss = (1 - z).mean()  # choosing z=1 costs nothing
+    found = why_no_grad(loss, policy=policy)["policy.weight"]
+    assert "-log_prob(draw) * reward.detach()" in found.fix, found
+    assert "add torch.distributions.Bernoulli(probs=p).log_prob(draw) * cost.detach() to the " in (
+        found.fix
+    ), found
+    opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+
+    def loss_of(i):  # the printed term, reward form: -log_prob(draw) * reward.detach()
+        torch.manual_seed(70 + i)
+        dist = torch.distributions.Bernoulli(logits=policy(xs[i]).squeeze(-1))
+        draw = dist.sample()
+        reward = draw  # 1 for the choice wanted
+        return -(dist.log_prob(draw) * reward.detach()).mean()
+
+    def pure(q, i):  # by hand: log sigmoid of the logit at the replayed draw
+        torch.manual_seed(70 + i)
+        logit = F.linear(xs[i], q["weight"], q["bias"]).squeeze(-1)
+        draw = torch.distributions.Bernoulli(logits=logit.detach()).sample()
+        logp = draw * F.logsigmoid(logit) + (1 - draw) * F.logsigmoid(-logit)
+        return -(logp * draw).mean()
+
+    before = torch.sigmoid(policy(xs).squeeze(-1)).mean().item()
+    live = dict(policy.named_parameters())
+    _three_checked_steps(loss_of, opt, lambda i: _surrogate17(pure, live, i), policy=policy)
+    assert torch.sigmoid(policy(xs).squeeze(-1)).mean().item() > before
