@@ -2299,8 +2299,9 @@ def _cuts_args(
     ``ast``, never run) that copies the value of one of its own parameters without history
     (``_copied``: ``arg.detach()``, ``.item()``, ``.data``, ``torch.tensor([arg, ...])``,
     ``float(arg)``), directly or through names made from it, where that copy's value reaches
-    the ``return`` (a metric or a log beside the result is no cut of it) and the branch is not
-    one for non-tensors. None where the source cannot be read."""
+    the ``return`` (a metric or a log beside the result is no cut of it), no ``return`` passes
+    the value itself without a copy, and the branch is not one for non-tensors. None where the
+    source cannot be read."""
     flows = _copy_flows(fn, bool(cls_name), attrs)
     read = _parsed(fn)
     if flows is None or read is None:  # no source: nothing found
@@ -2308,6 +2309,23 @@ def _cuts_args(
     root, me, args, taint, reach, skip, space, values = flows
     start, where, lines = read[1:]
     given, found = {}, []  # id(node) -> the self-method a call hands it to
+    own = list(_own_nodes(root.body))
+    mixed = {  # names some assignment gives a copy: in another branch, the value may be a copy
+        name
+        for n in own
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None
+        and any(_copied(sub, space) is not None for sub in ast.walk(n.value))
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        for name in _bound(t)
+    }  # fmt: skip
+    plain = {k: v for k, v in taint.items() if k not in mixed}
+    passed = set().union(  # what a return passes as is (x * self.gain beside float(self.gain))
+        *(
+            _reads(n.value, plain, me, attrs, space)
+            for n in own
+            if isinstance(n, ast.Return) and n.value
+        )
+    )
     for n in ast.walk(root):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
             for a in (*n.args, *(k.value for k in n.keywords)):
@@ -2318,6 +2336,7 @@ def _cuts_args(
         srcs = set().union(*(_reads(e, taint, me, attrs, space) for e in copied or ()))
         if srcs and id(n) in values:  # kept beside the copy (w + (q(w) - w).detach()): no cut
             srcs -= _reads(values[id(n)], taint, me, attrs, space, but=n)
+        srcs -= passed  # a return passes it as is too: the copy is no cut of it
         for src in sorted(srcs):
             code = lines[n.lineno - 1].strip()
             found.append((f"{where}:{start + n.lineno - 1}: {code}", given.get(id(n), ""), src))

@@ -12234,3 +12234,37 @@ def test_fix38_the_score_function_fix_carries_its_sign_and_trains_a_reward_the_r
     live = dict(policy.named_parameters())
     _three_checked_steps(loss_of, opt, lambda i: _surrogate17(pure, live, i), policy=policy)
     assert torch.sigmoid(policy(xs).squeeze(-1)).mean().item() > before
+
+
+class _Gain38(nn.Module):
+    """Returns its kept gain as is, with a number of it for a logger beside."""
+
+    def forward(self, x):
+        stats = {"gain": float(self.gain.mean())}  # for the logger
+        return x * self.gain, stats
+
+
+class _Kept38(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log_g, self.g, self.head = nn.Parameter(torch.zeros(4)), _Gain38(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        self.g.gain = self.log_g.exp()
+        y, stats = self.g(x)
+        return self.head(y.detach()), stats
+
+
+def test_fix38_a_copy_beside_the_kept_value_passed_as_is_is_not_the_cut():
+    """Review 36 F3: a float() of a kept gain for a logger, returned beside ``x * self.gain``,
+    was named as the copy that cuts log_g; the cut is the .detach() in the parent's forward."""
+    torch.manual_seed(0)
+    m, x, t = _Kept38(), torch.randn(8, 4), torch.tensor([0, 1] * 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out, _ = m(x)
+    loss = F.cross_entropy(out, t)
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.log_g"]
+    assert found.rule != "not on the graph: a module's code copies it without history", found
+    assert "float(self.gain.mean())" not in found.why, found
