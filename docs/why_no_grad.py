@@ -3582,13 +3582,35 @@ def _tests(nodes) -> set:
     }
 
 
+_SIZED = frozenset(("arange", "zeros", "ones", "full", "empty", "eye", "linspace", "rand", "randn",
+                    "randint", "repeat", "expand", "view", "reshape", "tile", "permute", "transpose",
+                    "unsqueeze", "squeeze", "flatten", "to"))  # fmt: skip
+
+
+class _Sizes(ast.NodeTransformer):
+    """Replaces the arguments of calls that take sizes, dims or a device (``torch.arange(n)``,
+    ``x.repeat(b, 1)``, ``x.view(b, -1)``) by constants: they carry no value into the result."""
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if getattr(node.func, "attr", getattr(node.func, "id", "")) in _SIZED:
+            node.args = [ast.Constant(None) for _ in node.args]
+            node.keywords = [ast.keyword(k.arg, ast.Constant(None)) for k in node.keywords]
+        return node
+
+
+def _sized(expr):
+    """A copy of ``expr`` without the sizes its calls take (``_Sizes``)."""
+    return _Sizes().visit(ast.parse(ast.unparse(expr), mode="eval").body)
+
+
 @functools.lru_cache(maxsize=512)
 def _cut_calls(cls: type) -> frozenset | None:
     """What in ``cls.forward``, and in the methods of ``cls`` it calls on ``self``, can cut a
     value's history (``_cut_node``: "switch", "data", "compare", ``detach``, ``item``,
     ``argmax``, ``int``, ``sample``, ``tensor``, ``checkpoint``, a custom Function's ``apply``),
     where it reads a value made from the method's arguments or from ``self``'s attributes (not
-    a shape, not a constant; a comparison in a branch's test is none); read with ``ast``, never
+    a size (``_Sizes``) nor a constant; a comparison in a branch's test is none); read with ``ast``, never
     run. Torch's own modules: none. None where a source cannot be read."""
     fn = inspect.getattr_static(cls, "forward", None)
     fn = getattr(fn, "__func__", fn)
@@ -3602,7 +3624,8 @@ def _cut_calls(cls: type) -> frozenset | None:
         if _source_switches(method):
             found.add("switch")
         nodes = list(_own_nodes(root.body))
-        made = _flows(_bindings(nodes), {p: frozenset((p,)) for p in _params(root, True)[1]}, me)
+        sized = [(names, _sized(v)) for names, v in _bindings(nodes)]
+        made = _flows(sized, {p: frozenset((p,)) for p in _params(root, True)[1]}, me)
         space, tests = getattr(method, "__globals__", {}), _tests(nodes)
         for n in nodes:
             kind = _cut_node(n, space)
@@ -3610,7 +3633,7 @@ def _cut_calls(cls: type) -> frozenset | None:
                 kind == "switch"
                 or kind
                 and id(n) not in tests
-                and _value_names(n, me) & made.keys()
+                and _value_names(_sized(n), me) & made.keys()
             ):
                 found.add(kind)
     return frozenset(found)
