@@ -12268,3 +12268,34 @@ def test_fix38_a_copy_beside_the_kept_value_passed_as_is_is_not_the_cut():
     found = why_no_grad(loss, model=m)["model.log_g"]
     assert found.rule != "not on the graph: a module's code copies it without history", found
     assert "float(self.gain.mean())" not in found.why, found
+
+
+class _Causal38(nn.Module):
+    """BertModel's layout at toy size: a causal mask compared from positions (sizes, no value of
+    a parameter), token states for the loss, and a pooler the loss does not use."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.pooler = nn.Linear(6, 6), nn.Linear(6, 6)
+
+    def mask(self, shape):  # BertModel.get_extended_attention_mask's is_decoder branch
+        batch, length = shape
+        pos = torch.arange(length)
+        return pos[None, None, :].repeat(batch, length, 1) <= pos[None, :, None]
+
+    def forward(self, x):
+        causal = self.mask(x.shape[:2])
+        seq = self.encoder(x) + causal.float().sum(-1, keepdim=True)
+        return seq, torch.tanh(self.pooler(seq[:, 0]))
+
+
+def test_fix38_a_mask_compared_from_sizes_is_no_cut_of_a_forward():
+    """Counting comparisons as cuts (review 36 F4) must not count one made from sizes only
+    (torch.arange(n), x.repeat(b, n, 1)): trial 13 case 05 (BertModel) keeps "likely not used"."""
+    torch.manual_seed(0)
+    m, x = _Causal38(), torch.randn(2, 4, 6)
+    seq, _ = m(x)
+    loss = seq.pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.pooler.weight"]
+    assert _likely38(found), found
