@@ -3726,6 +3726,18 @@ def _body_cuts(nodes: list, scope: dict, seeds: dict, losses: set, depth: int) -
             ):
                 targets.append([s.id for s in _own_nodes(w.body) if isinstance(s, ast.Name)
                                 and isinstance(s.ctx, ast.Store)])  # fmt: skip
+        for w in nodes:  # out["aux"] = x.detach(), outs.append(x.item()): the name held in
+            if isinstance(w, (ast.Assign, ast.AugAssign)) and any(
+                s is n for s in ast.walk(w.value)
+            ):
+                ts = w.targets if isinstance(w, ast.Assign) else [w.target]
+                targets.append([_base_name(t) for t in ts if not isinstance(t, ast.Name)])
+            elif (
+                isinstance(w, ast.Call)
+                and isinstance(w.func, ast.Attribute)
+                and any(s is n for a in w.args for s in ast.walk(a))
+            ):
+                targets.append([_base_name(w.func.value)])
         if isinstance(n, ast.Call) and getattr(n.func, "attr", "").endswith("_"):  # x.detach_()
             targets.append([_base_name(n.func.value)])
         if not targets and _cut_node(n, scope) == "switch":

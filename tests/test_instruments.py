@@ -12299,3 +12299,29 @@ def test_fix38_a_mask_compared_from_sizes_is_no_cut_of_a_forward():
     loss.backward()
     found = why_no_grad(loss, model=m)["model.pooler.weight"]
     assert _likely38(found), found
+
+
+def test_fix38_a_cut_stored_under_a_key_the_loss_reads_withholds_likely_unused():
+    """A cut kept under a key of a dict the loss is made from is on the way to the loss too:
+    no "likely not used"."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    m, terms = _Two38(), {}
+    out, aux = m(x)
+    terms["aux"] = ((aux.squeeze(-1) - t) ** 2).mean().detach()
+    loss = F.cross_entropy(out, y) + terms["aux"]
+    loss.backward()
+    assert not _likely38(why_no_grad(loss, model=m)["model.b.weight"])
+
+
+def test_fix38_a_cut_appended_to_a_list_the_loss_reads_withholds_likely_unused():
+    """The same for a cut appended to a list the loss sums."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    m = _Two38()
+    out, aux = m(x)
+    parts = [F.cross_entropy(out, y)]
+    parts.append(((aux.squeeze(-1) - t) ** 2).mean().detach())
+    loss = sum(parts)
+    loss.backward()
+    assert not _likely38(why_no_grad(loss, model=m)["model.b.weight"])
