@@ -162,6 +162,7 @@ import io
 import linecache
 import re
 import sys
+import sysconfig
 import textwrap
 import tokenize
 import types
@@ -606,7 +607,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         t.requires_grad and id(t) not in g.leaves and t.grad_fn not in g.node_set
         for _, t in tensors
     ):
-        g.caller_draws, g.caller_cuts = _caller_draws(sys._getframe(1), g)
+        g.caller_draws = _caller_draws(sys._getframe(1), g)[0]
+        g.caller_cuts = _caller_cuts(sys._getframe(1), g)
     g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None] + [
         t for _, t in tensors if t.retains_grad and t.grad_fn in g.node_set and t.grad is not None
     ]  # leaves, and retained non-leaves (retain_grad(), backward(inputs=[h]))
@@ -2364,8 +2366,9 @@ def _cuts_args(
     ``ast``, never run) that copies the value of one of its own parameters without history
     (``_copied``: ``arg.detach()``, ``.item()``, ``.data``, ``torch.tensor([arg, ...])``,
     ``float(arg)``), directly or through names made from it, where that copy's value reaches
-    the ``return`` (a metric or a log beside the result is no cut of it) and the branch is not
-    one for non-tensors. None where the source cannot be read."""
+    the ``return`` (a metric or a log beside the result is no cut of it), no ``return`` passes
+    the value itself without a copy, and the branch is not one for non-tensors. None where the
+    source cannot be read."""
     flows = _copy_flows(fn, bool(cls_name), attrs)
     read = _parsed(fn)
     if flows is None or read is None:  # no source: nothing found
@@ -2373,6 +2376,23 @@ def _cuts_args(
     root, me, args, taint, reach, skip, space, values = flows
     start, where, lines = read[1:]
     given, found = {}, []  # id(node) -> the self-method a call hands it to
+    own = list(_own_nodes(root.body))
+    mixed = {  # names some assignment gives a copy: in another branch, the value may be a copy
+        name
+        for n in own
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None
+        and any(_copied(sub, space) is not None for sub in ast.walk(n.value))
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        for name in _bound(t)
+    }  # fmt: skip
+    plain = {k: v for k, v in taint.items() if k not in mixed}
+    passed = set().union(  # what a return passes as is (x * self.gain beside float(self.gain))
+        *(
+            _reads(n.value, plain, me, attrs, space)
+            for n in own
+            if isinstance(n, ast.Return) and n.value
+        )
+    )
     for n in ast.walk(root):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
             for a in (*n.args, *(k.value for k in n.keywords)):
@@ -2383,6 +2403,7 @@ def _cuts_args(
         srcs = set().union(*(_reads(e, taint, me, attrs, space) for e in copied or ()))
         if srcs and id(n) in values:  # kept beside the copy (w + (q(w) - w).detach()): no cut
             srcs -= _reads(values[id(n)], taint, me, attrs, space, but=n)
+        srcs -= passed  # a return passes it as is too: the copy is no cut of it
         for src in sorted(srcs):
             code = lines[n.lineno - 1].strip()
             found.append((f"{where}:{start + n.lineno - 1}: {code}", given.get(id(n), ""), src))
@@ -3654,13 +3675,75 @@ _CUT_NAMES = frozenset(("detach", "detach_", "item", "numpy", "tolist", "sample"
                         "Tensor", "new_tensor", "Variable", "checkpoint", "apply", "requires_grad_"))  # fmt: skip
 
 
+_SWITCHES = ("no_grad", "inference_mode", "set_grad_enabled")
+_INDICES = ("topk", "sort", "max", "min", "kthvalue", "mode", "median")  # with a dim: indices too
+
+
+def _cut_node(n, space: dict) -> str | None:
+    """What ``n`` is where it can cut a value's history, read with ``ast``: "switch" (a
+    ``no_grad``/``inference_mode``/``set_grad_enabled(False)`` call), "data" (a ``.data`` read),
+    "compare" (``<``, ``==``: not ``is`` or ``in``), a copy without history (``_copied``:
+    ``.detach()``, ``.item()``, ``float()``, ``torch.tensor()``, ``np.array()``), a call named in
+    ``_CUT_NAMES`` or ``_NO_GRADIENT`` (``argmax``, ``.long()``, ``round``), or one that also
+    gives indices (``topk``, ``sort``, ``max(dim)``): its name. None otherwise."""
+    if isinstance(n, ast.Compare):
+        plain = not any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in n.ops)
+        return "compare" if plain else None
+    if isinstance(n, ast.Attribute):
+        return "data" if n.attr == "data" and isinstance(n.ctx, ast.Load) else None
+    if not isinstance(n, ast.Call):
+        return None
+    name = getattr(n.func, "attr", getattr(n.func, "id", ""))
+    if name in _SWITCHES:
+        return "switch" if _turns_off(ast.unparse(n)) else None
+    if name in _INDICES and isinstance(n.func, ast.Attribute):
+        return name if n.args or n.keywords or name in ("topk", "sort") else None
+    if name in _CUT_NAMES or name in _NO_GRADIENT or _copied(n, space) is not None:
+        return name
+    return None
+
+
+def _tests(nodes) -> set:
+    """The ids of the nodes inside an ``if``/``while``/``assert`` test or a conditional
+    expression's test among ``nodes``: a comparison there picks a branch, it carries no value."""
+    return {
+        id(s)
+        for n in nodes
+        if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))
+        for s in ast.walk(n.test)
+    }
+
+
+_SIZED = frozenset(("arange", "zeros", "ones", "full", "empty", "eye", "linspace", "rand", "randn",
+                    "randint", "repeat", "expand", "view", "reshape", "tile", "permute", "transpose",
+                    "unsqueeze", "squeeze", "flatten", "to"))  # fmt: skip
+
+
+class _Sizes(ast.NodeTransformer):
+    """Replaces the arguments of calls that take sizes, dims or a device (``torch.arange(n)``,
+    ``x.repeat(b, 1)``, ``x.view(b, -1)``) by constants: they carry no value into the result."""
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if getattr(node.func, "attr", getattr(node.func, "id", "")) in _SIZED:
+            node.args = [ast.Constant(None) for _ in node.args]
+            node.keywords = [ast.keyword(k.arg, ast.Constant(None)) for k in node.keywords]
+        return node
+
+
+def _sized(expr):
+    """A copy of ``expr`` without the sizes its calls take (``_Sizes``)."""
+    return _Sizes().visit(ast.parse(ast.unparse(expr), mode="eval").body)
+
+
 @functools.lru_cache(maxsize=512)
 def _cut_calls(cls: type) -> frozenset | None:
     """What in ``cls.forward``, and in the methods of ``cls`` it calls on ``self``, can cut a
-    value's history: "switch" (``_source_switches``), "data" (a ``.data`` read), or the name of a
-    call in ``_CUT_NAMES`` (``detach``, ``item``, ``sample``, ``tensor``, ``checkpoint``, a custom
-    Function's ``apply``); read with ``ast``, never run. Torch's own modules: none. None where a
-    source cannot be read."""
+    value's history (``_cut_node``: "switch", "data", "compare", ``detach``, ``item``,
+    ``argmax``, ``int``, ``sample``, ``tensor``, ``checkpoint``, a custom Function's ``apply``),
+    where it reads a value made from the method's arguments or from ``self``'s attributes (not
+    a size (``_Sizes``) nor a constant; a comparison in a branch's test is none); read with ``ast``, never
+    run. Torch's own modules: none. None where a source cannot be read."""
     fn = inspect.getattr_static(cls, "forward", None)
     fn = getattr(fn, "__func__", fn)
     own = inspect.getattr_static(cls, "__call__", None) is torch.nn.Module.__call__
@@ -3669,17 +3752,134 @@ def _cut_calls(cls: type) -> frozenset | None:
     if not inspect.isfunction(fn) or _parsed(fn) is None:
         return None
     found = set()
-    for _, method, root, *_ in _methods_run(cls):
+    for _, method, root, me, *_ in _methods_run(cls):
         if _source_switches(method):
             found.add("switch")
-        for n in ast.walk(root):
-            if isinstance(n, ast.Attribute) and n.attr == "data" and isinstance(n.ctx, ast.Load):
-                found.add("data")
-            elif isinstance(n, ast.Call):
-                name = getattr(n.func, "attr", getattr(n.func, "id", ""))
-                if name in _CUT_NAMES:
-                    found.add(name)
+        nodes = list(_own_nodes(root.body))
+        sized = [(names, _sized(v)) for names, v in _bindings(nodes)]
+        made = _flows(sized, {p: frozenset((p,)) for p in _params(root, True)[1]}, me)
+        space, tests = getattr(method, "__globals__", {}), _tests(nodes)
+        for n in nodes:
+            kind = _cut_node(n, space)
+            if (
+                kind == "switch"
+                or kind
+                and id(n) not in tests
+                and _value_names(_sized(n), me) & made.keys()
+            ):
+                found.add(kind)
     return frozenset(found)
+
+
+def _library(fn) -> bool:
+    """Whether the function ``fn`` comes from an installed package or Python's own library."""
+    where = getattr(getattr(fn, "__code__", None), "co_filename", "") or ""
+    return "-packages" in where or where.startswith(sysconfig.get_paths()["stdlib"])
+
+
+def _caller_cuts(frame, g: _Context) -> bool | None:
+    """Whether the caller's own code (a function's body, not the defs in it, or a script's top
+    level), or a function of the reader's it calls (one level down, its source read), can cut a
+    value on its way to the loss (in the statements down to the current one): a cut
+    (``_cut_node``) of a value made from a module or from a
+    tensor that requires grad, or a call of a module whose forwards can (``_cut_calls``); in the
+    caller's body, only where its result flows to the names the loss has there (where it has
+    one). None where that cannot be told: the source cannot be read (stdin, ``exec`` of a
+    string) or is not the running code, no module is called in it (the loss was made elsewhere),
+    or a function of the reader's it calls has no source. Read with ``ast``, never run."""
+    try:
+        code = frame.f_code
+        if code.co_name == "<module>":
+            lines = linecache.getlines(code.co_filename)
+            body, at = ast.parse("".join(lines)).body, frame.f_lineno
+        else:
+            tree, start, _, lines = _parsed(code)
+            body, at = tree.body[0].body, frame.f_lineno - start + 1
+        if not any(n.lineno <= at <= n.end_lineno for n in body):
+            return None  # not the code that runs: nothing read
+        scope = {**frame.f_globals, **frame.f_locals}
+        seeds = {
+            k: frozenset("t") for k, v in scope.items()
+            if isinstance(v, torch.nn.Module) or isinstance(v, torch.Tensor) and v.requires_grad
+        }  # fmt: skip
+        losses = {k for k, v in frame.f_locals.items() if v is g.loss}
+        ran = [n for n in body if n.lineno <= at]  # a statement below has not run yet
+        found = _body_cuts(list(_own_nodes(ran)), scope, seeds, losses, 1)
+        return found[0] if found is not None and found[1] else None
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return None
+
+
+def _body_cuts(nodes: list, scope: dict, seeds: dict, losses: set, depth: int) -> tuple | None:
+    """(whether ``nodes`` can cut a value on its way to the loss, whether they call a module):
+    ``_caller_cuts``'s reading of one body, whose names in ``seeds`` hold values with history;
+    None where a function of the reader's it calls has no source."""
+    bindings = _bindings(nodes)
+    made, tests = _flows(bindings, seeds), _tests(nodes)
+    cuts, called = [], False
+    for n in nodes:
+        kind = _cut_node(n, scope)
+        if kind == "switch" or kind and id(n) not in tests and _value_names(n) & made.keys():
+            cuts.append(n)
+            continue
+        obj = _resolve(n.func, scope) if isinstance(n, ast.Call) else None
+        if isinstance(obj, torch.nn.Module):
+            called = True
+            if any(
+                c is None or c - {"checkpoint"}
+                for c in map(_cut_calls, {type(m) for m in obj.modules()})
+            ):
+                cuts.append(n)
+        elif inspect.isfunction(obj) and not _library(obj) and obj.__globals__ is not globals():
+            read = _parsed(obj) if depth else None
+            kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+            root = (
+                next((r for r in ast.walk(read[0]) if isinstance(r, kinds)), None) if read else None
+            )
+            if root is None:
+                return None
+            mine = {p: frozenset("t") for p in _params(root, False)[1]}
+            inside = _body_cuts(
+                list(_own_nodes(root.body)), obj.__globals__, mine, set(), depth - 1
+            )
+            if inside is None:
+                return None
+            called |= inside[1]
+            if inside[0]:
+                cuts.append(n)
+    if not losses or not cuts:
+        return bool(cuts), called
+    marks = {}
+    for i, n in enumerate(cuts):
+        targets = [names for names, value in bindings if any(s is n for s in ast.walk(value))]
+        for w in nodes:  # with torch.no_grad(): the names bound in its block
+            if isinstance(w, (ast.With, ast.AsyncWith)) and any(
+                s is n for item in w.items for s in ast.walk(item.context_expr)
+            ):
+                targets.append([s.id for s in _own_nodes(w.body) if isinstance(s, ast.Name)
+                                and isinstance(s.ctx, ast.Store)])  # fmt: skip
+        for w in nodes:  # out["aux"] = x.detach(), outs.append(x.item()): the name held in
+            if isinstance(w, (ast.Assign, ast.AugAssign)) and any(
+                s is n for s in ast.walk(w.value)
+            ):
+                ts = w.targets if isinstance(w, ast.Assign) else [w.target]
+                targets.append([_base_name(t) for t in ts if not isinstance(t, ast.Name)])
+            elif (
+                isinstance(w, ast.Call)
+                and isinstance(w.func, ast.Attribute)
+                and any(s is n for a in w.args for s in ast.walk(a))
+            ):
+                targets.append([_base_name(w.func.value)])
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", "").endswith("_"):  # x.detach_()
+            targets.append([_base_name(n.func.value)])
+        if not targets and _cut_node(n, scope) == "switch":
+            return True, called  # torch.set_grad_enabled(False) on its own: all after it
+        for names in targets:
+            for name in names:
+                if name:
+                    marks.setdefault(name, set()).add(i)
+    flows = _flows(bindings, {k: frozenset(v) for k, v in marks.items()})
+    return any(flows.get(name) for name in losses), called
 
 
 def _checkpoints(module: torch.nn.Module) -> bool:
@@ -3701,8 +3901,9 @@ def _likely_unused(owner: str, g: _Context) -> str:
     not used by this loss than cut, when the nearest module named above it that has another
     parameter on the graph exists and no forward under that module (``owner``'s, its
     siblings', the ones between) cuts anything or turns gradients off (``_cut_calls``; a
-    ``checkpoint`` call only where a module says it checkpoints); read, never run, so only
-    "likely": a cut in the reader's code after that module is not seen. "" otherwise."""
+    ``checkpoint`` call only where a module says it checkpoints), nor the caller's code on the
+    way to the loss (``_caller_cuts`` False: read, one level into the reader's functions); read,
+    never run, so only "likely". "" otherwise."""
     modules = dict(g.modules)
     me = modules.get(owner)
     if me is None:
@@ -3719,15 +3920,15 @@ def _likely_unused(owner: str, g: _Context) -> str:
             continue
         below = list(above.modules())
         ignored = frozenset() if any(_checkpoints(m) for m in below) else {"checkpoint"}
-        if g.caller_cuts or any(
+        if g.caller_cuts is not False or any(
             c is None or c - ignored for c in map(_cut_calls, {type(m) for m in below})
         ):
             return ""
         return (
             f"likely not used: other parameters of {name} are on the graph ({g.label(on)}), and "
             f"no forward under {name}"
-            + (", nor your code here," if g.caller_cuts is False else "")
-            + " cuts or turns gradients off (read, not run)"
+            + ", nor your code making the loss (here and the functions it calls), cuts or turns "
+            "gradients off (read, not run)"
         )
     return ""
 
@@ -3923,6 +4124,24 @@ def _sample_calls(nodes: list, bindings: list, resolve, held=None) -> list:
     return found
 
 
+class _Uncut(ast.NodeTransformer):
+    """Replaces each copy without history (``_copied``) by a constant."""
+
+    def __init__(self, space: dict):
+        self.space = space
+
+    def visit(self, node):
+        if _copied(node, self.space) is not None:
+            return ast.copy_location(ast.Constant(None), node)
+        return self.generic_visit(node)
+
+
+def _uncut(expr, space: dict):
+    """A copy of ``expr`` where each copy without history in it (``x.detach()``, ``.item()``,
+    ``torch.tensor(x)``, ``float(x)``) is a constant: what it reads carries no history on."""
+    return _Uncut(space).visit(ast.parse(ast.unparse(expr), mode="eval").body)
+
+
 @functools.lru_cache(maxsize=512)
 def _samples(cls: type) -> bool:
     """Whether a method ``_methods_run`` reads for ``cls`` calls some ``.sample(...)``."""
@@ -3952,7 +4171,8 @@ def _module_draws(module: torch.nn.Module, name: str) -> list:
         bindings = _bindings(nodes)
         scope = getattr(fn, "__globals__", {})
         params = _params(root, True)[1]
-        made = _flows(bindings, {p: frozenset((p,)) for p in params}, me, valued)
+        live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
+        made = _flows(live, {p: frozenset((p,)) for p in params}, me, valued)
 
         def resolve(node, scope=scope, me=me):
             return _resolve(node, scope, me, module)
@@ -3961,7 +4181,8 @@ def _module_draws(module: torch.nn.Module, name: str) -> list:
             source = rec if not isinstance(rec, ast.Name) else next(
                 (v for names, v in bindings if rec.id in names and isinstance(v, ast.Call)), rec
             )  # fmt: skip
-            labels = frozenset().union(*(made.get(r, ()) for r in _value_names(source, me, valued)))
+            read = _value_names(_uncut(source, scope), me, valued)
+            labels = frozenset().union(*(made.get(r, ()) for r in read))
             if not labels:
                 continue  # made from constants: no history to lose
             lines = _parsed(fn)[3]
@@ -4029,22 +4250,41 @@ def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g
             seeds[key] = frozenset((id(v),))
         elif isinstance(v, torch.nn.Module) and any(v is m for m in g.expected.values()):
             seeds[key] = frozenset(id(p) for p in v.parameters())
-    made = _flows(bindings, seeds) if calls else {}
+    live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
+    made = _flows(live, seeds) if calls else {}
     losses = {key for key, v in scope.items() if v is g.loss}  # the names the loss has here
+    last = max((v.end_lineno for names, v in bindings if losses & set(names)), default=None)
+    off = [
+        w for w in nodes
+        if isinstance(w, (ast.With, ast.AsyncWith))
+        and any(_turns_off(ast.unparse(item.context_expr)) for item in w.items)
+    ]  # fmt: skip
     found = []
     for call, rec, kind, obj in calls:
+        if (
+            last is not None
+            and call.lineno > last
+            or any(any(x is call for x in ast.walk(w)) for w in off)
+        ):
+            continue  # below the loss's line, or under no_grad: it did not make the loss
         if isinstance(obj, _DISTRIBUTION):
             ids = _reached(t for t in vars(obj).values() if isinstance(t, torch.Tensor))
-        else:
-            ids = frozenset().union(*(made.get(r, ()) for r in _value_names(rec)))
+        else:  # a tensor held now: the leaves its graph reaches; another name: through the code
+            read = _value_names(_uncut(rec, scope))
+            now = [scope[r] for r in read if isinstance(scope.get(r), torch.Tensor)]
+            ids = (_reached(now) if now else frozenset()).union(
+                *(made.get(r, ()) for r in read if not isinstance(scope.get(r), torch.Tensor))
+            )
         if ids:
             bound = {
                 n for names, v in bindings if any(x is call for x in ast.walk(v)) for n in names
             }
-            flows = _flows(bindings, {n: frozenset("d") for n in bound}) if losses else {}
+            flows = _flows(live, {n: frozenset("d") for n in bound}) if losses else {}
             d = _draw(call, rec, kind, where, lines, start)
             d.update(ids=ids, rs=_has_rsample(d["cls"], obj), owner="", library=False)
             d["feeds"] = any(flows.get(n) for n in losses)  # the loss is assigned from the draw
+            if losses and bound and not d["feeds"]:
+                continue  # kept in names the loss is not made from
             found.append(d)
     return sorted(found, key=lambda d: (not d["feeds"], int(d["where"].rpartition(":")[2])))
 
@@ -4127,8 +4367,9 @@ def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
         said += ", and the loss is computed from the draw (read, not run)"
     if d["rs"] is False:
         cure = (
-            f"{cls} has no .rsample(), so the draw has no gradient: train through "
-            f"{d['recv']}.log_prob(draw) * reward (a score-function term), or a relaxed "
+            f"{cls} has no .rsample(), so the draw has no gradient: add "
+            f"{d['recv']}.log_prob(draw) * cost.detach() to the loss you minimise (cost: each "
+            "draw's loss; for a reward, -log_prob(draw) * reward.detach()), or use a relaxed "
             "distribution (RelaxedBernoulli, RelaxedOneHotCategorical)"
         )
     else:

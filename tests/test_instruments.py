@@ -11710,8 +11710,9 @@ def test_wng17_a_draw_without_rsample_is_told_and_the_score_function_fix_trains(
     ), found
     assert found.fix.startswith(
         f"if its value passes the draw at test_instruments.py:{line}: Categorical has no "
-        ".rsample(), so the draw has no gradient: train through dist.log_prob(draw) * reward "
-        "(a score-function term)"
+        ".rsample(), so the draw has no gradient: add dist.log_prob(draw) * cost.detach() to "
+        "the loss you minimise (cost: each draw's loss; for a reward, -log_prob(draw) * "
+        "reward.detach())"
     ), found
     model.score_function = True
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -12640,3 +12641,328 @@ def test_watch_cuts_sees_a_cut_in_a_module_run_by_torch_func():
             run()
         line = _wng19_line(Cut.forward, "detach()")
         assert f"{line} .detach(): " in str(w), str(w)
+
+
+# fix38: review 36. "likely not used" only where every cut the instrument knows is absent on the
+# way to the loss (forwards, the caller's code down to its line, one level into the reader's
+# functions) and that code could be read; .sample() rules by graph, not by name; kept copies.
+
+
+class _Two38(nn.Module):
+    """A body and two heads; the second head's output is what the caller may cut."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 3), nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.body(x).relu()
+        return self.a(h), self.b(h)
+
+
+def _likely38(found) -> bool:
+    return "likely not used" in found.why
+
+
+def test_fix38_caller_cuts_of_every_kind_withhold_likely_unused():
+    """Review 36 F1: the caller's own line cut the head's output by .item(), float(),
+    torch.tensor() or an integer cast, and the report said "no forward ..., nor your code here,
+    cuts" and led with "freeze it or drop it". Every cut the instrument knows counts now."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    for kind in ("item", "float", "tensor", "long"):
+        m = _Two38()
+        out, aux = m(x)
+        if kind == "item":
+            aux_l = ((aux.squeeze(-1) - t) ** 2).mean().item()
+        elif kind == "float":
+            aux_l = float(((aux.squeeze(-1) - t) ** 2).mean())
+        elif kind == "tensor":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                aux_l = torch.tensor(((aux.squeeze(-1) - t) ** 2).mean())
+        else:
+            aux_l = (out.argmax(-1) == aux.squeeze(-1).round().long()).float().mean()
+        loss = F.cross_entropy(out, y) + 0.1 * aux_l
+        loss.backward()
+        found = why_no_grad(loss, model=m)["model.b.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", (kind, found)
+        assert not _likely38(found), (kind, found)
+        assert found.fix.startswith("to see which, before the step"), (kind, found)
+
+
+def _eval_aux38(mod, x):
+    with torch.no_grad():
+        return mod.b(mod.body(x).relu())
+
+
+def test_fix38_a_cut_in_the_readers_own_function_withholds_likely_unused():
+    """Review 36 M1: the head ran under no_grad inside a function of the reader's that the
+    caller calls; "likely not used ... freeze it" followed. Those functions are read one level."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    m = _Two38()
+    out, _ = m(x)
+    loss = F.cross_entropy(out, y) + 0.1 * ((_eval_aux38(m, x).squeeze(-1) - t) ** 2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.b.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert not _likely38(found), found
+
+
+class _Moe38(nn.Module):
+    """Top-1 experts picked by the router's argmax: the router's output never multiplies."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(4, 2)
+        self.experts = nn.ModuleList(nn.Linear(4, 1) for _ in range(2))
+
+    def forward(self, x):
+        idx = self.router(x).argmax(-1)
+        return torch.stack([self.experts[int(i)](r) for i, r in zip(idx, x)])
+
+
+class _Gate38(_Moe38):
+    def forward(self, x):
+        mask = (self.router(x)[:, :1] > 0).float()
+        return self.experts[0](x) * mask
+
+
+def test_fix38_an_argmax_or_a_comparison_in_a_forward_withholds_likely_unused():
+    """Review 36 F4: a router cut by argmax (MoE top-1) or by a comparison (a hard gate) inside
+    the model's forward was said "likely not used ... no forward under model cuts"."""
+    torch.manual_seed(0)
+    x, t = torch.randn(8, 4), torch.randn(8, 1)
+    for cls in (_Moe38, _Gate38):
+        m = cls()
+        loss = ((m(x) - t) ** 2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=m)["model.router.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", (cls, found)
+        assert not _likely38(found), (cls, found)
+
+
+_CELL38 = """
+out, aux = m(x)
+aux = aux.detach()
+loss = F.cross_entropy(out, y) + 0.1 * ((aux.squeeze(-1) - t) ** 2).mean()
+loss.backward()
+found = why_no_grad(loss, model=m)["model.b.weight"]
+"""
+
+
+def test_fix38_code_that_cannot_be_read_is_not_said_free_of_cuts():
+    """Review 36 F6: run from stdin or exec of a string, the caller's code was never read, yet
+    the report said "nor your code here, cuts" and "likely not used"."""
+    torch.manual_seed(0)
+    space = dict(m=_Two38(), x=torch.randn(16, 4), y=torch.randint(0, 3, (16,)), t=torch.randn(16))
+    space.update(F=F, why_no_grad=why_no_grad)
+    exec(compile(_CELL38, "<cell38>", "exec"), space)
+    found = space["found"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert not _likely38(found), found
+
+
+def test_fix38_a_logging_cut_that_does_not_reach_the_loss_keeps_likely_unused():
+    """Review 36 I3: any .detach() in the caller's body (an accuracy for a log) withheld "likely
+    not used" for a pooler the loss truly ignores. A cut counts only where it flows to the loss;
+    the freeze fix it leads with is trained by the wng17 test."""
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    m = _Two38()
+    out, _ = m(x)
+    loss = F.cross_entropy(out, y)
+    acc = (out.detach().argmax(1) == y).float().mean()  # for a log
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.b.weight"]
+    assert acc.requires_grad is False
+    assert _likely38(found), found
+    assert "nor your code making the loss (here and the functions it calls)" in found.why, found
+    assert found.fix.startswith("if the loss need not use it"), found
+
+
+class _AC38(nn.Module):
+    """An actor-critic: one body, a policy head and a value head."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.pi, self.v = nn.Linear(4, 8), nn.Linear(8, 3), nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.body(x).relu()
+        return self.pi(h), self.v(h)
+
+
+def test_fix38_a_draw_counts_only_for_the_tensors_its_receiver_reaches():
+    """Review 36 F2: ``logits, value = m(obs)`` made the value head's parameters "made from" the
+    policy's logits, so a correct REINFORCE draw led the report for the value head (cut by its
+    own .detach() as a baseline). A name that holds a tensor is followed by its graph now."""
+    torch.manual_seed(0)
+    m, obs = _AC38(), torch.randn(16, 4)
+    logits, value = m(obs)
+    a = torch.distributions.Categorical(logits=logits).sample()
+    reward = (a == 1).float()
+    baseline = value.squeeze(-1).detach()
+    logp = logits.log_softmax(-1).gather(1, a[:, None]).squeeze(1)
+    loss = -(logp * (reward - baseline)).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.v.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    assert "draws from" not in found.why and "the draw at" not in found.fix, found
+
+
+def test_fix38_a_draw_from_cut_values_or_not_making_the_loss_is_not_named():
+    """Review 36 F5 and I1: a draw from ``Normal(mu.detach(), std.detach())`` was named with the
+    fix ``Normal(mu.detach(), std.detach()).rsample()``, which trains nothing; a draw under
+    no_grad (for a picture) or below the loss's line led the fix though it made no loss."""
+    for kind in ("cut receiver", "under no_grad", "after backward"):
+        torch.manual_seed(0)
+        enc, dec, x = nn.Linear(4, 4), nn.Linear(2, 4), torch.randn(8, 4)
+        mu, logv = enc(x).chunk(2, -1)
+        std = (0.5 * logv).exp()
+        if kind == "cut receiver":
+            z = torch.distributions.Normal(mu.detach(), std.detach()).sample()
+        else:
+            z = (mu + std * torch.randn_like(std)).detach()
+        if kind == "under no_grad":
+            with torch.no_grad():
+                viz = torch.distributions.Normal(mu, std).sample()
+            assert not viz.requires_grad
+        loss = ((dec(z) - x) ** 2).mean()
+        loss.backward()
+        if kind == "after backward":
+            samples = torch.distributions.Normal(mu, std).sample()
+            assert not samples.requires_grad
+        found = why_no_grad(loss, enc=enc, dec=dec)["enc.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", (kind, found)
+        assert "draws from" not in found.why and "the draw at" not in found.fix, (kind, found)
+
+
+def test_fix38_the_score_function_fix_carries_its_sign_and_trains_a_reward_the_right_way():
+    """Review 36 M2: "log_prob(draw) * reward" without a sign, added to a loss that is
+    minimised, drives the reward down. The fix says "add log_prob(draw) * cost.detach() ... for a
+    reward, -log_prob(draw) * reward.detach()"; the reward form trains three checked steps
+    against torch.func.grad of a pure function, and the rewarded choice grows likelier."""
+    torch.manual_seed(0)
+    xs = torch.randn(4, 64, 3)
+    policy = nn.Linear(3, 1)
+    p = torch.sigmoid(policy(xs[0])).squeeze(-1)
+    z = torch.distributions.Bernoulli(probs=p).sample()
+    loss = (1 - z).mean()  # choosing z=1 costs nothing
+    found = why_no_grad(loss, policy=policy)["policy.weight"]
+    assert "-log_prob(draw) * reward.detach()" in found.fix, found
+    assert "add torch.distributions.Bernoulli(probs=p).log_prob(draw) * cost.detach() to the " in (
+        found.fix
+    ), found
+    opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+
+    def loss_of(i):  # the printed term, reward form: -log_prob(draw) * reward.detach()
+        torch.manual_seed(70 + i)
+        dist = torch.distributions.Bernoulli(logits=policy(xs[i]).squeeze(-1))
+        draw = dist.sample()
+        reward = draw  # 1 for the choice wanted
+        return -(dist.log_prob(draw) * reward.detach()).mean()
+
+    def pure(q, i):  # by hand: log sigmoid of the logit at the replayed draw
+        torch.manual_seed(70 + i)
+        logit = F.linear(xs[i], q["weight"], q["bias"]).squeeze(-1)
+        draw = torch.distributions.Bernoulli(logits=logit.detach()).sample()
+        logp = draw * F.logsigmoid(logit) + (1 - draw) * F.logsigmoid(-logit)
+        return -(logp * draw).mean()
+
+    before = torch.sigmoid(policy(xs).squeeze(-1)).mean().item()
+    live = dict(policy.named_parameters())
+    _three_checked_steps(loss_of, opt, lambda i: _surrogate17(pure, live, i), policy=policy)
+    assert torch.sigmoid(policy(xs).squeeze(-1)).mean().item() > before
+
+
+class _Gain38(nn.Module):
+    """Returns its kept gain as is, with a number of it for a logger beside."""
+
+    def forward(self, x):
+        stats = {"gain": float(self.gain.mean())}  # for the logger
+        return x * self.gain, stats
+
+
+class _Kept38(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log_g, self.g, self.head = nn.Parameter(torch.zeros(4)), _Gain38(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        self.g.gain = self.log_g.exp()
+        y, stats = self.g(x)
+        return self.head(y.detach()), stats
+
+
+def test_fix38_a_copy_beside_the_kept_value_passed_as_is_is_not_the_cut():
+    """Review 36 F3: a float() of a kept gain for a logger, returned beside ``x * self.gain``,
+    was named as the copy that cuts log_g; the cut is the .detach() in the parent's forward."""
+    torch.manual_seed(0)
+    m, x, t = _Kept38(), torch.randn(8, 4), torch.tensor([0, 1] * 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out, _ = m(x)
+    loss = F.cross_entropy(out, t)
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.log_g"]
+    assert found.rule != "not on the graph: a module's code copies it without history", found
+    assert "float(self.gain.mean())" not in found.why, found
+
+
+class _Causal38(nn.Module):
+    """BertModel's layout at toy size: a causal mask compared from positions (sizes, no value of
+    a parameter), token states for the loss, and a pooler the loss does not use."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.pooler = nn.Linear(6, 6), nn.Linear(6, 6)
+
+    def mask(self, shape):  # BertModel.get_extended_attention_mask's is_decoder branch
+        batch, length = shape
+        pos = torch.arange(length)
+        return pos[None, None, :].repeat(batch, length, 1) <= pos[None, :, None]
+
+    def forward(self, x):
+        causal = self.mask(x.shape[:2])
+        seq = self.encoder(x) + causal.float().sum(-1, keepdim=True)
+        return seq, torch.tanh(self.pooler(seq[:, 0]))
+
+
+def test_fix38_a_mask_compared_from_sizes_is_no_cut_of_a_forward():
+    """Counting comparisons as cuts (review 36 F4) must not count one made from sizes only
+    (torch.arange(n), x.repeat(b, n, 1)): trial 13 case 05 (BertModel) keeps "likely not used"."""
+    torch.manual_seed(0)
+    m, x = _Causal38(), torch.randn(2, 4, 6)
+    seq, _ = m(x)
+    loss = seq.pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.pooler.weight"]
+    assert _likely38(found), found
+
+
+def test_fix38_a_cut_stored_under_a_key_the_loss_reads_withholds_likely_unused():
+    """A cut kept under a key of a dict the loss is made from is on the way to the loss too:
+    no "likely not used"."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    m, terms = _Two38(), {}
+    out, aux = m(x)
+    terms["aux"] = ((aux.squeeze(-1) - t) ** 2).mean().detach()
+    loss = F.cross_entropy(out, y) + terms["aux"]
+    loss.backward()
+    assert not _likely38(why_no_grad(loss, model=m)["model.b.weight"])
+
+
+def test_fix38_a_cut_appended_to_a_list_the_loss_reads_withholds_likely_unused():
+    """The same for a cut appended to a list the loss sums."""
+    torch.manual_seed(0)
+    x, y, t = torch.randn(16, 4), torch.randint(0, 3, (16,)), torch.randn(16)
+    m = _Two38()
+    out, aux = m(x)
+    parts = [F.cross_entropy(out, y)]
+    parts.append(((aux.squeeze(-1) - t) ** 2).mean().detach())
+    loss = sum(parts)
+    loss.backward()
+    assert not _likely38(why_no_grad(loss, model=m)["model.b.weight"])
