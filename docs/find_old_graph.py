@@ -2041,8 +2041,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         for path in paths:
             item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
             key = f"{item[1]}[*]{item[3]}" if item else path
-            if not reaches_old.get(fn) or in_except and state.get(fn) and fn in in_call:
-                holding.append(path)  # (freed in the except: maybe by the failing pass itself)
+            if not reaches_old.get(fn) or state.get(fn) and fn in in_call:
+                # its own node freed after the mark: this step's value that a backward of this
+                # step (or, in the except, the failing pass) freed, not a value carried over
+                holding.append(path)
             else:
                 slot = id(tensor_at[path]) in walk.module_params  # a module's slot: its own
                 groups[key if item and old(fn) and not slot else path].append((path, fn))
@@ -2413,6 +2415,20 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         fast_fix()
                     )  # nothing in the graph tells the purposes apart: both, in order
                     state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif in_call and not old(fn) and fn is not root and _summed_onto_itself(fn):
+                    # only where the passes inside one call dated it: across steps, a sum onto its
+                    # earlier value is as often a recurrent state (h = h + f(x, h)) or a statistic
+                    kind, verdict = "a sum onto its own earlier value", "state"
+                    reason = (
+                        "kept across the calls of one step (your code, called at each of a library's "
+                        "backward passes: mark_step() cannot mark them)"
+                    )
+                    fix = (
+                        f"a sum of one call's terms: make it anew at each call (a local variable, or "
+                        f"a new tensor in {here_shown} at the call's start); a total carried on: "
+                        f"{detach} at each call's start"
+                    )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif (
                     not old(fn)
                     and fn is not root
@@ -2452,20 +2468,6 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"a meta-model): make them anew from the module at each step's start ({anew}), "
                         "not detach (that breaks autograd.grad through them)"
                     )
-                elif not old(fn) and fn is not root and _summed_onto_itself(fn):
-                    kind, verdict = "a sum onto its own earlier value", "state"
-                    reason = (
-                        "kept across the calls of one step (your code, called at each of a library's "
-                        "backward passes: mark_step() cannot mark them)"
-                        if in_call
-                        else "state carried from step to step"
-                    )
-                    fix = (
-                        f"a sum of one call's terms: make it anew at each call (a local variable, or "
-                        f"a new tensor in {here_shown} at the call's start); a total carried on: "
-                        f"{detach} at each call's start"
-                    )
-                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif not old(fn):
                     kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                     reason = "state carried from step to step"
