@@ -123,8 +123,8 @@ Without ``mark_step()``, a graph kept with ``retain_graph=True`` has nothing fre
 and in the ``except`` of a failing pass, the nodes that pass freed look old as well. With it and
 no loss given, when nothing made before the mark is old, nodes made after it whose saved tensors
 are freed are old too: a library's loop ran backward earlier in this step, calling your code at
-each pass (a sum kept on your module: made anew at each call first); in the ``except``, a place
-whose own node is freed may be the failing pass's, so it is only listed as held.
+each pass (a sum kept on your module: made anew at each call first); a place whose own node
+is freed is only listed as held (a backward of this step, or the failing pass, freed it).
 
 How it looks, and where it stops:
 
