@@ -120,11 +120,11 @@ saved tensors, or, after ``mark_step()`` at the top of each step, when autograd 
 that call (its sequence number, ``Node._sequence_nr()``, is lower; torch documents no public way
 to tell a node's age, and ``Node.metadata`` holds nothing unless written when the node is made).
 Without ``mark_step()``, a graph kept with ``retain_graph=True`` has nothing freed and looks new,
-and in the ``except`` of a failing pass, the nodes that pass freed look old as well. With it and
-no loss given, when nothing made before the mark is old, nodes made after it whose saved tensors
-are freed are old too: a library's loop ran backward earlier in this step, calling your code at
-each pass (a sum kept on your module: made anew at each call first); a place whose own node
-is freed is only listed as held (a backward of this step, or the failing pass, freed it).
+and in the ``except`` of a failing pass, the nodes that pass freed look old as well. With it, in
+that ``except`` and no loss given, when nothing made before the mark is old, nodes made after it
+whose saved tensors are freed are old too: a library's loop ran backward earlier in this step,
+calling your code at each pass; only a sum kept on your module is named (made anew at each call
+first), other places are listed as held.
 
 How it looks, and where it stops:
 
@@ -1703,7 +1703,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     # calls your code and backwards at each pass: mark_step() cannot mark its passes); they are
     # old, and so is a node that saved nothing made before the newest of them that reaches one
     in_call = set()
-    if later and root is None and all(v is None for v in state.values()):
+    # only in the except of the failing backward: outside it, a backward of this step freeing
+    # what the objects hold is the usual step (a GAN's D pass, a loss kept after its backward)
+    if later and root is None and in_except and all(v is None for v in state.values()):
         in_call = set(later)
         newest = max(_seq(f) or 0 for f in later)
         below = _below(list(state), kids, lambda f: f in in_call)
@@ -2041,9 +2043,13 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         for path in paths:
             item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
             key = f"{item[1]}[*]{item[3]}" if item else path
-            if not reaches_old.get(fn) or state.get(fn) and fn in in_call:
-                # its own node freed after the mark: this step's value that a backward of this
-                # step (or, in the except, the failing pass) freed, not a value carried over
+            if (
+                not reaches_old.get(fn)
+                or in_call
+                and (fn in in_call or not _summed_onto_itself(fn))
+            ):
+                # dated by the passes inside one call: only a sum onto its earlier value is known
+                # to be carried; its own node freed: maybe by the failing pass itself
                 holding.append(path)
             else:
                 slot = id(tensor_at[path]) in walk.module_params  # a module's slot: its own

@@ -12103,6 +12103,9 @@ def test_a_sum_kept_across_passes_freed_by_grad_a_function_or_under_hooks(how):
         else:
             assert how == "grad"
             report = find_old_graph(None, ens=ens)
+    if how == "grad":  # fix40: outside the except no claim (a GAN's D pass frees alike): held
+        assert not report.carriers and report.holding == ("ens.out",), report
+        return
     assert [c.path for c in report.carriers] == ["ens.out"], report
     assert report.carriers[0].fix.startswith("a sum of one call's terms"), report
 
