@@ -120,11 +120,11 @@ saved tensors, or, after ``mark_step()`` at the top of each step, when autograd 
 that call (its sequence number, ``Node._sequence_nr()``, is lower; torch documents no public way
 to tell a node's age, and ``Node.metadata`` holds nothing unless written when the node is made).
 Without ``mark_step()``, a graph kept with ``retain_graph=True`` has nothing freed and looks new,
-and in the ``except`` of a failing pass, the nodes that pass freed look old as well. With it and
-no loss given, when nothing made before the mark is old, nodes made after it whose saved tensors
-are freed are old too: a library's loop ran backward earlier in this step, calling your code at
-each pass (a sum kept on your module: made anew at each call first); in the ``except``, a place
-whose own node is freed may be the failing pass's, so it is only listed as held.
+and in the ``except`` of a failing pass, the nodes that pass freed look old as well. With it, in
+that ``except`` and no loss given, when nothing made before the mark is old, nodes made after it
+whose saved tensors are freed are old too: a library's loop ran backward earlier in this step,
+calling your code at each pass; only a sum kept on your module is named (made anew at each call
+first), other places are listed as held.
 
 How it looks, and where it stops:
 
@@ -1703,7 +1703,9 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     # calls your code and backwards at each pass: mark_step() cannot mark its passes); they are
     # old, and so is a node that saved nothing made before the newest of them that reaches one
     in_call = set()
-    if later and root is None and all(v is None for v in state.values()):
+    # only in the except of the failing backward: outside it, a backward of this step freeing
+    # what the objects hold is the usual step (a GAN's D pass, a loss kept after its backward)
+    if later and root is None and in_except and all(v is None for v in state.values()):
         in_call = set(later)
         newest = max(_seq(f) or 0 for f in later)
         below = _below(list(state), kids, lambda f: f in in_call)
@@ -2041,8 +2043,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         for path in paths:
             item = re.fullmatch(r"(.*)\[(\d+)\](.*)", path)
             key = f"{item[1]}[*]{item[3]}" if item else path
-            if not reaches_old.get(fn) or in_except and state.get(fn) and fn in in_call:
-                holding.append(path)  # (freed in the except: maybe by the failing pass itself)
+            if (
+                not reaches_old.get(fn)
+                or in_call
+                and (fn in in_call or not _summed_onto_itself(fn))
+            ):
+                # dated by the passes inside one call: only a sum onto its earlier value is known
+                # to be carried; its own node freed: maybe by the failing pass itself
+                holding.append(path)
             else:
                 slot = id(tensor_at[path]) in walk.module_params  # a module's slot: its own
                 groups[key if item and old(fn) and not slot else path].append((path, fn))
@@ -2413,6 +2421,20 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         fast_fix()
                     )  # nothing in the graph tells the purposes apart: both, in order
                     state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
+                elif in_call and not old(fn) and fn is not root and _summed_onto_itself(fn):
+                    # only where the passes inside one call dated it: across steps, a sum onto its
+                    # earlier value is as often a recurrent state (h = h + f(x, h)) or a statistic
+                    kind, verdict = "a sum onto its own earlier value", "state"
+                    reason = (
+                        "kept across the calls of one step (your code, called at each of a library's "
+                        "backward passes: mark_step() cannot mark them)"
+                    )
+                    fix = (
+                        f"a sum of one call's terms: make it anew at each call (a local variable, or "
+                        f"a new tensor in {here_shown} at the call's start); a total carried on: "
+                        f"{detach} at each call's start"
+                    )
+                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif (
                     not old(fn)
                     and fn is not root
@@ -2452,20 +2474,6 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         f"a meta-model): make them anew from the module at each step's start ({anew}), "
                         "not detach (that breaks autograd.grad through them)"
                     )
-                elif not old(fn) and fn is not root and _summed_onto_itself(fn):
-                    kind, verdict = "a sum onto its own earlier value", "state"
-                    reason = (
-                        "kept across the calls of one step (your code, called at each of a library's "
-                        "backward passes: mark_step() cannot mark them)"
-                        if in_call
-                        else "state carried from step to step"
-                    )
-                    fix = (
-                        f"a sum of one call's terms: make it anew at each call (a local variable, or "
-                        f"a new tensor in {here_shown} at the call's start); a total carried on: "
-                        f"{detach} at each call's start"
-                    )
-                    state_slots[(slot_of.get(here) or (None, None, None))[1:]] = here
                 elif not old(fn):
                     kind, verdict = "rebuilt this step from its value of an earlier step", "state"
                     reason = "state carried from step to step"
