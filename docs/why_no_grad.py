@@ -4686,6 +4686,19 @@ def _op_name(func) -> str:
     return name
 
 
+def _has_history(t: torch.Tensor) -> bool:
+    """requires_grad on t or on what a torch.func wrapper holds (vmap's batched tensors do not
+    show it on the wrapper)."""
+    f = getattr(torch._C, "_functorch", None)
+    for _ in range(16):
+        if t.requires_grad:
+            return True
+        if f is None or not f.is_functorch_wrapped_tensor(t):
+            return False
+        t = f.get_unwrapped(t)
+    return False
+
+
 def _floating(v) -> bool | None:
     """True for a floating or complex result, False for an integer or bool one, None otherwise."""
     if isinstance(v, torch.Tensor):
@@ -4773,7 +4786,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         ):
             return None
         flat = torch.utils._pytree.tree_leaves((args, kwargs))
-        tracked = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+        tracked = [t for t in flat if isinstance(t, torch.Tensor) and _has_history(t)]
         if not tracked:
             return None
         return name, mode, tracked
@@ -4786,7 +4799,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         ids = {id(t) for t in tracked}
         results = torch.utils._pytree.tree_leaves(out)
         tensors = [r for r in results if isinstance(r, torch.Tensor)]
-        if any(r.requires_grad for r in tensors):
+        if any(_has_history(r) for r in tensors):
             return
         lost = [r for r in tensors if id(r) in ids]  # in place: detach_(), requires_grad_(False)
         if lost or any(_floating(r) for r in tensors):

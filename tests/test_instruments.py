@@ -12634,3 +12634,21 @@ def test_watch_cuts_sees_a_cut_in_a_module_run_by_torch_func():
             run()
         line = _wng19_line(Cut.forward, "detach()")
         assert f"{line} .detach(): " in str(w), str(w)
+
+
+# fix39: watch_cuts answers review 37: a vmapped forward is no cut (W1); torch's own no_grad and a
+# no_grad block back on at exit are not reported (W5); fixes worded by purpose (W2/W4); wording,
+# 0 ops and compiled code said (W3, W6).
+
+
+def test_fix39_vmap_forward_is_not_a_cut():
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    with watch_cuts(show=False) as w:
+        out = torch.func.vmap(lambda xi: net(xi))(x)
+    assert out.grad_fn is not None
+    assert "place(s)" not in str(w) and "Fix" not in str(w), str(w)
+    with watch_cuts(show=False) as w:  # a real cut under vmap is still seen
+        torch.func.vmap(lambda xi: net(xi).detach())(x)
+    assert ".detach(): " in str(w), str(w)
