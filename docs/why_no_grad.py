@@ -4678,6 +4678,22 @@ _NUMBER_OPS = frozenset(("item", "tolist", "__float__", "__complex__", "numpy", 
 _SKIP_OPS = frozenset(("grad", "backward", "register_hook", "retain_grad"))
 
 
+def _switched_by_torch(frame):
+    """The frame of the code that switched gradients off (past no_grad's own frames) when it is
+    torch's, else None."""
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if file.endswith("_contextlib.py") and frame.f_code.co_name == "decorate_context":
+            code = getattr(inspect.unwrap(frame.f_locals.get("func")), "__code__", None)
+            return frame if getattr(code, "co_filename", "").startswith(_TORCH_DIRS) else None
+        if file not in _THIS_FILES and not file.endswith(
+            ("grad_mode.py", "_contextlib.py", "overrides.py")
+        ):
+            return frame if file.startswith(_TORCH_DIRS) else None
+        frame = frame.f_back
+    return None
+
+
 def _op_name(func) -> str:
     name = getattr(func, "__name__", "") or type(func).__name__
     if name in ("__get__", "__set__"):
@@ -4727,6 +4743,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.note = ""
         self._last_mode = self._entry_mode = self._exit_mode = True
         self._home = None  # the frame that entered the with block
+        self._torch_off = None  # the frame of torch's code that switched gradients off
+        self.compiled = 0  # calls made while torch.compile traced: not seen
 
     def __enter__(self):
         try:
@@ -4738,7 +4756,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
 
     def __exit__(self, *exc):
         out = super().__exit__(*exc)
-        self._home = None
+        self._home = self._torch_off = None
         try:
             self._exit_mode = torch.is_grad_enabled()
             if self.show:
@@ -4750,6 +4768,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # traced by torch.compile: not seen, nothing changed
+            self.compiled += 1
             return func(*args, **kwargs)
         before = None
         if not self.note:
@@ -4772,7 +4791,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         name = _op_name(func)
         mode = torch.is_grad_enabled()
         if name == "_set_grad_enabled" and mode and args and args[0] is False:
-            self._record(self.switches, "gradients switched off", "no_grad")
+            owner = _switched_by_torch(sys._getframe(2))
+            if owner is not None:  # torch's own no_grad (spectral_norm, clip_grad_norm_)
+                self._torch_off = owner
+            else:
+                self._record(self.switches, "gradients switched off", "no_grad")
         elif mode != self._last_mode:
             if not mode:
                 self._record(self.switches, "first op with gradients off", "no_grad")
@@ -4789,12 +4812,23 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         tracked = [t for t in flat if isinstance(t, torch.Tensor) and _has_history(t)]
         if not tracked:
             return None
+        first = args[0] if args else None
+        if (
+            not mode
+            and name.endswith("_")
+            and name not in _COPY_OPS
+            and isinstance(first, torch.Tensor)
+            and not _has_history(first)
+        ):
+            return None  # an in-place update with gradients off (an EMA, a target copy): not a cut
         return name, mode, tracked
 
     def _after(self, before, out):
         name, mode, tracked = before
         if name == "_set_grad_enabled":
             self._last_mode = torch.is_grad_enabled()
+            if self._last_mode:
+                self._torch_off = None
             return
         ids = {id(t) for t in tracked}
         results = torch.utils._pytree.tree_leaves(out)
@@ -4825,6 +4859,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         place = caller = first = None
         frame = sys._getframe(2)
         while frame is not None:
+            if frame is self._torch_off:  # under a no_grad torch's own code entered
+                return
             file = frame.f_code.co_filename
             if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
                 if (place is None and any(p in file for p in _BY_DESIGN)) or (
@@ -4849,7 +4885,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
     def __str__(self) -> str:
         lines = []
         flipped = self._exit_mode != self._entry_mode
-        if self.switches and (flipped or not self.cuts):
+        if self.switches and flipped:
             state = "off at exit (on at entry)" if flipped else "switched off"
             lines.append(f"watch_cuts: gradients {state}; first place seen with them off:")
             lines += self._places(self.switches, 1)

@@ -12652,3 +12652,24 @@ def test_fix39_vmap_forward_is_not_a_cut():
     with watch_cuts(show=False) as w:  # a real cut under vmap is still seen
         torch.func.vmap(lambda xi: net(xi).detach())(x)
     assert ".detach(): " in str(w), str(w)
+
+
+def test_fix39_torch_own_no_grad_and_a_scoped_no_grad_are_not_reported():
+    import copy
+
+    from why_no_grad import watch_cuts
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 4)
+    sn = nn.utils.spectral_norm(nn.Linear(4, 4))  # power iteration under torch's own no_grad
+    m = nn.Linear(4, 1)
+    ema = copy.deepcopy(m).requires_grad_(False)
+    with watch_cuts(show=False) as w:
+        loss = sn(x).sum() + m(x).sum()
+        loss.backward()
+        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        with torch.no_grad():  # an EMA update, back on at exit
+            for pe, p in zip(ema.parameters(), m.parameters()):
+                pe.lerp_(p, 0.01)
+    assert torch.is_grad_enabled() and sn.weight_orig.grad is not None
+    assert str(w).startswith("watch_cuts: no op dropped the history of a value"), str(w)
