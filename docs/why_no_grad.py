@@ -4845,7 +4845,9 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             return
         else:
             return
-        if name in _COPY_OPS or lost:
+        if name == "requires_grad_":
+            label, kind = ".requires_grad_(False)", "frozen"
+        elif name in _COPY_OPS or lost:
             label, kind = "." + name + ("()" if name != "data" else ""), "copy"
             if name in ("tensor", "as_tensor", "asarray"):
                 label = f"torch.{name}(...)"
@@ -4904,26 +4906,40 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         if self.cuts:
             lines.append(
                 f"watch_cuts: {len(self.cuts)} place(s) where a value with history went on "
-                "without it, first first:"
+                "without it, earliest first:"
             )
             lines += self._places(self.cuts)
             kinds = {v[1] for v in self.cuts.values()}
+            train = "if this value should train through here:"
             if "copy" in kinds:
-                numbers = any(
-                    v[0] in (".item()", ".tolist()", ".__float__()") for v in self.cuts.values()
-                )
                 lines.append(
-                    "  Fix (a copy: .detach(), numpy, .item(), torch.tensor): keep the tensor and use "
-                    "torch ops; in a library, its differentiable API or a newer release"
-                    + ("; a number only printed or logged is harmless" if numbers else "")
+                    f"  Fix (a copy: .detach(), numpy, .item(), torch.tensor): {train} keep the "
+                    "tensor and use torch ops (in a library: its differentiable API)"
                 )
             if "no_grad" in kinds:
                 lines.append(
-                    "  Fix (gradients off): with torch.enable_grad(): around that call, or the "
-                    "library's option for gradients"
+                    f"  Fix (gradients off): {train} with torch.enable_grad(): around that call, "
+                    "or the library's option for gradients"
                 )
-        elif not lines:
+            if "frozen" in kinds:
+                lines.append(
+                    "  Fix (requires_grad_(False)): if this weight should train: remove that call"
+                )
+            lines.append(
+                "  If it is meant to stop here (a frozen layer, a target or EMA update, a metric, "
+                "logging, a straight-through estimator): nothing to fix"
+            )
+        elif not lines and not self.ops:
+            lines.append(
+                "watch_cuts: no torch call seen (calls in another thread or in compiled code are "
+                "not seen)"
+            )
+        elif not lines and not self.compiled:
             lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
+        if self.compiled:
+            lines.append(
+                "watch_cuts: code run by torch.compile is not checked: run it uncompiled to check it"
+            )
         if self.by_nature:
             shown = self._places(self.by_nature)
             lines.append(

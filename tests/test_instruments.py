@@ -12480,7 +12480,7 @@ def test_watch_cuts_lists_item_beside_a_real_cut_in_order_and_argmax_by_nature()
     item = next(i for i, s in enumerate(lines) if ".item()" in s)
     cut = next(i for i, s in enumerate(lines) if ".detach()" in s and "out.detach()" in s)
     assert item < cut and "2 place(s)" in lines[0], report
-    assert "a number only printed or logged is harmless" in report
+    assert "a metric, logging" in report  # fix39: wording by purpose (was: "harmless")
     nature = next(s for s in lines if s.startswith("No gradient by nature"))
     assert "argmax" in nature and "argmax" not in "\n".join(lines[: cut + 1])
 
@@ -12510,7 +12510,8 @@ def test_watch_cuts_is_silent_on_modules_torch_func_function_and_compile():
         b = compiled(x)
         torch.optim.SGD(net.parameters(), lr=0.0).step()
     assert a.grad_fn is not None and b.grad_fn is not None and set(g) == set(params)
-    assert str(w).startswith("watch_cuts: no op dropped the history of a value"), str(w)
+    # fix39: with compiled code in the block, the report says it is not checked (was: "no op dropped")
+    assert str(w).startswith("watch_cuts: code run by torch.compile is not checked"), str(w)
 
 
 def test_watch_cuts_changes_nothing():
@@ -12673,3 +12674,48 @@ def test_fix39_torch_own_no_grad_and_a_scoped_no_grad_are_not_reported():
                 pe.lerp_(p, 0.01)
     assert torch.is_grad_enabled() and sn.weight_orig.grad is not None
     assert str(w).startswith("watch_cuts: no op dropped the history of a value"), str(w)
+
+
+def test_fix39_fixes_by_purpose_and_wording():
+    import threading
+
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    with watch_cuts(show=False) as w:
+        z = net(x)
+        st = z + (torch.round(z) - z).detach()  # a straight-through estimator, on purpose
+        net[0].weight.requires_grad_(False)  # freezing a layer, on purpose
+    net[0].weight.requires_grad_(True)
+    report = str(w)
+    assert "earliest first:" in report and "first first" not in report, report
+    assert ".requires_grad_(False): " in report and "remove that call" in report, report
+    assert "if this value should train through here: keep the tensor" in report, report
+    assert report.splitlines()[-1] == (
+        "  If it is meant to stop here (a frozen layer, a target or EMA update, a metric, "
+        "logging, a straight-through estimator): nothing to fix"
+    ), report
+    assert st.grad_fn is not None
+    with watch_cuts(show=False) as w:  # another thread's ops are not seen
+        t = threading.Thread(target=lambda: net(x).detach())
+        t.start()
+        t.join()
+    assert str(w) == (
+        "watch_cuts: no torch call seen (calls in another thread or in compiled code are not seen)"
+    ), str(w)
+
+
+def test_fix39_compiled_code_is_said_not_checked():
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+
+    @torch.compile(backend="aot_eager")
+    def f(v):
+        h = net(v)
+        return (h.detach() * h).sum()
+
+    with watch_cuts(show=False) as w:
+        f(x)
+    assert "no op dropped" not in str(w), str(w)
+    assert "watch_cuts: code run by torch.compile is not checked: run it uncompiled" in str(w)
