@@ -4974,15 +4974,21 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     """``with watch_cuts():`` around your forward pass and loss prints, at the end of the block, where
     a value with history went on without it: each torch call that took a tensor requiring grad and
     gave a floating result without (``.detach()``, ``.data``, numpy, ``.item()``, ``torch.tensor``
-    copies, ops with gradients off), first first, one line per place (file:line and its code, the
-    first frame outside torch's files: inside a library, the library's line, with the line of yours
-    that called it); integer or bool results (argmax, comparisons) apart, as no gradient by nature;
-    and where gradients were switched off, when they are off at the end but were on at the start.
-    ``str()`` of the returned object is the same report (``show=False`` prints nothing).
+    copies, ops with gradients off, ``requires_grad_(False)``), earliest first, one line per place
+    (file:line and its code, the first frame outside torch's files: inside a library, the
+    library's line, with the line of yours that called it); integer or bool results (argmax,
+    comparisons) apart, as no gradient by nature; and where gradients were switched off, when they
+    are off at the end but were on at the start. Many cuts are meant (a target network, an EMA
+    update, a metric, a straight-through estimator): the fixes say what to do if the value should
+    train through. ``str()`` of the returned object is the same report (``show=False`` prints
+    nothing).
 
     It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no value, mode or
-    random state. It sees the calls Python makes, one level deep: a torch function's insides are
-    not looked into, nor any function ``torch.compile`` runs (any backend, graph breaks too: it
-    reports nothing there; run it uncompiled to locate a cut). torch's own cuts by design (an optimizer's step, ``torch.func``, ``nn.init``,
-    checkpointing, a custom ``autograd.Function``'s forward) are not reported."""
+    random state. It sees every torch call made in Python in this thread, torch's own Python code
+    included; not calls in other threads, nor code ``torch.compile`` runs (any backend: it says so
+    when it sees a compile; run it uncompiled to locate a cut). torch's own cuts by design (an
+    optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s
+    forward, ops under a ``no_grad`` torch's code enters, as in ``spectral_norm`` or
+    ``clip_grad_norm_``) and in-place updates with gradients off (``ema.lerp_(p, 0.01)``) are not
+    reported. Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers."""
     return CutWatch(show, most)
