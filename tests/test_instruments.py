@@ -12719,3 +12719,39 @@ def test_fix39_compiled_code_is_said_not_checked():
         f(x)
     assert "no op dropped" not in str(w), str(w)
     assert "watch_cuts: code run by torch.compile is not checked: run it uncompiled" in str(w)
+
+
+def test_fix39_frozen_fix_trains():
+    """The printed fix for requires_grad_(False), applied (that call removed): 3 steps under
+    checked against torch.func.grad of a pure function; every weight moves."""
+    from outcome import checked
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    y = torch.randn(5, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with watch_cuts(show=False) as w:
+        net[0].weight.requires_grad_(False)  # the report's line
+    net[0].weight.requires_grad_(True)  # the fix: that call removed
+    assert "if this weight should train: remove that call" in str(w), str(w)
+
+    def pure(p):
+        return F.mse_loss(torch.func.functional_call(net, p, (x,)), y)
+
+    def reference(step):
+        return pure(dict(net.named_parameters()))
+
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, reference, model=net) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            with watch_cuts(show=False) as w:
+                loss = F.mse_loss(net(x), y)
+            want = torch.func.grad(pure)({k: v.detach() for k, v in net.named_parameters()})
+            loss.backward()
+            for k, p in net.named_parameters():
+                assert p.grad.allclose(want[k], atol=1e-6)
+            opt.step()
+            assert str(w).startswith("watch_cuts: no op dropped"), str(w)
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
