@@ -12755,3 +12755,15 @@ def test_fix39_frozen_fix_trains():
             assert str(w).startswith("watch_cuts: no op dropped"), str(w)
     assert len(done) == 3
     assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+def test_fix39_a_no_grad_back_on_at_exit_gets_no_switch_fix():
+    from why_no_grad import watch_cuts
+
+    net, x = _wng19_model()
+    with watch_cuts(show=False) as w:
+        loss = net(x).sum()
+        with torch.no_grad():  # logging; gradients back on at the block's end
+            torch.ones(2).mul_(2)
+    assert loss.grad_fn is not None
+    assert "switched off" not in str(w) and "set_grad_enabled(True)" not in str(w), str(w)
