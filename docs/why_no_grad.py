@@ -4915,12 +4915,41 @@ _NUMBER_OPS = frozenset(("item", "tolist", "__float__", "__complex__", "numpy", 
 _SKIP_OPS = frozenset(("grad", "backward", "register_hook", "retain_grad"))
 
 
+def _switched_by_torch(frame):
+    """The frame of the code that switched gradients off (past no_grad's own frames) when it is
+    torch's, else None."""
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if file.endswith("_contextlib.py") and frame.f_code.co_name == "decorate_context":
+            code = getattr(inspect.unwrap(frame.f_locals.get("func")), "__code__", None)
+            return frame if getattr(code, "co_filename", "").startswith(_TORCH_DIRS) else None
+        if file not in _THIS_FILES and not file.endswith(
+            ("grad_mode.py", "_contextlib.py", "overrides.py")
+        ):
+            return frame if file.startswith(_TORCH_DIRS) else None
+        frame = frame.f_back
+    return None
+
+
 def _op_name(func) -> str:
     name = getattr(func, "__name__", "") or type(func).__name__
     if name in ("__get__", "__set__"):
         attr = getattr(getattr(func, "__self__", None), "__name__", "?")
         return attr if name == "__get__" else f"{attr}=set"
     return name
+
+
+def _has_history(t: torch.Tensor) -> bool:
+    """requires_grad on t or on what a torch.func wrapper holds (vmap's batched tensors do not
+    show it on the wrapper)."""
+    f = getattr(torch._C, "_functorch", None)
+    for _ in range(16):
+        if t.requires_grad:
+            return True
+        if f is None or not f.is_functorch_wrapped_tensor(t):
+            return False
+        t = f.get_unwrapped(t)
+    return False
 
 
 def _floating(v) -> bool | None:
@@ -4951,6 +4980,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.note = ""
         self._last_mode = self._entry_mode = self._exit_mode = True
         self._home = None  # the frame that entered the with block
+        self._torch_off = None  # the frame of torch's code that switched gradients off
+        self.compiled = 0  # calls made while torch.compile traced: not seen
 
     def __enter__(self):
         try:
@@ -4962,7 +4993,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
 
     def __exit__(self, *exc):
         out = super().__exit__(*exc)
-        self._home = None
+        self._home = self._torch_off = None
         try:
             self._exit_mode = torch.is_grad_enabled()
             if self.show:
@@ -4974,6 +5005,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # traced by torch.compile: not seen, nothing changed
+            self.compiled += 1
             return func(*args, **kwargs)
         before = None
         if not self.note:
@@ -4996,7 +5028,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         name = _op_name(func)
         mode = torch.is_grad_enabled()
         if name == "_set_grad_enabled" and mode and args and args[0] is False:
-            self._record(self.switches, "gradients switched off", "no_grad")
+            owner = _switched_by_torch(sys._getframe(2))
+            if owner is not None:  # torch's own no_grad (spectral_norm, clip_grad_norm_)
+                self._torch_off = owner
+            else:
+                self._record(self.switches, "gradients switched off", "no_grad")
         elif mode != self._last_mode:
             if not mode:
                 self._record(self.switches, "first op with gradients off", "no_grad")
@@ -5010,20 +5046,31 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         ):
             return None
         flat = torch.utils._pytree.tree_leaves((args, kwargs))
-        tracked = [t for t in flat if isinstance(t, torch.Tensor) and t.requires_grad]
+        tracked = [t for t in flat if isinstance(t, torch.Tensor) and _has_history(t)]
         if not tracked:
             return None
+        first = args[0] if args else None
+        if (
+            not mode
+            and name.endswith("_")
+            and name not in _COPY_OPS
+            and isinstance(first, torch.Tensor)
+            and not _has_history(first)
+        ):
+            return None  # an in-place update with gradients off (an EMA, a target copy): not a cut
         return name, mode, tracked
 
     def _after(self, before, out):
         name, mode, tracked = before
         if name == "_set_grad_enabled":
             self._last_mode = torch.is_grad_enabled()
+            if self._last_mode:
+                self._torch_off = None
             return
         ids = {id(t) for t in tracked}
         results = torch.utils._pytree.tree_leaves(out)
         tensors = [r for r in results if isinstance(r, torch.Tensor)]
-        if any(r.requires_grad for r in tensors):
+        if any(_has_history(r) for r in tensors):
             return
         lost = [r for r in tensors if id(r) in ids]  # in place: detach_(), requires_grad_(False)
         if lost or any(_floating(r) for r in tensors):
@@ -5035,7 +5082,9 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             return
         else:
             return
-        if name in _COPY_OPS or lost:
+        if name == "requires_grad_":
+            label, kind = ".requires_grad_(False)", "frozen"
+        elif name in _COPY_OPS or lost:
             label, kind = "." + name + ("()" if name != "data" else ""), "copy"
             if name in ("tensor", "as_tensor", "asarray"):
                 label = f"torch.{name}(...)"
@@ -5049,6 +5098,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         place = caller = first = None
         frame = sys._getframe(2)
         while frame is not None:
+            if frame is self._torch_off:  # under a no_grad torch's own code entered
+                return
             file = frame.f_code.co_filename
             if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
                 if (place is None and any(p in file for p in _BY_DESIGN)) or (
@@ -5073,7 +5124,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
     def __str__(self) -> str:
         lines = []
         flipped = self._exit_mode != self._entry_mode
-        if self.switches and (flipped or not self.cuts):
+        if self.switches and flipped:
             state = "off at exit (on at entry)" if flipped else "switched off"
             lines.append(f"watch_cuts: gradients {state}; first place seen with them off:")
             lines += self._places(self.switches, 1)
@@ -5092,26 +5143,40 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         if self.cuts:
             lines.append(
                 f"watch_cuts: {len(self.cuts)} place(s) where a value with history went on "
-                "without it, first first:"
+                "without it, earliest first:"
             )
             lines += self._places(self.cuts)
             kinds = {v[1] for v in self.cuts.values()}
+            train = "if this value should train through here:"
             if "copy" in kinds:
-                numbers = any(
-                    v[0] in (".item()", ".tolist()", ".__float__()") for v in self.cuts.values()
-                )
                 lines.append(
-                    "  Fix (a copy: .detach(), numpy, .item(), torch.tensor): keep the tensor and use "
-                    "torch ops; in a library, its differentiable API or a newer release"
-                    + ("; a number only printed or logged is harmless" if numbers else "")
+                    f"  Fix (a copy: .detach(), numpy, .item(), torch.tensor): {train} keep the "
+                    "tensor and use torch ops (in a library: its differentiable API)"
                 )
             if "no_grad" in kinds:
                 lines.append(
-                    "  Fix (gradients off): with torch.enable_grad(): around that call, or the "
-                    "library's option for gradients"
+                    f"  Fix (gradients off): {train} with torch.enable_grad(): around that call, "
+                    "or the library's option for gradients"
                 )
-        elif not lines:
+            if "frozen" in kinds:
+                lines.append(
+                    "  Fix (requires_grad_(False)): if this weight should train: remove that call"
+                )
+            lines.append(
+                "  If it is meant to stop here (a frozen layer, a target or EMA update, a metric, "
+                "logging, a straight-through estimator): nothing to fix"
+            )
+        elif not lines and not self.ops:
+            lines.append(
+                "watch_cuts: no torch call seen (calls in another thread or in compiled code are "
+                "not seen)"
+            )
+        elif not lines and not self.compiled:
             lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
+        if self.compiled:
+            lines.append(
+                "watch_cuts: code run by torch.compile is not checked: run it uncompiled to check it"
+            )
         if self.by_nature:
             shown = self._places(self.by_nature)
             lines.append(
@@ -5146,15 +5211,21 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     """``with watch_cuts():`` around your forward pass and loss prints, at the end of the block, where
     a value with history went on without it: each torch call that took a tensor requiring grad and
     gave a floating result without (``.detach()``, ``.data``, numpy, ``.item()``, ``torch.tensor``
-    copies, ops with gradients off), first first, one line per place (file:line and its code, the
-    first frame outside torch's files: inside a library, the library's line, with the line of yours
-    that called it); integer or bool results (argmax, comparisons) apart, as no gradient by nature;
-    and where gradients were switched off, when they are off at the end but were on at the start.
-    ``str()`` of the returned object is the same report (``show=False`` prints nothing).
+    copies, ops with gradients off, ``requires_grad_(False)``), earliest first, one line per place
+    (file:line and its code, the first frame outside torch's files: inside a library, the
+    library's line, with the line of yours that called it); integer or bool results (argmax,
+    comparisons) apart, as no gradient by nature; and where gradients were switched off, when they
+    are off at the end but were on at the start. Many cuts are meant (a target network, an EMA
+    update, a metric, a straight-through estimator): the fixes say what to do if the value should
+    train through. ``str()`` of the returned object is the same report (``show=False`` prints
+    nothing).
 
     It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no value, mode or
-    random state. It sees the calls Python makes, one level deep: a torch function's insides are
-    not looked into, nor any function ``torch.compile`` runs (any backend, graph breaks too: it
-    reports nothing there; run it uncompiled to locate a cut). torch's own cuts by design (an optimizer's step, ``torch.func``, ``nn.init``,
-    checkpointing, a custom ``autograd.Function``'s forward) are not reported."""
+    random state. It sees every torch call made in Python in this thread, torch's own Python code
+    included; not calls in other threads, nor code ``torch.compile`` runs (any backend: it says so
+    when it sees a compile; run it uncompiled to locate a cut). torch's own cuts by design (an
+    optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s
+    forward, ops under a ``no_grad`` torch's code enters, as in ``spectral_norm`` or
+    ``clip_grad_norm_``) and in-place updates with gradients off (``ema.lerp_(p, 0.01)``) are not
+    reported. Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers."""
     return CutWatch(show, most)
