@@ -41,10 +41,9 @@ Where it stops:
   forward hook to paste, one line, that tells "not called" from "called under no_grad" from "ran
   with gradients, what it computes does not reach the loss" (not used, or cut after it: autograd
   cannot tell them apart) (silent too where a library runs a patched copy of the module: higher)
-  (it adds no hook itself); where another parameter of a module named above it is on the graph
-  and no forward under that module (nor the caller's own code) cuts or switches gradients off
-  (read, not run), "likely not used" and the fix by purpose (freeze or drop it; to train it, use
-  its output in the loss) come first. A parameter replaced is seen at run time (the optimizer named holds another
+  (it adds no hook itself), and for the third the fix by purpose (freeze or drop it; to train
+  it, use its output in the loss; else find the cut): which of "unused" and "cut" holds is not
+  guessed, since reading sources for cuts missed some in every review (36 to 38). A parameter replaced is seen at run time (the optimizer named holds another
   ``nn.Parameter`` than the module, or the graph used another one than the module holds now; a
   plain tensor the optimizer holds and a module keeps as an attribute is said unused or cut
   first, or, with a custom Function on the graph, missed by code that collects ``parameters()``); ``forward``'s source (parsed with ``ast``, with the methods it calls on ``self``) only
@@ -162,7 +161,6 @@ import io
 import linecache
 import re
 import sys
-import sysconfig
 import textwrap
 import tokenize
 import types
@@ -608,7 +606,6 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         for _, t in tensors
     ):
         g.caller_draws = _caller_draws(sys._getframe(1), g)[0]
-        g.caller_cuts = _caller_cuts(sys._getframe(1), g)
     g.with_grad = [v for v, _ in g.leaves.values() if v.grad is not None] + [
         t for _, t in tensors if t.retains_grad and t.grad_fn in g.node_set and t.grad is not None
     ]  # leaves, and retained non-leaves (retain_grad(), backward(inputs=[h]))
@@ -830,7 +827,6 @@ class _Context:
     subclassed: list = field(default_factory=list)  # _subclass_leaves of the caller
     grad_off: str = ""  # gradients off at the call, with a loss without graph: where (_grad_off_at)
     caller_draws: list = field(default_factory=list)  # _caller_draws of the caller
-    caller_cuts: bool | None = None  # the caller's own code can cut (_caller_draws); None: unread
     draws: list | None = None  # _module_draws of the modules named, once
     kept: dict | None = None  # _kept_from, once
 
@@ -2087,32 +2083,23 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             return _read_under_detach(owner, line, module)
         if kept_cut := _kept_cut(t, g):
             return kept_cut
-        likely = _likely_unused(owner, g)
         unused = _unused_fix(owner, g)
         switches = _switches(owner, g)
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             "called for this loss (a branch not taken, a layer defined but unused), it runs but the "
-            f"loss does not use its output, or its output is cut before the loss ({_CUTS})"
-            + (f"; {likely}" if likely else ""),
-            (
-                f"{unused}; to be sure, before the step: "
-                if likely
-                else "to see which, before the step: "
-            )
+            f"loss does not use its output, or its output is cut before the loss ({_CUTS})",
+            "to see which, before the step: "
             + _probe(owner, module)
             + "; nothing printed: "
             + _silent(module)
-            + (
-                ": None is right as above (under DDP: find_unused_parameters=True)"
-                if likely
-                else ": None is right if it is not meant to train (skip parameters whose .grad is "
-                "None where you read them), or call the layer, or DDP(find_unused_parameters=True); "
-                "if its values reach the loss copied into another module (.data =, copy_, "
-                "load_state_dict), the copy is the cut: compute the combination inside the forward "
-                "(torch.func.functional_call with the combined weights); " + _PATCHED
-            )
+            + ": None is right if it is not meant to train (skip parameters whose .grad is "
+            "None where you read them), or call the layer, or DDP(find_unused_parameters=True); "
+            "if its values reach the loss copied into another module (.data =, copy_, "
+            "load_state_dict), the copy is the cut: compute the combination inside the forward "
+            "(torch.func.functional_call with the combined weights); "
+            + _PATCHED
             + "; False: it runs under torch.no_grad(), inference_mode (an encode() or "
             "predict() wrapper, a with block): call it outside ("
             + (
@@ -2125,7 +2112,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             + "), or inside a reentrant checkpoint "
             "(use_reentrant=True): use_reentrant=False; True: what it computes from its parameters does "
             "not reach the loss: "
-            + ("not used (above), or " if likely else f"{unused}; else ")
+            + f"{unused}; else "
             + "it is cut after it (or inside its forward): "
             + _cut_fix(g, t),
         )
@@ -3670,269 +3657,6 @@ def _silent(module: torch.nn.Module | None) -> str:
     return "not called"
 
 
-# calls whose result can carry a value without its history, read by name in a forward's source
-_CUT_NAMES = frozenset(("detach", "detach_", "item", "numpy", "tolist", "sample", "tensor",
-                        "Tensor", "new_tensor", "Variable", "checkpoint", "apply", "requires_grad_"))  # fmt: skip
-
-
-_SWITCHES = ("no_grad", "inference_mode", "set_grad_enabled")
-_INDICES = ("topk", "sort", "max", "min", "kthvalue", "mode", "median")  # with a dim: indices too
-
-
-def _cut_node(n, space: dict) -> str | None:
-    """What ``n`` is where it can cut a value's history, read with ``ast``: "switch" (a
-    ``no_grad``/``inference_mode``/``set_grad_enabled(False)`` call), "data" (a ``.data`` read),
-    "compare" (``<``, ``==``: not ``is`` or ``in``), a copy without history (``_copied``:
-    ``.detach()``, ``.item()``, ``float()``, ``torch.tensor()``, ``np.array()``), a call named in
-    ``_CUT_NAMES`` or ``_NO_GRADIENT`` (``argmax``, ``.long()``, ``round``), or one that also
-    gives indices (``topk``, ``sort``, ``max(dim)``): its name. None otherwise."""
-    if isinstance(n, ast.Compare):
-        plain = not any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in n.ops)
-        return "compare" if plain else None
-    if isinstance(n, ast.Attribute):
-        return "data" if n.attr == "data" and isinstance(n.ctx, ast.Load) else None
-    if not isinstance(n, ast.Call):
-        return None
-    name = getattr(n.func, "attr", getattr(n.func, "id", ""))
-    if name in _SWITCHES:
-        return "switch" if _turns_off(ast.unparse(n)) else None
-    if name in _INDICES and isinstance(n.func, ast.Attribute):
-        return name if n.args or n.keywords or name in ("topk", "sort") else None
-    if name in _CUT_NAMES or name in _NO_GRADIENT or _copied(n, space) is not None:
-        return name
-    return None
-
-
-def _tests(nodes) -> set:
-    """The ids of the nodes inside an ``if``/``while``/``assert`` test or a conditional
-    expression's test among ``nodes``: a comparison there picks a branch, it carries no value."""
-    return {
-        id(s)
-        for n in nodes
-        if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))
-        for s in ast.walk(n.test)
-    }
-
-
-_SIZED = frozenset(("arange", "zeros", "ones", "full", "empty", "eye", "linspace", "rand", "randn",
-                    "randint", "repeat", "expand", "view", "reshape", "tile", "permute", "transpose",
-                    "unsqueeze", "squeeze", "flatten", "to"))  # fmt: skip
-
-
-class _Sizes(ast.NodeTransformer):
-    """Replaces the arguments of calls that take sizes, dims or a device (``torch.arange(n)``,
-    ``x.repeat(b, 1)``, ``x.view(b, -1)``) by constants: they carry no value into the result."""
-
-    def visit_Call(self, node):
-        node = self.generic_visit(node)
-        if getattr(node.func, "attr", getattr(node.func, "id", "")) in _SIZED:
-            node.args = [ast.Constant(None) for _ in node.args]
-            node.keywords = [ast.keyword(k.arg, ast.Constant(None)) for k in node.keywords]
-        return node
-
-
-def _sized(expr):
-    """A copy of ``expr`` without the sizes its calls take (``_Sizes``)."""
-    return _Sizes().visit(ast.parse(ast.unparse(expr), mode="eval").body)
-
-
-@functools.lru_cache(maxsize=512)
-def _cut_calls(cls: type) -> frozenset | None:
-    """What in ``cls.forward``, and in the methods of ``cls`` it calls on ``self``, can cut a
-    value's history (``_cut_node``: "switch", "data", "compare", ``detach``, ``item``,
-    ``argmax``, ``int``, ``sample``, ``tensor``, ``checkpoint``, a custom Function's ``apply``),
-    where it reads a value made from the method's arguments or from ``self``'s attributes (not
-    a size (``_Sizes``) nor a constant; a comparison in a branch's test is none); read with ``ast``, never
-    run. Torch's own modules: none. None where a source cannot be read."""
-    fn = inspect.getattr_static(cls, "forward", None)
-    fn = getattr(fn, "__func__", fn)
-    own = inspect.getattr_static(cls, "__call__", None) is torch.nn.Module.__call__
-    if own and (_torch_own(cls) or (getattr(fn, "__module__", None) or "").startswith("torch.")):
-        return frozenset()
-    if not inspect.isfunction(fn) or _parsed(fn) is None:
-        return None
-    found = set()
-    for _, method, root, me, *_ in _methods_run(cls):
-        if _source_switches(method):
-            found.add("switch")
-        nodes = list(_own_nodes(root.body))
-        sized = [(names, _sized(v)) for names, v in _bindings(nodes)]
-        made = _flows(sized, {p: frozenset((p,)) for p in _params(root, True)[1]}, me)
-        space, tests = getattr(method, "__globals__", {}), _tests(nodes)
-        for n in nodes:
-            kind = _cut_node(n, space)
-            if (
-                kind == "switch"
-                or kind
-                and id(n) not in tests
-                and _value_names(_sized(n), me) & made.keys()
-            ):
-                found.add(kind)
-    return frozenset(found)
-
-
-def _library(fn) -> bool:
-    """Whether the function ``fn`` comes from an installed package or Python's own library."""
-    where = getattr(getattr(fn, "__code__", None), "co_filename", "") or ""
-    return "-packages" in where or where.startswith(sysconfig.get_paths()["stdlib"])
-
-
-def _caller_cuts(frame, g: _Context) -> bool | None:
-    """Whether the caller's own code (a function's body, not the defs in it, or a script's top
-    level), or a function of the reader's it calls (one level down, its source read), can cut a
-    value on its way to the loss (in the statements down to the current one): a cut
-    (``_cut_node``) of a value made from a module or from a
-    tensor that requires grad, or a call of a module whose forwards can (``_cut_calls``); in the
-    caller's body, only where its result flows to the names the loss has there (where it has
-    one). None where that cannot be told: the source cannot be read (stdin, ``exec`` of a
-    string) or is not the running code, no module is called in it (the loss was made elsewhere),
-    or a function of the reader's it calls has no source. Read with ``ast``, never run."""
-    try:
-        code = frame.f_code
-        if code.co_name == "<module>":
-            lines = linecache.getlines(code.co_filename)
-            body, at = ast.parse("".join(lines)).body, frame.f_lineno
-        else:
-            tree, start, _, lines = _parsed(code)
-            body, at = tree.body[0].body, frame.f_lineno - start + 1
-        if not any(n.lineno <= at <= n.end_lineno for n in body):
-            return None  # not the code that runs: nothing read
-        scope = {**frame.f_globals, **frame.f_locals}
-        seeds = {
-            k: frozenset("t") for k, v in scope.items()
-            if isinstance(v, torch.nn.Module) or isinstance(v, torch.Tensor) and v.requires_grad
-        }  # fmt: skip
-        losses = {k for k, v in frame.f_locals.items() if v is g.loss}
-        ran = [n for n in body if n.lineno <= at]  # a statement below has not run yet
-        found = _body_cuts(list(_own_nodes(ran)), scope, seeds, losses, 1)
-        return found[0] if found is not None and found[1] else None
-    except Exception:  # noqa: BLE001 - reading the caller must never break its program
-        return None
-
-
-def _body_cuts(nodes: list, scope: dict, seeds: dict, losses: set, depth: int) -> tuple | None:
-    """(whether ``nodes`` can cut a value on its way to the loss, whether they call a module):
-    ``_caller_cuts``'s reading of one body, whose names in ``seeds`` hold values with history;
-    None where a function of the reader's it calls has no source."""
-    bindings = _bindings(nodes)
-    made, tests = _flows(bindings, seeds), _tests(nodes)
-    cuts, called = [], False
-    for n in nodes:
-        kind = _cut_node(n, scope)
-        if kind == "switch" or kind and id(n) not in tests and _value_names(n) & made.keys():
-            cuts.append(n)
-            continue
-        obj = _resolve(n.func, scope) if isinstance(n, ast.Call) else None
-        if isinstance(obj, torch.nn.Module):
-            called = True
-            if any(
-                c is None or c - {"checkpoint"}
-                for c in map(_cut_calls, {type(m) for m in obj.modules()})
-            ):
-                cuts.append(n)
-        elif inspect.isfunction(obj) and not _library(obj) and obj.__globals__ is not globals():
-            read = _parsed(obj) if depth else None
-            kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
-            root = (
-                next((r for r in ast.walk(read[0]) if isinstance(r, kinds)), None) if read else None
-            )
-            if root is None:
-                return None
-            mine = {p: frozenset("t") for p in _params(root, False)[1]}
-            inside = _body_cuts(
-                list(_own_nodes(root.body)), obj.__globals__, mine, set(), depth - 1
-            )
-            if inside is None:
-                return None
-            called |= inside[1]
-            if inside[0]:
-                cuts.append(n)
-    if not losses or not cuts:
-        return bool(cuts), called
-    marks = {}
-    for i, n in enumerate(cuts):
-        targets = [names for names, value in bindings if any(s is n for s in ast.walk(value))]
-        for w in nodes:  # with torch.no_grad(): the names bound in its block
-            if isinstance(w, (ast.With, ast.AsyncWith)) and any(
-                s is n for item in w.items for s in ast.walk(item.context_expr)
-            ):
-                targets.append([s.id for s in _own_nodes(w.body) if isinstance(s, ast.Name)
-                                and isinstance(s.ctx, ast.Store)])  # fmt: skip
-        for w in nodes:  # out["aux"] = x.detach(), outs.append(x.item()): the name held in
-            if isinstance(w, (ast.Assign, ast.AugAssign)) and any(
-                s is n for s in ast.walk(w.value)
-            ):
-                ts = w.targets if isinstance(w, ast.Assign) else [w.target]
-                targets.append([_base_name(t) for t in ts if not isinstance(t, ast.Name)])
-            elif (
-                isinstance(w, ast.Call)
-                and isinstance(w.func, ast.Attribute)
-                and any(s is n for a in w.args for s in ast.walk(a))
-            ):
-                targets.append([_base_name(w.func.value)])
-        if isinstance(n, ast.Call) and getattr(n.func, "attr", "").endswith("_"):  # x.detach_()
-            targets.append([_base_name(n.func.value)])
-        if not targets and _cut_node(n, scope) == "switch":
-            return True, called  # torch.set_grad_enabled(False) on its own: all after it
-        for names in targets:
-            for name in names:
-                if name:
-                    marks.setdefault(name, set()).add(i)
-    flows = _flows(bindings, {k: frozenset(v) for k, v in marks.items()})
-    return any(flows.get(name) for name in losses), called
-
-
-def _checkpoints(module: torch.nn.Module) -> bool:
-    """Whether ``module`` says it checkpoints: ``gradient_checkpointing`` or
-    ``grad_checkpointing`` true on it or on its ``config`` (read from ``__dict__``, no property
-    run)."""
-    own = vars(module)
-    config = own.get("config")
-    return (
-        own.get("gradient_checkpointing") is True
-        or own.get("grad_checkpointing") is True
-        or config is not None
-        and inspect.getattr_static(config, "gradient_checkpointing", False) is True
-    )
-
-
-def _likely_unused(owner: str, g: _Context) -> str:
-    """Where no parameter of ``owner`` is on the loss's graph: the words saying it is more likely
-    not used by this loss than cut, when the nearest module named above it that has another
-    parameter on the graph exists and no forward under that module (``owner``'s, its
-    siblings', the ones between) cuts anything or turns gradients off (``_cut_calls``; a
-    ``checkpoint`` call only where a module says it checkpoints), nor the caller's code on the
-    way to the loss (``_caller_cuts`` False: read, one level into the reader's functions); read,
-    never run, so only "likely". "" otherwise."""
-    modules = dict(g.modules)
-    me = modules.get(owner)
-    if me is None:
-        return ""
-    mine = {id(p) for p in me.parameters()}
-    parts = owner.split(".")
-    for depth in range(len(parts) - 1, 0, -1):
-        name = ".".join(parts[:depth])
-        above = modules.get(name)
-        if above is None:
-            return ""
-        on = next((p for p in above.parameters() if id(p) not in mine and id(p) in g.leaves), None)
-        if on is None:
-            continue
-        below = list(above.modules())
-        ignored = frozenset() if any(_checkpoints(m) for m in below) else {"checkpoint"}
-        if g.caller_cuts is not False or any(
-            c is None or c - ignored for c in map(_cut_calls, {type(m) for m in below})
-        ):
-            return ""
-        return (
-            f"likely not used: other parameters of {name} are on the graph ({g.label(on)}), and "
-            f"no forward under {name}"
-            + ", nor your code making the loss (here and the functions it calls), cuts or turns "
-            "gradients off (read, not run)"
-        )
-    return ""
-
-
 def _unused_fix(owner: str, g: _Context) -> str:
     """The fix by purpose for a module that runs while the loss does not use its output: the
     topmost module above ``owner`` (or itself) whose parameters are all off the graph is the
@@ -4338,7 +4062,7 @@ def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
     (``_draws_for``), where the rule is one a cut explains; the fix leads with ``.rsample()``
     where the distribution has it."""
     rule, why, fix = found
-    if rule not in _DRAW_RULES or "likely not used" in why:
+    if rule not in _DRAW_RULES:
         return found
     draws = _draws_for(t, g)
     if not draws:
@@ -4981,6 +4705,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._last_mode = self._entry_mode = self._exit_mode = True
         self._home = None  # the frame that entered the with block
         self._torch_off = None  # the frame of torch's code that switched gradients off
+        self._drawing = False  # under the no_grad of a Distribution.sample()
         self.compiled = 0  # calls made while torch.compile traced: not seen
 
     def __enter__(self):
@@ -4994,6 +4719,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
     def __exit__(self, *exc):
         out = super().__exit__(*exc)
         self._home = self._torch_off = None
+        self._drawing = False
         try:
             self._exit_mode = torch.is_grad_enabled()
             if self.show:
@@ -5029,8 +4755,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         mode = torch.is_grad_enabled()
         if name == "_set_grad_enabled" and mode and args and args[0] is False:
             owner = _switched_by_torch(sys._getframe(2))
-            if owner is not None:  # torch's own no_grad (spectral_norm, clip_grad_norm_)
+            drawn = owner is not None and "distributions" in Path(owner.f_code.co_filename).parts
+            if owner is not None and not drawn:  # torch's own no_grad (spectral_norm, clip_grad_)
                 self._torch_off = owner
+            elif drawn:  # a Distribution.sample() draws under no_grad: a cut (review 38 N5)
+                self._drawing = True
             else:
                 self._record(self.switches, "gradients switched off", "no_grad")
         elif mode != self._last_mode:
@@ -5056,16 +4785,20 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             and name not in _COPY_OPS
             and isinstance(first, torch.Tensor)
             and not _has_history(first)
+            and all(t.is_leaf for t in tracked)  # an activation copied in is a cut (review 38 N3)
         ):
-            return None  # an in-place update with gradients off (an EMA, a target copy): not a cut
+            return None  # in place, gradients off, from weights: an EMA, a target copy
+        if name == "__setitem__" and isinstance(first, torch.Tensor):
+            return name, mode, tracked, first  # buf[:] = feat: buf is the result (review 38 N3)
         return name, mode, tracked
 
     def _after(self, before, out):
-        name, mode, tracked = before
+        name, mode, tracked, *into = before
+        out = into[0] if into else out
         if name == "_set_grad_enabled":
             self._last_mode = torch.is_grad_enabled()
             if self._last_mode:
-                self._torch_off = None
+                self._torch_off, self._drawing = None, False
             return
         ids = {id(t) for t in tracked}
         results = torch.utils._pytree.tree_leaves(out)
@@ -5088,6 +4821,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             label, kind = "." + name + ("()" if name != "data" else ""), "copy"
             if name in ("tensor", "as_tensor", "asarray"):
                 label = f"torch.{name}(...)"
+        elif not mode and self._drawing:
+            label, kind = "Distribution.sample()", "sample"
         elif not mode:
             label, kind = f"{name} with gradients off", "no_grad"
         else:
@@ -5161,6 +4896,12 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             if "frozen" in kinds:
                 lines.append(
                     "  Fix (requires_grad_(False)): if this weight should train: remove that call"
+                )
+            if "sample" in kinds:
+                lines.append(
+                    f"  Fix (.sample() draws without a graph): {train} .rsample() where the "
+                    "distribution has it (has_rsample), else a score-function term "
+                    "(log_prob(draw) times the draw's cost)"
                 )
             lines.append(
                 "  If it is meant to stop here (a frozen layer, a target or EMA update, a metric, "
