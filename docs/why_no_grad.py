@@ -37,7 +37,9 @@ Where it stops:
   ``checkpoint()`` call leaves no mark: the forward hook below tells it) named. A cut itself (``.detach()``, ``Variable(x.data)``, ``no_grad``, an argmax or
   integer cast) leaves no node, so it is not located; what the tensors show narrows it (a
   tensor named with history puts the cut between it and the loss; an inference tensor was made
-  under ``inference_mode``), and for a module whose parameters are all off the graph it gives a
+  under ``inference_mode``), and for a module whose parameters are all off the graph, where a
+  ``with watch_cuts():`` ran around the forward that made the loss, it says what that watch saw:
+  no call read its parameters, or only with gradients off, or with them on; without a watch it gives a
   forward hook to paste, one line, that tells "not called" from "called under no_grad" from "ran
   with gradients, what it computes does not reach the loss" (not used, or cut after it: autograd
   cannot tell them apart) (silent too where a library runs a patched copy of the module: higher)
@@ -1980,6 +1982,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "not torch.tensor([...]); use the tensor itself where a rewrap of it is used"
             + _probe_owner(t, g),
         )
+    if not g.ran and _reentrant(g):
+        return (
+            "not seen yet: behind a reentrant checkpoint",
+            "the loss's graph holds a reentrant checkpoint (CheckpointFunctionBackward): what runs "
+            "inside it joins the graph only when backward() recomputes it",
+            "read .grad after backward(); if it is None then, call why_no_grad there",
+        )
     checkpointed = _checkpointing(owner, g.modules)
     if checkpointed:
         return (
@@ -2085,6 +2094,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             return kept_cut
         unused = _unused_fix(owner, g)
         switches = _switches(owner, g)
+        if seen := _watched_use(module, g):
+            return _watched_rule(seen, owner, g, t, unused, switches)
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
@@ -3657,6 +3668,39 @@ def _silent(module: torch.nn.Module | None) -> str:
     return "not called"
 
 
+def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: str) -> tuple:
+    """The rule for a module none of whose parameters is on the loss's graph, told by what
+    ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
+    watched = "in the forward watched by watch_cuts, "
+    if seen == "none":
+        return (
+            "not on the graph: its module did not run",
+            watched + "no torch call read its parameters: it is not called for this loss (a "
+            "branch not taken, an argument passed in another slot, a layer defined but unused)",
+            "None is right if it is not meant to train (skip parameters whose .grad is None where "
+            "you read them; DDP: find_unused_parameters=True); to train it, call it: read the "
+            "forward that should (the condition or argument that leads there); if its values "
+            "reach the loss copied into another module (.data =, copy_, load_state_dict), compute "
+            "the combination inside the forward (torch.func.functional_call); " + _PATCHED,
+        )
+    if seen == "off":
+        where = f"the switches above it: {switches}" if switches else "watch_cuts names the place"
+        return (
+            "not on the graph: its module ran with gradients off",
+            watched + "its parameters were read only with gradients off (torch.no_grad(), "
+            "inference_mode, a reentrant checkpoint's first pass)",
+            f"call it with gradients on ({where}; in a library, an option may drive it: set that "
+            "option); in a reentrant checkpoint: use_reentrant=False",
+        )
+    return (
+        "not on the graph: its output is unused or cut",
+        watched + "its parameters were read with gradients on, but nothing it computed "
+        "reaches the loss",
+        f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
+        + _cut_fix(g, t),
+    )
+
+
 def _unused_fix(owner: str, g: _Context) -> str:
     """The fix by purpose for a module that runs while the loss does not use its output: the
     topmost module above ``owner`` (or itself) whose parameters are all off the graph is the
@@ -4113,6 +4157,9 @@ def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
 _DRAW_RULES = (
     "not on the graph",
     "not on the graph: its module is not used or is cut",
+    "not on the graph: its module did not run",
+    "not on the graph: its module ran with gradients off",
+    "not on the graph: its output is unused or cut",
     "not on the graph: the loss has no graph",
     "not on the graph: the loss reaches only parameters you did not name",
     "not on the graph: the loss reaches only leaves you did not name",
@@ -4690,6 +4737,48 @@ def _floating(v) -> bool | None:
     return None
 
 
+_WATCHES: collections.deque = collections.deque(maxlen=8)  # the last watches, for why_no_grad
+
+
+def _next_node_number() -> int | None:
+    """The sequence number autograd gives the next node (private; None where torch lacks it)."""
+    read = getattr(torch.autograd, "_get_sequence_nr", None)
+    try:
+        return read() if read is not None else None
+    except Exception:
+        return None
+
+
+def _reentrant(g: _Context) -> bool:
+    """A reentrant checkpoint on the loss's graph: the modules it runs are reached only when
+    backward recomputes them, so before that their parameters are off the graph."""
+    return any(type(fn).__name__ == "CheckpointFunctionBackward" for fn in g.nodes)
+
+
+def _watched_use(module: torch.nn.Module | None, g: _Context) -> str | None:
+    """What a ``watch_cuts`` around the forward that made the loss saw of ``module``'s
+    parameters: "none" (no torch call read them), "off" (read only with gradients off) or "on".
+    None when no watch covered that forward: the loss's node was not made inside one, or the watch
+    saw none of the parameters on the loss's graph read (it began after the forward). This
+    replaces the probe the reader would otherwise paste (``_probe``) with what was observed."""
+    number = getattr(getattr(g.loss, "grad_fn", None), "_sequence_nr", None)
+    if module is None or number is None or _reentrant(g):
+        return None
+    try:
+        n = number()
+    except Exception:
+        return None
+    for watch in reversed(_WATCHES):
+        low, high = watch.span
+        if low is None or high is None or not low <= n < high:
+            continue
+        if not set(g.leaves) & (watch.used_on | watch.used_off):
+            return None
+        ids = {id(p) for p in module.parameters()}
+        return "on" if ids & watch.used_on else "off" if ids & watch.used_off else "none"
+    return None
+
+
 class CutWatch(torch.overrides.TorchFunctionMode):
     """Records, while active, each torch call that takes a tensor with history and returns a
     floating value without it, and where gradients were switched off. Use ``watch_cuts()``."""
@@ -4707,11 +4796,15 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._torch_off = None  # the frame of torch's code that switched gradients off
         self._drawing = False  # under the no_grad of a Distribution.sample()
         self.compiled = 0  # calls made while torch.compile traced: not seen
+        self.used_on: set = set()  # ids of leaves requiring grad that an op read, gradients on
+        self.used_off: set = set()  # the same, gradients off
+        self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
 
     def __enter__(self):
         try:
             self._entry_mode = self._last_mode = torch.is_grad_enabled()
             self._home = sys._getframe(1)
+            self.span = (_next_node_number(), None)
         except Exception as e:  # never raise into the reader's code
             self.note = f"watch_cuts stopped: {type(e).__name__}: {e}"
         return super().__enter__()
@@ -4720,6 +4813,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         out = super().__exit__(*exc)
         self._home = self._torch_off = None
         self._drawing = False
+        self.span = (self.span[0], _next_node_number())
+        _WATCHES.append(self)
         try:
             self._exit_mode = torch.is_grad_enabled()
             if self.show:
@@ -4778,6 +4873,9 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         tracked = [t for t in flat if isinstance(t, torch.Tensor) and _has_history(t)]
         if not tracked:
             return None
+        for t in tracked:
+            if t.grad_fn is None:  # a parameter read: why_no_grad tells which modules ran
+                (self.used_on if mode else self.used_off).add(id(t))
         first = args[0] if args else None
         if (
             not mode
@@ -4968,5 +5066,7 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s
     forward, ops under a ``no_grad`` torch's code enters, as in ``spectral_norm`` or
     ``clip_grad_norm_``) and in-place updates with gradients off (``ema.lerp_(p, 0.01)``) are not
-    reported. Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers."""
+    reported. Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers.
+    It also notes which parameters a call read, with gradients on or off: ``why_no_grad`` on a
+    loss made inside the block uses that to say whether a module off the graph ran."""
     return CutWatch(show, most)

@@ -2644,8 +2644,8 @@ def test_a_parameter_made_in_every_forward_is_told_to_be_made_once_in_init():
 GRAD_NONE_ROWS = {  # docs/find-the-cause.md#cause-grad-none-rules: each row -> the rule said there
     "not a leaf: an operation, .to(), .double()": "not a leaf: a copy",
     "requires_grad off: frozen": "frozen",
-    # a cut leaves no node: it says so, lists the cuts and gives the probe that tells them apart
-    "no history: no_grad, detach, .item(), torch.tensor()": "not on the graph: its module is not used or is cut",
+    # a cut leaves no node: the page's watch_cuts around the forward saw the module run under no_grad
+    "no history: no_grad, detach, .item(), torch.tensor()": "not on the graph: its module ran with gradients off",
     "a copy stands in: a cast cached outside the graph": "not on the graph: a copy is kept",
     "replaced after the optimizer was made": "not in the optimizer",
     "no pass wrote it: torch.autograd.grad": "cleared or never written",
@@ -2654,7 +2654,7 @@ GRAD_NONE_ROWS = {  # docs/find-the-cause.md#cause-grad-none-rules: each row -> 
     "zero: a dead ReLU": "read before backward; will be zero: dead ReLU",
     "zero: a hook on an activation (not listed)": "zero",  # torch lists no activation hooks
 }
-CANNOT = {"not on the graph: its module is not used or is cut": "no_grad", "zero": "not listed"}
+CANNOT = {"not on the graph: its module ran with gradients off": "no_grad", "zero": "not listed"}
 
 
 def test_every_row_of_the_grad_none_table_gets_its_rule():
@@ -2669,13 +2669,15 @@ def test_every_row_of_the_grad_none_table_gets_its_rule():
     first = next(i for i, cell in enumerate(cells) if cell.startswith("RULES = []"))
     space = dict(torch=torch, nn=nn, contextlib=contextlib, io=__import__("io"), checked=checked)
     space.update(why_no_grad=why_no_grad, Markdown=str, link=str, X=torch.randn(4, 2, 3))
+    space["watch_cuts"] = __import__("why_no_grad").watch_cuts
     space["lin"] = lambda: torch.manual_seed(0) and nn.Linear(3, 3)
     for cell in cells[first : first + 2]:  # the rows, then the loop that asks and checks each
         exec(cell, space)
     rows = {name: (target, make) for name, _, target, make in space["RULES"]}
     assert rows.keys() == GRAD_NONE_ROWS.keys()
     for name, (target, make) in rows.items():
-        report = space["loop"](make, fix=False)
+        report, cuts = space["loop"](make, fix=False)
+        assert bool(cuts) == name.startswith("no history"), (name, cuts)  # the watch's cut
         found = report[target]
         assert found.rule == GRAD_NONE_ROWS[name], (name, found)
         assert CANNOT.get(found.rule, "") in found.why and "Searched: the loss" in str(report)
@@ -13129,3 +13131,116 @@ def test_lead38_watch_cuts_names_a_sample_and_a_copy_into_a_buffer_under_no_grad
         for e, p in zip(ema.parameters(), enc.parameters()):
             e.lerp_(p, 0.1)
     assert "lerp_" not in str(w), str(w)
+
+
+# lead9: why_no_grad reads what a watch_cuts around the forward saw of a module's parameters
+from why_no_grad import watch_cuts  # noqa: E402
+
+
+class _Slotted(nn.Module):
+    """A block whose conditioning layer runs only when ``t`` comes in its own slot (imagen-pytorch
+    #75: the time embedding passed where the condition goes), a layer run under no_grad, and an
+    auxiliary head whose output the loss never reads."""
+
+    def __init__(self, right_slot=False, grad_on=False):
+        super().__init__()
+        self.right_slot, self.grad_on = right_slot, grad_on
+        self.inp, self.lin = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.time_mlp, self.aux = nn.Linear(2, 4), nn.Linear(4, 4)
+
+    def block(self, x, cond=None, t=None):
+        h = self.lin(x)
+        if t is not None:
+            h = h + self.time_mlp(t)
+        self.aux_out = self.aux(h)  # kept, never in the loss
+        return h
+
+    def forward(self, x, t):
+        with torch.enable_grad() if self.grad_on else torch.no_grad():
+            x = self.inp(x)
+        return self.block(x, None, t) if self.right_slot else self.block(x, t)
+
+
+def test_lead9_a_watched_forward_tells_not_run_no_grad_and_unused_apart():
+    torch.manual_seed(0)
+    net, x, t = _Slotted(), torch.randn(3, 4), torch.randn(3, 2)
+    with watch_cuts(show=False):
+        loss = net(x, t).pow(2).sum()
+    loss.backward()
+    report = why_no_grad(loss, model=net)
+    assert report["model.time_mlp.weight"].rule == "not on the graph: its module did not run"
+    assert "an argument passed in another slot" in report["model.time_mlp.weight"].why
+    off = report["model.inp.weight"]
+    assert off.rule == "not on the graph: its module ran with gradients off", off
+    assert "else torch.no_grad():" in off.fix, off.fix  # the switch, located
+    unused = report["model.aux.weight"]
+    assert unused.rule == "not on the graph: its output is unused or cut", unused
+    assert "freeze it (model.aux.requires_grad_(False)) or drop it" in unused.fix, unused.fix
+    assert "register_forward_hook" not in str(report)  # observed: no probe to paste
+
+
+def test_lead9_without_a_watch_or_with_one_after_the_forward_the_probe_stays():
+    torch.manual_seed(0)
+    net, x, t = _Slotted(), torch.randn(3, 4), torch.randn(3, 2)
+    loss = net(x, t).pow(2).sum()
+    with watch_cuts(show=False):  # began after the forward: it covers no node of the loss
+        pass
+    loss.backward()
+    for name in ("time_mlp", "inp", "aux"):
+        found = why_no_grad(loss, model=net)[f"model.{name}.weight"]
+        assert found.rule == "not on the graph: its module is not used or is cut", found
+        assert "register_forward_hook" in found.fix
+
+
+def test_lead9_behind_a_reentrant_checkpoint_before_backward_is_not_seen_yet():
+    """Before backward, a reentrant checkpoint's modules are off the graph (they join when
+    backward recomputes them): neither 'ran with gradients off' nor 'not used'."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    inner, outer = nn.Linear(4, 4), nn.Linear(4, 4)
+    x = torch.randn(2, 4, requires_grad=True)
+    with watch_cuts(show=False):
+        loss = outer(checkpoint(inner, x, use_reentrant=True)).sum()
+    found = why_no_grad(loss, inner=inner, outer=outer)["inner.weight"]
+    assert found.rule == "not seen yet: behind a reentrant checkpoint", found
+    loss.backward()
+    assert inner.weight.grad is not None and inner.weight.grad.abs().sum() > 0
+
+
+def test_lead9_the_printed_fixes_train():
+    """'call it' (t in its slot) and 'call it with gradients on', applied: 3 steps under checked
+    against torch.func.grad of a pure function; every parameter the loss reads moves, and the
+    unused head is frozen as its fix says."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    net = _Slotted(right_slot=True, grad_on=True)
+    net.aux.requires_grad_(False)  # the fix for the unused head: freeze it
+    x, t = torch.randn(3, 4), torch.randn(3, 2)
+    trained = [p for p in net.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(trained, lr=0.1)
+
+    def pure(p):
+        return torch.func.functional_call(net, p, (x, t)).pow(2).sum()
+
+    def reference(step):
+        return pure(dict(net.named_parameters()))
+
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, reference, model=net, train=trained) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            with watch_cuts(show=False):
+                loss = net(x, t).pow(2).sum()
+            want = torch.func.grad(pure)({k: v.detach() for k, v in net.named_parameters()})
+            loss.backward()
+            for k, p in net.named_parameters():
+                if p.requires_grad:
+                    assert p.grad.allclose(want[k], atol=1e-5), k
+            opt.step()
+    assert len(done) == 3
+    for k, v in net.named_parameters():
+        assert v.equal(start[k]) == k.startswith("aux."), k
+    report = why_no_grad(loss, model=net)
+    assert "did not run" not in str(report) and "gradients off" not in str(report), str(report)
