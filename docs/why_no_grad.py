@@ -3668,6 +3668,47 @@ def _silent(module: torch.nn.Module | None) -> str:
     return "not called"
 
 
+def _call_site(owner: str, g: _Context) -> str:
+    """Where the code calls the topmost module above ``owner`` (or itself) that has no parameter
+    on the graph: ``file:line: self.name(...)``, and the ``if`` it sits under, read from its
+    parent's ``forward`` and the methods that calls on ``self`` (``_methods_run``), never run;
+    "" where there is no such call in that source (a loop over children, getattr)."""
+    try:  # reading the reader's source must never stop the report
+        return _call_site_read(owner, g)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _call_site_read(owner: str, g: _Context) -> str:
+    modules, top = dict(g.modules), owner
+    parts = owner.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        above = modules.get(".".join(parts[:depth]))
+        params = list(above.parameters()) if above is not None else []
+        if not params or any(id(p) in g.leaves for p in params):
+            break
+        top = ".".join(parts[:depth])
+    parent, _, attr = top.rpartition(".")
+    holder = modules.get(parent)
+    if holder is None or not attr or attr.isdigit():
+        return ""
+    for _, fn, root, me, where, start in _methods_run(type(holder)):
+        lines = _parsed(fn)[3]
+        above = {id(k): n for n in ast.walk(root) for k in ast.iter_child_nodes(n)}
+        for n in ast.walk(root):
+            if isinstance(n, ast.Call) and _attr_of(n.func, me) == attr:
+                at = f"{where}:{start + n.lineno - 1}: {lines[n.lineno - 1].strip()}"
+                up = above.get(id(n))
+                while up is not None and not isinstance(up, (ast.If, ast.IfExp)):
+                    up = above.get(id(up))
+                if isinstance(up, ast.If):
+                    at += (
+                        f" (under {where}:{start + up.lineno - 1}: {lines[up.lineno - 1].strip()})"
+                    )
+                return at
+    return ""
+
+
 def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: str) -> tuple:
     """The rule for a module none of whose parameters is on the loss's graph, told by what
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
@@ -3678,8 +3719,13 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             watched + "no torch call read its parameters: it is not called for this loss (a "
             "branch not taken, an argument passed in another slot, a layer defined but unused)",
             "None is right if it is not meant to train (skip parameters whose .grad is None where "
-            "you read them; DDP: find_unused_parameters=True); to train it, call it: read the "
-            "forward that should (the condition or argument that leads there); if its values "
+            "you read them; DDP: find_unused_parameters=True); to train it, call it: "
+            + (
+                f"its call is {site}: check that condition and the arguments that lead there"
+                if (site := _call_site(owner, g))
+                else "read the forward that should (the condition or argument that leads there)"
+            )
+            + "; if its values "
             "reach the loss copied into another module (.data =, copy_, load_state_dict), compute "
             "the combination inside the forward (torch.func.functional_call); " + _PATCHED,
         )

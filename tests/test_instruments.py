@@ -13170,6 +13170,9 @@ def test_lead9_a_watched_forward_tells_not_run_no_grad_and_unused_apart():
     report = why_no_grad(loss, model=net)
     assert report["model.time_mlp.weight"].rule == "not on the graph: its module did not run"
     assert "an argument passed in another slot" in report["model.time_mlp.weight"].why
+    site = "its call is test_instruments.py:{}: h = h + self.time_mlp(t) (under test_instruments.py:{}: if t is not None:)"
+    line = _Slotted.block.__code__.co_firstlineno + 3
+    assert site.format(line, line - 1) in report["model.time_mlp.weight"].fix, report
     off = report["model.inp.weight"]
     assert off.rule == "not on the graph: its module ran with gradients off", off
     assert "else torch.no_grad():" in off.fix, off.fix  # the switch, located
