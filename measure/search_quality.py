@@ -19,7 +19,7 @@ used). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the
 query set or another file (``--queries FILE``, either format).
 
 ``measure/heldout_queries.toml`` is a held-out set of real queries (``measure/heldout_queries_13.toml``
-the next one, collected with it): neither is run against the search until the lead releases it
+and ``_14`` the next ones): none is run against the search until the lead releases it
 (``HELDOUT_QUERIES=run``), so that the ranking is never tuned on it. Every entry point here refuses
 a ``measure/heldout_*`` file before that.
 
