@@ -2206,10 +2206,10 @@ def _copied(n, space: dict) -> list | None:
     return list(n.args) if made is not None and any(made is c for c in _copiers()) else None
 
 
-def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
-    """The sources (parameters; ``.attr`` for ``me.attr``) whose values ``expr`` (outside the
-    node ``but``) carries: through names made from them (``taint``), not through a copy without
-    history (``_copied``), nor through a tensor's facts (``x.shape``, ``x.size(0)``, ``len(x)``)."""
+def _read_names(expr, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
+    """The names whose values ``expr`` (outside the node ``but``) carries, and ``.attr`` for each
+    ``me.attr`` among ``attrs``: not through a copy without history (``_copied``), nor through a
+    tensor's facts (``x.shape``, ``x.size(0)``, ``len(x)``)."""
     found, todo = set(), [expr]
     while todo:
         n = todo.pop()
@@ -2224,12 +2224,19 @@ def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but
             if isinstance(n.func, ast.Name) and n.func.id in _NO_CALL:
                 continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            found |= taint.get(n.id, set())
+            found.add(n.id)
         elif me and (attr := _attr_of(n, me)) in attrs and isinstance(n.ctx, ast.Load):
             found.add("." + attr)
             continue
         todo += list(ast.iter_child_nodes(n))
     return found
+
+
+def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
+    """The sources (parameters; ``.attr`` for ``me.attr``) whose values ``expr`` carries
+    (``_read_names``), through the names made from them (``taint``, from ``_flows``)."""
+    names = _read_names(expr, me, attrs, space, but)
+    return set().union(*(taint.get(k, (k,) if k[0] == "." else ()) for k in names))
 
 
 def _bound(target) -> list[str]:
@@ -2276,11 +2283,12 @@ def _non_tensor(root) -> set:
 
 
 @functools.lru_cache(maxsize=512)
-def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
-    """How values flow in ``fn``'s own body (read with ``ast``, never run): (its def, the name of
-    self, its parameters, the taint {name: the sources its value is made from}, the ids of the
-    nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its globals,
-    {id of a node: the value of the statement it is in}); None where the source cannot be read."""
+def _copy_read(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
+    """The copy rules' read of ``fn``'s own body (with ``ast``, never run): (its def, the name of
+    self, its parameters, the taint {name: the sources its value is made from; ``_flows``}, the
+    ids of the nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its
+    globals, {id of a node: the value of the statement it is in}); None where the source cannot
+    be read."""
     root = _root(fn)
     if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
@@ -2290,17 +2298,16 @@ def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | Non
     sets = [n for n in own if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
     sets = [n for n in sets if n.value is not None]
     loops = [n for n in own if isinstance(n, (ast.For, ast.AsyncFor))]
-    taint = {a: {a} for a in args}
-    for _ in range(8):  # names made from names: a few rounds reach every chain in practice
-        before = sum(map(len, taint.values()))
-        for n in (*sets, *loops):
-            value = n.iter if isinstance(n, (ast.For, ast.AsyncFor)) else n.value
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            srcs = _reads(value, taint, me, attrs, space)
-            for name in (name for t in targets for name in _bound(t)):
-                taint.setdefault(name, set()).update(srcs)
-        if sum(map(len, taint.values())) == before:
-            break
+    bindings = [
+        (
+            [name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+             for name in _bound(t)],
+            n.iter if isinstance(n, (ast.For, ast.AsyncFor)) else n.value,
+        )
+        for n in (*sets, *loops)
+    ]  # fmt: skip
+    read = functools.partial(_read_names, me=me, attrs=attrs, space=space)
+    taint = _flows(bindings, {a: frozenset((a,)) for a in args}, read)
     reach, needed = set(), set()
 
     def mark(expr) -> None:  # its value reaches the return: so do the names it reads
@@ -2356,7 +2363,7 @@ def _cuts_args(
     the ``return`` (a metric or a log beside the result is no cut of it), no ``return`` passes
     the value itself without a copy, and the branch is not one for non-tensors. None where the
     source cannot be read."""
-    flows = _copy_flows(fn, bool(cls_name), attrs)
+    flows = _copy_read(fn, bool(cls_name), attrs)
     read = _parsed(fn)
     if flows is None or read is None:  # no source: nothing found
         return []
@@ -2449,7 +2456,7 @@ def _cut_params(
     found, name = {}, name or (type(obj).__name__ if cls is not None and obj is not None else "")
     for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else ""), attrs):
         found.setdefault(p, []).append((code, part))
-    flows = _copy_flows(fn, cls is not None, attrs)
+    flows = _copy_read(fn, cls is not None, attrs)
     if flows is None:  # no source: nothing more
         return found
     root, me, _, taint, reach, _, space, values = flows
@@ -3729,18 +3736,22 @@ def _bindings(nodes: list) -> list:
     return found
 
 
-def _flows(bindings: list, seeds: dict, me: str | None = None, valued=None) -> dict:
-    """{name: what it is made from} for the names the values of ``seeds`` ({name: a frozenset})
-    flow to through ``bindings``, in any order (a loop body reads last round's names); a
-    ``me.<attr>`` that ``valued`` allows is a seed of itself."""
-    reads = [(names, _value_names(value, me, valued)) for names, value in bindings]
+def _flows(bindings: list, seeds: dict, read) -> dict:
+    """{name: the sources its value is made from}: the values of ``seeds`` ({name: a frozenset})
+    carried through ``bindings`` ((names bound, the value read)), in any order (a loop body reads
+    last round's names). The one tracer of names through a body (read, never run) that the
+    rules share: a draw's (``.sample()`` made from the forward's inputs or the caller's tensors;
+    ``read`` is ``_value_names``) and a copy's (a parameter copied without history into the
+    return; ``read`` is ``_read_names``). ``read(value)`` gives the names a value carries; a name
+    with a dot (``self.w``, ``.w``: an attribute of self) is a source of itself."""
+    reads = [(names, read(value)) for names, value in bindings]
     made = dict(seeds)
-    for _, read in reads:
-        made.update((r, frozenset((r,))) for r in read if me and r.startswith(f"{me}."))
+    for _, names in reads:
+        made.update((r, frozenset((r,))) for r in names if "." in r and r not in made)
     for _ in range(len(reads) + 1):
         changed = False
-        for names, read in reads:
-            got = frozenset().union(*(made.get(r, ()) for r in read))
+        for names, got_from in reads:
+            got = frozenset().union(*(made.get(r, ()) for r in got_from))
             for name in names:
                 if got - made.get(name, frozenset()):
                     made[name], changed = made.get(name, frozenset()) | got, True
@@ -3896,7 +3907,11 @@ def _module_draws(module: torch.nn.Module, name: str) -> list:
         scope = getattr(fn, "__globals__", {})
         params = _params(root, True)[1]
         live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
-        made = _flows(live, {p: frozenset((p,)) for p in params}, me, valued)
+        made = _flows(
+            live,
+            {p: frozenset((p,)) for p in params},
+            functools.partial(_value_names, me=me, valued=valued),
+        )
 
         def resolve(node, scope=scope, me=me):
             return _resolve(node, scope, me, module)
@@ -3975,7 +3990,7 @@ def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g
         elif isinstance(v, torch.nn.Module) and any(v is m for m in g.expected.values()):
             seeds[key] = frozenset(id(p) for p in v.parameters())
     live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
-    made = _flows(live, seeds) if calls else {}
+    made = _flows(live, seeds, _value_names) if calls else {}
     losses = {key for key, v in scope.items() if v is g.loss}  # the names the loss has here
     last = max((v.end_lineno for names, v in bindings if losses & set(names)), default=None)
     off = [
@@ -4003,7 +4018,7 @@ def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g
             bound = {
                 n for names, v in bindings if any(x is call for x in ast.walk(v)) for n in names
             }
-            flows = _flows(live, {n: frozenset("d") for n in bound}) if losses else {}
+            flows = _flows(live, {n: frozenset("d") for n in bound}, _value_names) if losses else {}
             d = _draw(call, rec, kind, where, lines, start)
             d.update(ids=ids, rs=_has_rsample(d["cls"], obj), owner="", library=False)
             d["feeds"] = any(flows.get(n) for n in losses)  # the loss is assigned from the draw

@@ -13129,3 +13129,18 @@ def test_lead38_watch_cuts_names_a_sample_and_a_copy_into_a_buffer_under_no_grad
         for e, p in zip(ema.parameters(), enc.parameters()):
             e.lerp_(p, 0.1)
     assert "lerp_" not in str(w), str(w)
+
+
+# fix41: review 38 N2, N4, N7 (a reentrant checkpoint's hidden ops; a freed graph held before
+# backward; a copy in the return taken) and one name-flow tracer for the draw and copy rules.
+
+
+def test_fix41_one_name_flow_tracer_serves_the_draw_and_the_copy_rules():
+    """The copy rules traced names with their own loop (``_copy_flows``); now both use
+    ``_flows``."""
+    import why_no_grad as wng
+
+    assert not hasattr(wng, "_copy_flows")
+    assert "_flows(" in inspect.getsource(wng._copy_read)
+    assert "_flows(" in inspect.getsource(wng._module_draws)
+    assert "_flows(" in inspect.getsource(wng._read_draws)
