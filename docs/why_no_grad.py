@@ -4722,6 +4722,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._torch_off = None  # the frame of torch's code that switched gradients off
         self._drawing = False  # under the no_grad of a Distribution.sample()
         self.compiled = 0  # calls made while torch.compile traced: not seen
+        self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
 
     def __enter__(self):
         try:
@@ -4846,21 +4847,26 @@ class CutWatch(torch.overrides.TorchFunctionMode):
 
     def _record(self, book: dict, label: str, kind: str) -> None:
         place = caller = first = None
-        frame = sys._getframe(2)
+        frame, inner = sys._getframe(2), ""
         while frame is not None:
             if frame is self._torch_off:  # under a no_grad torch's own code entered
+                self.hidden += self._yours(place) and book is self.cuts  # your code run there
                 return
             file = frame.f_code.co_filename
             if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
-                if (place is None and any(p in file for p in _BY_DESIGN)) or (
-                    file.endswith("autograd/function.py") and frame.f_code.co_name == "apply"
-                ):
+                if place is None and any(p in file for p in _BY_DESIGN):
                     return
+                if file.endswith("autograd/function.py") and frame.f_code.co_name == "apply":
+                    if not self._yours(place) or not inner.startswith(_TORCH_DIRS):
+                        return  # torch's code, or a Function's own forward
+                    if not torch.is_grad_enabled():  # torch's Function runs yours (checkpoint)
+                        self.hidden += book is self.cuts  # review 38 N2
+                        return
             elif file not in _THIS_FILES and place is None:
                 place, first = (file, frame.f_lineno), frame
             if frame is self._home and frame is not first:
                 caller = (file, frame.f_lineno)
-            frame = frame.f_back
+            frame, inner = frame.f_back, file
         if place is None:
             return
         if place in book:
@@ -4868,6 +4874,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         else:
             code = linecache.getline(place[0], place[1]).strip()
             book[place] = [label, kind, code, caller, 1]
+
+    @staticmethod
+    def _yours(place) -> bool:
+        """A place in your code (not torch.fx's generated code, as torch.compile runs)."""
+        return place is not None and not place[0].startswith("<eval_with_key")
 
     # -- report ---------------------------------------------------------------------------------
 
@@ -4927,6 +4938,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 "watch_cuts: no torch call seen (calls in another thread or in compiled code are "
                 "not seen)"
             )
+        elif not lines and self.hidden:
+            lines.append(
+                f"watch_cuts: {self.hidden} op(s) of your code run by torch under no_grad (as in "
+                "checkpoint(..., use_reentrant=True)) not checked: use_reentrant=False checks them"
+            )
         elif not lines and not self.compiled:
             lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
         if self.compiled:
@@ -4983,5 +4999,7 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s
     forward, ops under a ``no_grad`` torch's code enters, as in ``spectral_norm`` or
     ``clip_grad_norm_``) and in-place updates with gradients off (``ema.lerp_(p, 0.01)``) are not
-    reported. Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers."""
+    reported; ops of your code torch runs with gradients off (``checkpoint(...,
+    use_reentrant=True)``) are counted, not located, and ops inside ``backward()`` are not seen.
+    Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers."""
     return CutWatch(show, most)

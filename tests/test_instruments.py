@@ -13144,3 +13144,65 @@ def test_fix41_one_name_flow_tracer_serves_the_draw_and_the_copy_rules():
     assert "_flows(" in inspect.getsource(wng._copy_read)
     assert "_flows(" in inspect.getsource(wng._module_draws)
     assert "_flows(" in inspect.getsource(wng._read_draws)
+
+
+class _Ckpt41(nn.Module):
+    """Runs its block under checkpoint; ``cut``: the block's own .detach() (review 38 N2)."""
+
+    def __init__(self, reentrant: bool, cut: bool = True):
+        super().__init__()
+        self.a, self.b, self.reentrant, self.cut = nn.Linear(4, 4), nn.Linear(4, 1), reentrant, cut
+
+    def block(self, h):
+        h = self.a(h)
+        return self.b(h.detach() if self.cut else h)
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=self.reentrant)
+
+
+def test_fix41_watch_cuts_says_a_reentrant_checkpoint_hides_the_readers_ops():
+    """Review 38 N2: the reader's .detach() inside checkpoint(use_reentrant=True) ran under
+    checkpoint's no_grad (and the recompute inside backward, unseen), and the report said "no
+    op dropped the history of a value". It now counts those ops and points to
+    use_reentrant=False, which locates the cut; that fix applied (no .detach()) trains."""
+    from outcome import checked
+    from why_no_grad import watch_cuts
+
+    torch.manual_seed(0)
+    x = torch.randn(8, 4, requires_grad=True)
+    net = _Ckpt41(reentrant=True)
+    with watch_cuts(show=False) as w:
+        loss = net(x).sum()
+        loss.backward()
+    assert net.a.weight.grad is None
+    text = str(w)
+    assert "no op dropped" not in text, text
+    assert "not checked: use_reentrant=False checks them" in text, text
+    net.reentrant = False
+    with watch_cuts(show=False) as w:
+        net(x).sum()
+    assert ".detach(): return self.b(h.detach() if self.cut else h)" in str(w), str(w)
+    net = _Ckpt41(reentrant=False, cut=False)  # the fix: the .detach() the line shows removed
+    y = torch.randn(8, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def pure(p):  # the same model written out, no checkpoint (torch.func cannot run one)
+        h = F.linear(x.detach(), p["a.weight"], p["a.bias"])
+        return F.mse_loss(F.linear(h, p["b.weight"], p["b.bias"]), y)
+
+    def reference(step):
+        return pure(dict(net.named_parameters()))
+
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, reference, model=net) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.mse_loss(net(x.detach()), y)
+            want = torch.func.grad(pure)({k: v.detach() for k, v in net.named_parameters()})
+            loss.backward()
+            for k, p in net.named_parameters():
+                assert p.grad.allclose(want[k], atol=1e-6), k
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
