@@ -13206,3 +13206,71 @@ def test_fix41_watch_cuts_says_a_reentrant_checkpoint_hides_the_readers_ops():
             opt.step()
     assert len(done) == 3
     assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+class _Pen41(nn.Module):
+    """Adds a weight penalty onto ``self.pen`` at each call (``anew``: the printed fix, made
+    anew at each call)."""
+
+    def __init__(self, anew: bool = False):
+        super().__init__()
+        self.l, self.pen, self.anew = nn.Linear(3, 1), torch.zeros(()), anew
+
+    def forward(self, x):
+        start = torch.zeros(()) if self.anew else self.pen
+        self.pen = start + self.l.weight.pow(2).sum()
+        return self.l(x)
+
+
+def test_fix41_a_freed_sum_held_before_backward_is_named_as_in_the_except():
+    """Review 38 N4: called in an LBFGS closure before its backward (2nd call), model.pen (a sum
+    onto its value of the 1st call, whose graph that call's backward freed) was "holding this
+    step's graph (old if the next step uses it)"; the except path names it a sum onto its own
+    earlier value, made anew at each call. Now both do; that fix trains 3 LBFGS steps."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xx, yy = torch.randn(8, 3), torch.randn(8, 1)
+    net = _Pen41()
+    opt = torch.optim.LBFGS(net.parameters(), max_iter=4)
+    reports = []
+
+    def closure():
+        opt.zero_grad()
+        loss = F.mse_loss(net(xx), yy) + 0.01 * net.pen
+        if len(reports) < 2:
+            reports.append(find_old_graph(None, model=net, opt=opt))
+        loss.backward()
+        return loss
+
+    mark_step()
+    with pytest.raises(RuntimeError, match="second time"):
+        opt.step(closure)
+    report = reports[1]
+    (carrier,) = report.carriers
+    assert carrier.path == "model.pen" and carrier.verdict == "state", report
+    assert carrier.fix.startswith("a sum of one call's terms: make it anew at each call"), report
+    assert "holding this step's graph" not in str(report), report
+    assert not reports[0].carriers, reports[0]  # the 1st call: nothing freed yet
+
+    torch.manual_seed(0)
+    net = _Pen41(anew=True)  # the fix: the penalty made anew at each call
+    opt = torch.optim.LBFGS(net.parameters(), max_iter=4)
+
+    def reference(step):  # written out, no module state
+        w, b = net.l.weight, net.l.bias
+        return F.mse_loss(F.linear(xx, w, b), yy) + 0.01 * w.pow(2).sum()
+
+    def fixed():
+        opt.zero_grad()
+        loss = F.mse_loss(net(xx), yy) + 0.01 * net.pen
+        loss.backward()
+        return loss
+
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, reference, model=net) as done:
+        for _ in range(3):
+            mark_step()
+            opt.step(fixed)
+    assert len(done) >= 3
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
