@@ -2287,8 +2287,8 @@ def _copy_read(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None
     """The copy rules' read of ``fn``'s own body (with ``ast``, never run): (its def, the name of
     self, its parameters, the taint {name: the sources its value is made from; ``_flows``}, the
     ids of the nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its
-    globals, {id of a node: the value of the statement it is in}); None where the source cannot
-    be read."""
+    globals, {id of a node: the value of the statement it is in}, [(each return, the ids of
+    the nodes reaching it)]); None where the source cannot be read."""
     root = _root(fn)
     if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
@@ -2308,17 +2308,6 @@ def _copy_read(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None
     ]  # fmt: skip
     read = functools.partial(_read_names, me=me, attrs=attrs, space=space)
     taint = _flows(bindings, {a: frozenset((a,)) for a in args}, read)
-    reach, needed = set(), set()
-
-    def mark(expr) -> None:  # its value reaches the return: so do the names it reads
-        for sub in ast.walk(expr):
-            reach.add(id(sub))
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id != me:
-                needed.add(sub.id)
-
-    for n in own:
-        if isinstance(n, ast.Return) and n.value is not None:
-            mark(n.value)
     steps = [  # (the names a statement sets or changes, the expression it does so with)
         (
             {name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
@@ -2332,16 +2321,32 @@ def _copy_read(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None
         if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
         and isinstance(n.value.func, ast.Attribute)
     ]  # fmt: skip
-    done = set()
-    while len(done) < len(steps):
-        grown = False
-        for i, (names, value) in enumerate(steps):
-            if i not in done and names & needed:
-                done.add(i)
-                mark(value)
-                grown = True
-        if not grown:
-            break
+
+    def reach_of(returns) -> set:  # the ids of the nodes whose value reaches these returns
+        reach, needed, done = set(), set(), set()
+
+        def mark(expr) -> None:  # its value reaches the return: so do the names it reads
+            for sub in ast.walk(expr):
+                reach.add(id(sub))
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id != me:
+                    needed.add(sub.id)
+
+        for r in returns:
+            mark(r.value)
+        while len(done) < len(steps):
+            grown = False
+            for i, (names, value) in enumerate(steps):
+                if i not in done and names & needed:
+                    done.add(i)
+                    mark(value)
+                    grown = True
+            if not grown:
+                break
+        return reach
+
+    returns = [n for n in own if isinstance(n, ast.Return) and n.value is not None]
+    reach = reach_of(returns)
+    each = [(r, reach_of([r])) for r in returns]  # per return: what its value is made from
     values = {  # a statement's value: return x, y = x, f(x) alone, for v in x
         id(sub): value
         for n in own
@@ -2349,7 +2354,7 @@ def _copy_read(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None
         and isinstance(n, ast.stmt)
         for sub in ast.walk(value)
     }
-    return root, me, args, taint, reach, _non_tensor(root), space, values
+    return root, me, args, taint, reach, _non_tensor(root), space, values, each
 
 
 def _cuts_args(
@@ -2367,7 +2372,7 @@ def _cuts_args(
     read = _parsed(fn)
     if flows is None or read is None:  # no source: nothing found
         return []
-    root, me, args, taint, reach, skip, space, values = flows
+    root, me, args, taint, reach, skip, space, values, each = flows
     start, where, lines = read[1:]
     given, found = {}, []  # id(node) -> the self-method a call hands it to
     own = list(_own_nodes(root.body))
@@ -2380,13 +2385,9 @@ def _cuts_args(
         for name in _bound(t)
     }  # fmt: skip
     plain = {k: v for k, v in taint.items() if k not in mixed}
-    passed = set().union(  # what a return passes as is (x * self.gain beside float(self.gain))
-        *(
-            _reads(n.value, plain, me, attrs, space)
-            for n in own
-            if isinstance(n, ast.Return) and n.value
-        )
-    )
+    passed = [  # what each return passes as is (x * self.gain beside float(self.gain))
+        (_reads(r.value, plain, me, attrs, space), reached) for r, reached in each
+    ]
     for n in ast.walk(root):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
             for a in (*n.args, *(k.value for k in n.keywords)):
@@ -2397,7 +2398,8 @@ def _cuts_args(
         srcs = set().union(*(_reads(e, taint, me, attrs, space) for e in copied or ()))
         if srcs and id(n) in values:  # kept beside the copy (w + (q(w) - w).detach()): no cut
             srcs -= _reads(values[id(n)], taint, me, attrs, space, but=n)
-        srcs -= passed  # a return passes it as is too: the copy is no cut of it
+        for kept, reached in passed:  # the return holding the copy passes it as is too: no cut
+            srcs -= kept if id(n) in reached else set()  # (another return: review 38 N7)
         for src in sorted(srcs):
             code = lines[n.lineno - 1].strip()
             found.append((f"{where}:{start + n.lineno - 1}: {code}", given.get(id(n), ""), src))
@@ -2459,7 +2461,7 @@ def _cut_params(
     flows = _copy_read(fn, cls is not None, attrs)
     if flows is None:  # no source: nothing more
         return found
-    root, me, _, taint, reach, _, space, values = flows
+    root, me, _, taint, reach, _, space, values, _ = flows
     for n in _own_nodes(root.body):
         if not isinstance(n, ast.Call) or id(n) not in reach:
             continue

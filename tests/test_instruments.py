@@ -13274,3 +13274,64 @@ def test_fix41_a_freed_sum_held_before_backward_is_named_as_in_the_except():
             opt.step(fixed)
     assert len(done) >= 3
     assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+class _Gain41(nn.Module):
+    """In training, a number of its kept gain (the cut); the gain as is only in eval."""
+
+    def __init__(self, fixed: bool = False):
+        super().__init__()
+        self.fixed = fixed
+
+    def forward(self, x):
+        if self.training:
+            if self.fixed:  # the printed fix: the tensor kept, torch ops
+                return x * self.gain.mean()
+            return x * float(self.gain.mean())
+        return x * self.gain
+
+
+class _Kept41(nn.Module):
+    def __init__(self, fixed: bool = False):
+        super().__init__()
+        self.log_g, self.g = nn.Parameter(torch.zeros(4)), _Gain41(fixed)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        self.g.gain = self.log_g.exp()
+        return self.head(self.g(x))
+
+
+def test_fix41_a_copy_in_the_return_taken_is_named_though_another_return_passes_the_value():
+    """Review 38 N7: ``return x * float(self.gain.mean())`` in training, ``return x * self.gain``
+    only in eval: the copy was dropped because some return passed the gain as is; only the
+    return holding the copy counts now. The printed fix (torch ops, not float()) trains."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    m, x, t = _Kept41(), torch.randn(8, 4), torch.tensor([0, 1] * 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = F.cross_entropy(m(x), t)
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.log_g"]
+    assert found.rule == "not on the graph: a module's code copies it without history", found
+    assert "return x * float(self.gain.mean())" in found.why, found
+    assert "torch.stack or torch.cat (not torch.tensor(...), float()" in found.fix, found
+
+    torch.manual_seed(0)
+    m = _Kept41(fixed=True)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+
+    def reference(step):  # written out, no module state
+        g = m.log_g.exp().mean()
+        return F.cross_entropy(F.linear(x * g, m.head.weight, m.head.bias), t)
+
+    start = {k: v.detach().clone() for k, v in m.named_parameters()}
+    with checked(opt, reference, model=m) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            F.cross_entropy(m(x), t).backward()
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in m.named_parameters())
