@@ -1703,12 +1703,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
     # calls your code and backwards at each pass: mark_step() cannot mark its passes); they are
     # old, and so is a node that saved nothing made before the newest of them that reaches one
     in_call = set()
-    # only in the except of the failing backward: outside it, a backward of this step freeing
-    # what the objects hold is the usual step (a GAN's D pass, a loss kept after its backward)
-    if later and root is None and in_except and all(v is None for v in state.values()):
+    if later and root is None and all(v is None for v in state.values()):
         in_call = set(later)
         newest = max(_seq(f) or 0 for f in later)
         below = _below(list(state), kids, lambda f: f in in_call)
+        # before the failing backward (review 38 N4), a node above only freed ones is of a pass
+        # before (its graph was run); one above a node whose saved tensors are alive is new. A
+        # place whose own node is freed (a GAN's fake after D's backward) stays only held below
+        new = {} if in_except else _below(list(state), kids, lambda f: alive[f] and f not in later)
         for f in list(state):
             if f in in_call:
                 state[f] = _freed_names(f)
@@ -1716,7 +1718,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                 not alive[f]
                 and type(f).__name__ != "AccumulateGrad"
                 and below.get(f)
-                and (_seq(f) or newest) < newest
+                and ((_seq(f) or newest) < newest or not in_except and not new.get(f))
             ):
                 state[f] = ()
                 in_call.add(f)

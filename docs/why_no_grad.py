@@ -2217,10 +2217,10 @@ def _copied(n, space: dict) -> list | None:
     return list(n.args) if made is not None and any(made is c for c in _copiers()) else None
 
 
-def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
-    """The sources (parameters; ``.attr`` for ``me.attr``) whose values ``expr`` (outside the
-    node ``but``) carries: through names made from them (``taint``), not through a copy without
-    history (``_copied``), nor through a tensor's facts (``x.shape``, ``x.size(0)``, ``len(x)``)."""
+def _read_names(expr, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
+    """The names whose values ``expr`` (outside the node ``but``) carries, and ``.attr`` for each
+    ``me.attr`` among ``attrs``: not through a copy without history (``_copied``), nor through a
+    tensor's facts (``x.shape``, ``x.size(0)``, ``len(x)``)."""
     found, todo = set(), [expr]
     while todo:
         n = todo.pop()
@@ -2235,12 +2235,19 @@ def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but
             if isinstance(n.func, ast.Name) and n.func.id in _NO_CALL:
                 continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            found |= taint.get(n.id, set())
+            found.add(n.id)
         elif me and (attr := _attr_of(n, me)) in attrs and isinstance(n.ctx, ast.Load):
             found.add("." + attr)
             continue
         todo += list(ast.iter_child_nodes(n))
     return found
+
+
+def _reads(expr, taint: dict, me: str | None, attrs: frozenset, space: dict, but=None) -> set:
+    """The sources (parameters; ``.attr`` for ``me.attr``) whose values ``expr`` carries
+    (``_read_names``), through the names made from them (``taint``, from ``_flows``)."""
+    names = _read_names(expr, me, attrs, space, but)
+    return set().union(*(taint.get(k, (k,) if k[0] == "." else ()) for k in names))
 
 
 def _bound(target) -> list[str]:
@@ -2287,11 +2294,12 @@ def _non_tensor(root) -> set:
 
 
 @functools.lru_cache(maxsize=512)
-def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
-    """How values flow in ``fn``'s own body (read with ``ast``, never run): (its def, the name of
-    self, its parameters, the taint {name: the sources its value is made from}, the ids of the
-    nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its globals,
-    {id of a node: the value of the statement it is in}); None where the source cannot be read."""
+def _copy_read(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | None:
+    """The copy rules' read of ``fn``'s own body (with ``ast``, never run): (its def, the name of
+    self, its parameters, the taint {name: the sources its value is made from; ``_flows``}, the
+    ids of the nodes whose value reaches a ``return``, the ids in a branch for non-tensors, its
+    globals, {id of a node: the value of the statement it is in}, [(each return, the ids of
+    the nodes reaching it)]); None where the source cannot be read."""
     root = _root(fn)
     if not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
@@ -2301,28 +2309,16 @@ def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | Non
     sets = [n for n in own if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
     sets = [n for n in sets if n.value is not None]
     loops = [n for n in own if isinstance(n, (ast.For, ast.AsyncFor))]
-    taint = {a: {a} for a in args}
-    for _ in range(8):  # names made from names: a few rounds reach every chain in practice
-        before = sum(map(len, taint.values()))
-        for n in (*sets, *loops):
-            value = n.iter if isinstance(n, (ast.For, ast.AsyncFor)) else n.value
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            srcs = _reads(value, taint, me, attrs, space)
-            for name in (name for t in targets for name in _bound(t)):
-                taint.setdefault(name, set()).update(srcs)
-        if sum(map(len, taint.values())) == before:
-            break
-    reach, needed = set(), set()
-
-    def mark(expr) -> None:  # its value reaches the return: so do the names it reads
-        for sub in ast.walk(expr):
-            reach.add(id(sub))
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id != me:
-                needed.add(sub.id)
-
-    for n in own:
-        if isinstance(n, ast.Return) and n.value is not None:
-            mark(n.value)
+    bindings = [
+        (
+            [name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+             for name in _bound(t)],
+            n.iter if isinstance(n, (ast.For, ast.AsyncFor)) else n.value,
+        )
+        for n in (*sets, *loops)
+    ]  # fmt: skip
+    read = functools.partial(_read_names, me=me, attrs=attrs, space=space)
+    taint = _flows(bindings, {a: frozenset((a,)) for a in args}, read)
     steps = [  # (the names a statement sets or changes, the expression it does so with)
         (
             {name for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
@@ -2336,16 +2332,32 @@ def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | Non
         if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
         and isinstance(n.value.func, ast.Attribute)
     ]  # fmt: skip
-    done = set()
-    while len(done) < len(steps):
-        grown = False
-        for i, (names, value) in enumerate(steps):
-            if i not in done and names & needed:
-                done.add(i)
-                mark(value)
-                grown = True
-        if not grown:
-            break
+
+    def reach_of(returns) -> set:  # the ids of the nodes whose value reaches these returns
+        reach, needed, done = set(), set(), set()
+
+        def mark(expr) -> None:  # its value reaches the return: so do the names it reads
+            for sub in ast.walk(expr):
+                reach.add(id(sub))
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id != me:
+                    needed.add(sub.id)
+
+        for r in returns:
+            mark(r.value)
+        while len(done) < len(steps):
+            grown = False
+            for i, (names, value) in enumerate(steps):
+                if i not in done and names & needed:
+                    done.add(i)
+                    mark(value)
+                    grown = True
+            if not grown:
+                break
+        return reach
+
+    returns = [n for n in own if isinstance(n, ast.Return) and n.value is not None]
+    reach = reach_of(returns)
+    each = [(r, reach_of([r])) for r in returns]  # per return: what its value is made from
     values = {  # a statement's value: return x, y = x, f(x) alone, for v in x
         id(sub): value
         for n in own
@@ -2353,7 +2365,7 @@ def _copy_flows(fn, method: bool, attrs: frozenset = frozenset()) -> tuple | Non
         and isinstance(n, ast.stmt)
         for sub in ast.walk(value)
     }
-    return root, me, args, taint, reach, _non_tensor(root), space, values
+    return root, me, args, taint, reach, _non_tensor(root), space, values, each
 
 
 def _cuts_args(
@@ -2367,11 +2379,11 @@ def _cuts_args(
     the ``return`` (a metric or a log beside the result is no cut of it), no ``return`` passes
     the value itself without a copy, and the branch is not one for non-tensors. None where the
     source cannot be read."""
-    flows = _copy_flows(fn, bool(cls_name), attrs)
+    flows = _copy_read(fn, bool(cls_name), attrs)
     read = _parsed(fn)
     if flows is None or read is None:  # no source: nothing found
         return []
-    root, me, args, taint, reach, skip, space, values = flows
+    root, me, args, taint, reach, skip, space, values, each = flows
     start, where, lines = read[1:]
     given, found = {}, []  # id(node) -> the self-method a call hands it to
     own = list(_own_nodes(root.body))
@@ -2384,13 +2396,9 @@ def _cuts_args(
         for name in _bound(t)
     }  # fmt: skip
     plain = {k: v for k, v in taint.items() if k not in mixed}
-    passed = set().union(  # what a return passes as is (x * self.gain beside float(self.gain))
-        *(
-            _reads(n.value, plain, me, attrs, space)
-            for n in own
-            if isinstance(n, ast.Return) and n.value
-        )
-    )
+    passed = [  # what each return passes as is (x * self.gain beside float(self.gain))
+        (_reads(r.value, plain, me, attrs, space), reached) for r, reached in each
+    ]
     for n in ast.walk(root):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _attr_of(n.func, me):
             for a in (*n.args, *(k.value for k in n.keywords)):
@@ -2401,7 +2409,8 @@ def _cuts_args(
         srcs = set().union(*(_reads(e, taint, me, attrs, space) for e in copied or ()))
         if srcs and id(n) in values:  # kept beside the copy (w + (q(w) - w).detach()): no cut
             srcs -= _reads(values[id(n)], taint, me, attrs, space, but=n)
-        srcs -= passed  # a return passes it as is too: the copy is no cut of it
+        for kept, reached in passed:  # the return holding the copy passes it as is too: no cut
+            srcs -= kept if id(n) in reached else set()  # (another return: review 38 N7)
         for src in sorted(srcs):
             code = lines[n.lineno - 1].strip()
             found.append((f"{where}:{start + n.lineno - 1}: {code}", given.get(id(n), ""), src))
@@ -2460,10 +2469,10 @@ def _cut_params(
     found, name = {}, name or (type(obj).__name__ if cls is not None and obj is not None else "")
     for code, part, p in _cuts_args(fn, name or (cls.__name__ if cls else ""), attrs):
         found.setdefault(p, []).append((code, part))
-    flows = _copy_flows(fn, cls is not None, attrs)
+    flows = _copy_read(fn, cls is not None, attrs)
     if flows is None:  # no source: nothing more
         return found
-    root, me, _, taint, reach, _, space, values = flows
+    root, me, _, taint, reach, _, space, values, _ = flows
     for n in _own_nodes(root.body):
         if not isinstance(n, ast.Call) or id(n) not in reach:
             continue
@@ -3819,18 +3828,22 @@ def _bindings(nodes: list) -> list:
     return found
 
 
-def _flows(bindings: list, seeds: dict, me: str | None = None, valued=None) -> dict:
-    """{name: what it is made from} for the names the values of ``seeds`` ({name: a frozenset})
-    flow to through ``bindings``, in any order (a loop body reads last round's names); a
-    ``me.<attr>`` that ``valued`` allows is a seed of itself."""
-    reads = [(names, _value_names(value, me, valued)) for names, value in bindings]
+def _flows(bindings: list, seeds: dict, read) -> dict:
+    """{name: the sources its value is made from}: the values of ``seeds`` ({name: a frozenset})
+    carried through ``bindings`` ((names bound, the value read)), in any order (a loop body reads
+    last round's names). The one tracer of names through a body (read, never run) that the
+    rules share: a draw's (``.sample()`` made from the forward's inputs or the caller's tensors;
+    ``read`` is ``_value_names``) and a copy's (a parameter copied without history into the
+    return; ``read`` is ``_read_names``). ``read(value)`` gives the names a value carries; a name
+    with a dot (``self.w``, ``.w``: an attribute of self) is a source of itself."""
+    reads = [(names, read(value)) for names, value in bindings]
     made = dict(seeds)
-    for _, read in reads:
-        made.update((r, frozenset((r,))) for r in read if me and r.startswith(f"{me}."))
+    for _, names in reads:
+        made.update((r, frozenset((r,))) for r in names if "." in r and r not in made)
     for _ in range(len(reads) + 1):
         changed = False
-        for names, read in reads:
-            got = frozenset().union(*(made.get(r, ()) for r in read))
+        for names, got_from in reads:
+            got = frozenset().union(*(made.get(r, ()) for r in got_from))
             for name in names:
                 if got - made.get(name, frozenset()):
                     made[name], changed = made.get(name, frozenset()) | got, True
@@ -3986,7 +3999,11 @@ def _module_draws(module: torch.nn.Module, name: str) -> list:
         scope = getattr(fn, "__globals__", {})
         params = _params(root, True)[1]
         live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
-        made = _flows(live, {p: frozenset((p,)) for p in params}, me, valued)
+        made = _flows(
+            live,
+            {p: frozenset((p,)) for p in params},
+            functools.partial(_value_names, me=me, valued=valued),
+        )
 
         def resolve(node, scope=scope, me=me):
             return _resolve(node, scope, me, module)
@@ -4065,7 +4082,7 @@ def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g
         elif isinstance(v, torch.nn.Module) and any(v is m for m in g.expected.values()):
             seeds[key] = frozenset(id(p) for p in v.parameters())
     live = [(names, _uncut(v, scope)) for names, v in bindings]  # a copy passes no history
-    made = _flows(live, seeds) if calls else {}
+    made = _flows(live, seeds, _value_names) if calls else {}
     losses = {key for key, v in scope.items() if v is g.loss}  # the names the loss has here
     last = max((v.end_lineno for names, v in bindings if losses & set(names)), default=None)
     off = [
@@ -4093,7 +4110,7 @@ def _read_draws(nodes: list, scope: dict, where: str, lines: list, start: int, g
             bound = {
                 n for names, v in bindings if any(x is call for x in ast.walk(v)) for n in names
             }
-            flows = _flows(live, {n: frozenset("d") for n in bound}) if losses else {}
+            flows = _flows(live, {n: frozenset("d") for n in bound}, _value_names) if losses else {}
             d = _draw(call, rec, kind, where, lines, start)
             d.update(ids=ids, rs=_has_rsample(d["cls"], obj), owner="", library=False)
             d["feeds"] = any(flows.get(n) for n in losses)  # the loss is assigned from the draw
@@ -4845,6 +4862,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.used_on: set = set()  # ids of leaves requiring grad that an op read, gradients on
         self.used_off: set = set()  # the same, gradients off
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
+        self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
 
     def __enter__(self):
         try:
@@ -4975,21 +4993,26 @@ class CutWatch(torch.overrides.TorchFunctionMode):
 
     def _record(self, book: dict, label: str, kind: str) -> None:
         place = caller = first = None
-        frame = sys._getframe(2)
+        frame, inner = sys._getframe(2), ""
         while frame is not None:
             if frame is self._torch_off:  # under a no_grad torch's own code entered
+                self.hidden += self._yours(place) and book is self.cuts  # your code run there
                 return
             file = frame.f_code.co_filename
             if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
-                if (place is None and any(p in file for p in _BY_DESIGN)) or (
-                    file.endswith("autograd/function.py") and frame.f_code.co_name == "apply"
-                ):
+                if place is None and any(p in file for p in _BY_DESIGN):
                     return
+                if file.endswith("autograd/function.py") and frame.f_code.co_name == "apply":
+                    if not self._yours(place) or not inner.startswith(_TORCH_DIRS):
+                        return  # torch's code, or a Function's own forward
+                    if not torch.is_grad_enabled():  # torch's Function runs yours (checkpoint)
+                        self.hidden += book is self.cuts  # review 38 N2
+                        return
             elif file not in _THIS_FILES and place is None:
                 place, first = (file, frame.f_lineno), frame
             if frame is self._home and frame is not first:
                 caller = (file, frame.f_lineno)
-            frame = frame.f_back
+            frame, inner = frame.f_back, file
         if place is None:
             return
         if place in book:
@@ -4997,6 +5020,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         else:
             code = linecache.getline(place[0], place[1]).strip()
             book[place] = [label, kind, code, caller, 1]
+
+    @staticmethod
+    def _yours(place) -> bool:
+        """A place in your code (not torch.fx's generated code, as torch.compile runs)."""
+        return place is not None and not place[0].startswith("<eval_with_key")
 
     # -- report ---------------------------------------------------------------------------------
 
@@ -5056,6 +5084,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 "watch_cuts: no torch call seen (calls in another thread or in compiled code are "
                 "not seen)"
             )
+        elif not lines and self.hidden:
+            lines.append(
+                f"watch_cuts: {self.hidden} op(s) of your code run by torch under no_grad (as in "
+                "checkpoint(..., use_reentrant=True)) not checked: use_reentrant=False checks them"
+            )
         elif not lines and not self.compiled:
             lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
         if self.compiled:
@@ -5112,7 +5145,9 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s
     forward, ops under a ``no_grad`` torch's code enters, as in ``spectral_norm`` or
     ``clip_grad_norm_``) and in-place updates with gradients off (``ema.lerp_(p, 0.01)``) are not
-    reported. Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers.
+    reported; ops of your code torch runs with gradients off (``checkpoint(...,
+    use_reentrant=True)``) are counted, not located, and ops inside ``backward()`` are not seen.
+    Under ``torch.func.vmap`` it reads ``requires_grad`` through the batched wrappers.
     It also notes which parameters a call read, with gradients on or off: ``why_no_grad`` on a
     loss made inside the block uses that to say whether a module off the graph ran."""
     return CutWatch(show, most)

@@ -13247,3 +13247,209 @@ def test_lead9_the_printed_fixes_train():
         assert v.equal(start[k]) == k.startswith("aux."), k
     report = why_no_grad(loss, model=net)
     assert "did not run" not in str(report) and "gradients off" not in str(report), str(report)
+
+
+# fix41: review 38 N2, N4, N7 (a reentrant checkpoint's hidden ops; a freed graph held before
+# backward; a copy in the return taken) and one name-flow tracer for the draw and copy rules.
+
+
+def test_fix41_one_name_flow_tracer_serves_the_draw_and_the_copy_rules():
+    """The copy rules traced names with their own loop (``_copy_flows``); now both use
+    ``_flows``."""
+    import why_no_grad as wng
+
+    assert not hasattr(wng, "_copy_flows")
+    assert "_flows(" in inspect.getsource(wng._copy_read)
+    assert "_flows(" in inspect.getsource(wng._module_draws)
+    assert "_flows(" in inspect.getsource(wng._read_draws)
+
+
+class _Ckpt41(nn.Module):
+    """Runs its block under checkpoint; ``cut``: the block's own .detach() (review 38 N2)."""
+
+    def __init__(self, reentrant: bool, cut: bool = True):
+        super().__init__()
+        self.a, self.b, self.reentrant, self.cut = nn.Linear(4, 4), nn.Linear(4, 1), reentrant, cut
+
+    def block(self, h):
+        h = self.a(h)
+        return self.b(h.detach() if self.cut else h)
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=self.reentrant)
+
+
+def test_fix41_watch_cuts_says_a_reentrant_checkpoint_hides_the_readers_ops():
+    """Review 38 N2: the reader's .detach() inside checkpoint(use_reentrant=True) ran under
+    checkpoint's no_grad (and the recompute inside backward, unseen), and the report said "no
+    op dropped the history of a value". It now counts those ops and points to
+    use_reentrant=False, which locates the cut; that fix applied (no .detach()) trains."""
+    from outcome import checked
+    from why_no_grad import watch_cuts
+
+    torch.manual_seed(0)
+    x = torch.randn(8, 4, requires_grad=True)
+    net = _Ckpt41(reentrant=True)
+    with watch_cuts(show=False) as w:
+        loss = net(x).sum()
+        loss.backward()
+    assert net.a.weight.grad is None
+    text = str(w)
+    assert "no op dropped" not in text, text
+    assert "not checked: use_reentrant=False checks them" in text, text
+    net.reentrant = False
+    with watch_cuts(show=False) as w:
+        net(x).sum()
+    assert ".detach(): return self.b(h.detach() if self.cut else h)" in str(w), str(w)
+    net = _Ckpt41(reentrant=False, cut=False)  # the fix: the .detach() the line shows removed
+    y = torch.randn(8, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def pure(p):  # the same model written out, no checkpoint (torch.func cannot run one)
+        h = F.linear(x.detach(), p["a.weight"], p["a.bias"])
+        return F.mse_loss(F.linear(h, p["b.weight"], p["b.bias"]), y)
+
+    def reference(step):
+        return pure(dict(net.named_parameters()))
+
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, reference, model=net) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.mse_loss(net(x.detach()), y)
+            want = torch.func.grad(pure)({k: v.detach() for k, v in net.named_parameters()})
+            loss.backward()
+            for k, p in net.named_parameters():
+                assert p.grad.allclose(want[k], atol=1e-6), k
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+class _Pen41(nn.Module):
+    """Adds a weight penalty onto ``self.pen`` at each call (``anew``: the printed fix, made
+    anew at each call)."""
+
+    def __init__(self, anew: bool = False):
+        super().__init__()
+        self.l, self.pen, self.anew = nn.Linear(3, 1), torch.zeros(()), anew
+
+    def forward(self, x):
+        start = torch.zeros(()) if self.anew else self.pen
+        self.pen = start + self.l.weight.pow(2).sum()
+        return self.l(x)
+
+
+def test_fix41_a_freed_sum_held_before_backward_is_named_as_in_the_except():
+    """Review 38 N4: called in an LBFGS closure before its backward (2nd call), model.pen (a sum
+    onto its value of the 1st call, whose graph that call's backward freed) was "holding this
+    step's graph (old if the next step uses it)"; the except path names it a sum onto its own
+    earlier value, made anew at each call. Now both do; that fix trains 3 LBFGS steps."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    xx, yy = torch.randn(8, 3), torch.randn(8, 1)
+    net = _Pen41()
+    opt = torch.optim.LBFGS(net.parameters(), max_iter=4)
+    reports = []
+
+    def closure():
+        opt.zero_grad()
+        loss = F.mse_loss(net(xx), yy) + 0.01 * net.pen
+        if len(reports) < 2:
+            reports.append(find_old_graph(None, model=net, opt=opt))
+        loss.backward()
+        return loss
+
+    mark_step()
+    with pytest.raises(RuntimeError, match="second time"):
+        opt.step(closure)
+    report = reports[1]
+    (carrier,) = report.carriers
+    assert carrier.path == "model.pen" and carrier.verdict == "state", report
+    assert carrier.fix.startswith("a sum of one call's terms: make it anew at each call"), report
+    assert "holding this step's graph" not in str(report), report
+    assert not reports[0].carriers, reports[0]  # the 1st call: nothing freed yet
+
+    torch.manual_seed(0)
+    net = _Pen41(anew=True)  # the fix: the penalty made anew at each call
+    opt = torch.optim.LBFGS(net.parameters(), max_iter=4)
+
+    def reference(step):  # written out, no module state
+        w, b = net.l.weight, net.l.bias
+        return F.mse_loss(F.linear(xx, w, b), yy) + 0.01 * w.pow(2).sum()
+
+    def fixed():
+        opt.zero_grad()
+        loss = F.mse_loss(net(xx), yy) + 0.01 * net.pen
+        loss.backward()
+        return loss
+
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, reference, model=net) as done:
+        for _ in range(3):
+            mark_step()
+            opt.step(fixed)
+    assert len(done) >= 3
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+class _Gain41(nn.Module):
+    """In training, a number of its kept gain (the cut); the gain as is only in eval."""
+
+    def __init__(self, fixed: bool = False):
+        super().__init__()
+        self.fixed = fixed
+
+    def forward(self, x):
+        if self.training:
+            if self.fixed:  # the printed fix: the tensor kept, torch ops
+                return x * self.gain.mean()
+            return x * float(self.gain.mean())
+        return x * self.gain
+
+
+class _Kept41(nn.Module):
+    def __init__(self, fixed: bool = False):
+        super().__init__()
+        self.log_g, self.g = nn.Parameter(torch.zeros(4)), _Gain41(fixed)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        self.g.gain = self.log_g.exp()
+        return self.head(self.g(x))
+
+
+def test_fix41_a_copy_in_the_return_taken_is_named_though_another_return_passes_the_value():
+    """Review 38 N7: ``return x * float(self.gain.mean())`` in training, ``return x * self.gain``
+    only in eval: the copy was dropped because some return passed the gain as is; only the
+    return holding the copy counts now. The printed fix (torch ops, not float()) trains."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    m, x, t = _Kept41(), torch.randn(8, 4), torch.tensor([0, 1] * 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = F.cross_entropy(m(x), t)
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.log_g"]
+    assert found.rule == "not on the graph: a module's code copies it without history", found
+    assert "return x * float(self.gain.mean())" in found.why, found
+    assert "torch.stack or torch.cat (not torch.tensor(...), float()" in found.fix, found
+
+    torch.manual_seed(0)
+    m = _Kept41(fixed=True)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+
+    def reference(step):  # written out, no module state
+        g = m.log_g.exp().mean()
+        return F.cross_entropy(F.linear(x * g, m.head.weight, m.head.bias), t)
+
+    start = {k: v.detach().clone() for k, v in m.named_parameters()}
+    with checked(opt, reference, model=m) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            F.cross_entropy(m(x), t).backward()
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in m.named_parameters())
