@@ -167,7 +167,7 @@ import textwrap
 import tokenize
 import types
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -255,7 +255,8 @@ _COPIES = {  # grad_fn names of a copy of a leaf: the leaf gets .grad, the copy 
 }
 
 
-_FINE = ("has a gradient", "made from a parameter")  # not counted as without a gradient
+_CHECKPOINTED = "has a gradient, through a reentrant checkpoint"  # its own graph: which loss?
+_FINE = ("has a gradient", "made from a parameter", _CHECKPOINTED)  # not counted as without one
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,8 @@ class Report:
         if fine:
             lines.append(f"with a gradient: {_summary(fine)}")
         lines += [str(f) for f in made]
+        if ckpt := [f for f in self.findings if f.rule == _CHECKPOINTED]:
+            lines.append(str(replace(ckpt[0], name=_summary([f.name for f in ckpt]))))
         if self.findings and not missing and self.graph.startswith("the loss's graph"):
             lines.append(
                 "To see what one term of your loss reaches (a term that seems to change nothing), "
@@ -1213,6 +1216,14 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     if loss is not None and not on_graph:
         rule, why, fix = _drawn(t, _not_reached(t, g), g)
         fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
+        if grad is not None and grad.any() and _reentrant(g):
+            return (
+                _CHECKPOINTED,
+                "the loss's graph holds a reentrant checkpoint (CheckpointFunctionBackward), whose "
+                "backward recomputes what runs inside it on a graph of its own: whether this "
+                "gradient came from this loss is not told",
+                "nothing to fix if this tensor runs inside the checkpoint",
+            )
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
                 "has a gradient, but not from this loss",
@@ -1984,9 +1995,10 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     if not g.ran and _reentrant(g):
         return (
-            "not seen yet: behind a reentrant checkpoint",
+            "not told before backward: a reentrant checkpoint is on the graph",
             "the loss's graph holds a reentrant checkpoint (CheckpointFunctionBackward): what runs "
-            "inside it joins the graph only when backward() recomputes it",
+            "inside it joins the graph only when backward() recomputes it, so before that a "
+            "tensor off the graph may be inside it, or not used",
             "read .grad after backward(); if it is None then, call why_no_grad there",
         )
     checkpointed = _checkpointing(owner, g.modules)
@@ -2738,7 +2750,8 @@ def _kept_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
             f"run, from {', '.join(methods)}): "
             + "; ".join(lines[:3])
             + (f" and {len(lines) - 3} more" if len(lines) > 3 else ""),
-            "where that line is yours, build the value with torch.stack or torch.cat (not "
+            "if that line runs (a branch may skip it; with watch_cuts(): around the forward "
+            "shows it), and where it is yours, build the value with torch.stack or torch.cat (not "
             "torch.tensor(...), float(), .item() or .detach()); in a library, pass a value it keeps as is "
             "(the lines around that one show which form), made from this tensor in forward at "
             "each step (made once, in __init__, it keeps that moment's values)",
@@ -3707,13 +3720,13 @@ def _call_site_read(owner: str, g: _Context) -> str:
         for n in ast.walk(root):
             if isinstance(n, ast.Call) and _attr_of(n.func, me) == attr:
                 at = f"{where}:{start + n.lineno - 1}: {lines[n.lineno - 1].strip()}"
-                up = above.get(id(n))
+                child, up = n, above.get(id(n))
                 while up is not None and not isinstance(up, (ast.If, ast.IfExp)):
-                    up = above.get(id(up))
+                    child, up = up, above.get(id(up))
                 if isinstance(up, ast.If):
-                    at += (
-                        f" (under {where}:{start + up.lineno - 1}: {lines[up.lineno - 1].strip()})"
-                    )
+                    branch = "in the else of" if child in up.orelse else "under"
+                    test = lines[up.lineno - 1].strip()
+                    at += f" ({branch} {where}:{start + up.lineno - 1}: {test})"
                 return at
     return ""
 
@@ -3721,12 +3734,13 @@ def _call_site_read(owner: str, g: _Context) -> str:
 def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: str) -> tuple:
     """The rule for a module none of whose parameters is on the loss's graph, told by what
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
-    watched = "in the forward watched by watch_cuts, "
+    watched = "inside the with watch_cuts() block that made the loss, "
     if seen == "none":
         return (
-            "not on the graph: its module did not run",
-            watched + "no torch call read its parameters: it is not called for this loss (a "
-            "branch not taken, an argument passed in another slot, a layer defined but unused)",
+            "not on the graph: its module did not run in the watch",
+            watched + "no torch call read its parameters: it is not called there (a branch not "
+            "taken, an argument passed in another slot, a layer defined but unused), or it ran "
+            "outside the block (before it, in another thread)",
             "None is right if it is not meant to train (skip parameters whose .grad is None where "
             "you read them; DDP: find_unused_parameters=True); to train it, call it: "
             + (
@@ -3739,11 +3753,12 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             "the combination inside the forward (torch.func.functional_call); " + _PATCHED,
         )
     if seen == "off":
-        where = f"the switches above it: {switches}" if switches else "watch_cuts names the place"
+        where = f"the switches above it: {switches}" if switches else "the watch's report"
         return (
             "not on the graph: its module ran with gradients off",
-            watched + "its parameters were read only with gradients off (torch.no_grad(), "
-            "inference_mode, a reentrant checkpoint's first pass)",
+            watched + "its parameters were read (by calls with a tensor result, not in-place "
+            "updates) only with gradients off (torch.no_grad(), inference_mode, a reentrant "
+            "checkpoint's first pass)",
             f"call it with gradients on ({where}; in a library, an option may drive it: set that "
             "option); in a reentrant checkpoint: use_reentrant=False",
         )
@@ -4220,7 +4235,7 @@ def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
 _DRAW_RULES = (
     "not on the graph",
     "not on the graph: its module is not used or is cut",
-    "not on the graph: its module did not run",
+    "not on the graph: its module did not run in the watch",
     "not on the graph: its module ran with gradients off",
     "not on the graph: its output is unused or cut",
     "not on the graph: the loss has no graph",
@@ -4801,6 +4816,21 @@ def _floating(v) -> bool | None:
 
 
 _WATCHES: collections.deque = collections.deque(maxlen=8)  # the last watches, for why_no_grad
+_INSTRUMENTS = ("why_no_grad.py", "find_old_graph.py")
+_CHECKPOINT_FILE = str(Path("utils", "checkpoint.py"))
+
+
+def _instrument_running(frame) -> bool:
+    """Whether a frame above ``frame`` (the watch's own) runs why_no_grad's or find_old_graph's
+    code: their reads of the reader's tensors are not the reader's program."""
+    frame = frame.f_back
+    for _ in range(400):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.endswith(_INSTRUMENTS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _next_node_number() -> int | None:
@@ -4821,10 +4851,12 @@ def _reentrant(g: _Context) -> bool:
 def _watched_use(module: torch.nn.Module | None, g: _Context) -> str | None:
     """What a ``watch_cuts`` around the forward that made the loss saw of ``module``'s
     parameters: "none" (no torch call read them), "off" (read only with gradients off) or "on".
-    None when no watch covered that forward: the loss's node was not made inside one, or the watch
-    saw none of the parameters on the loss's graph read (it began after the forward). This
+    None when no watch covered that forward: the loss's node was not made by a call it saw (made
+    outside it, or in another thread), a parameter on the loss's graph was not read inside it
+    (part of the forward ran outside), or it saw compiled code. This
     replaces the probe the reader would otherwise paste (``_probe``) with what was observed."""
-    number = getattr(getattr(g.loss, "grad_fn", None), "_sequence_nr", None)
+    fn = getattr(g.loss, "grad_fn", None)
+    number = getattr(fn, "_sequence_nr", None)
     if module is None or number is None or _reentrant(g):
         return None
     try:
@@ -4833,10 +4865,11 @@ def _watched_use(module: torch.nn.Module | None, g: _Context) -> str | None:
         return None
     for watch in reversed(_WATCHES):
         low, high = watch.span
-        if low is None or high is None or not low <= n < high:
-            continue
-        if not set(g.leaves) & (watch.used_on | watch.used_off):
-            return None
+        if low is None or high is None or not low <= n < high or id(fn) not in watch.made:
+            continue  # made in another thread, or outside this watch
+        params = set(g.leaves) & set(g.held["module"])
+        if watch.compiled or not params or not params <= watch.used_on:
+            return None  # compiled code, or a part of the forward ran outside the watch
         ids = {id(p) for p in module.parameters()}
         return "on" if ids & watch.used_on else "off" if ids & watch.used_off else "none"
     return None
@@ -4862,6 +4895,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.used_on: set = set()  # ids of leaves requiring grad that an op read, gradients on
         self.used_off: set = set()  # the same, gradients off
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
+        self.made: set = set()  # ids of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
 
     def __enter__(self):
@@ -4891,6 +4925,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # traced by torch.compile: not seen, nothing changed
             self.compiled += 1
+            return func(*args, **kwargs)
+        if _instrument_running(sys._getframe(1)):  # why_no_grad asked inside the block
             return func(*args, **kwargs)
         before = None
         if not self.note:
@@ -4937,9 +4973,6 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         tracked = [t for t in flat if isinstance(t, torch.Tensor) and _has_history(t)]
         if not tracked:
             return None
-        for t in tracked:
-            if t.grad_fn is None:  # a parameter read: why_no_grad tells which modules ran
-                (self.used_on if mode else self.used_off).add(id(t))
         first = args[0] if args else None
         if (
             not mode
@@ -4962,6 +4995,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             if self._last_mode:
                 self._torch_off, self._drawing = None, False
             return
+        self._note_reads(name, mode, tracked, out)
         ids = {id(t) for t in tracked}
         results = torch.utils._pytree.tree_leaves(out)
         tensors = [r for r in results if isinstance(r, torch.Tensor)]
@@ -4991,6 +5025,21 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             label, kind = name, "copy"
         self._record(self.cuts, label, kind)
 
+    def _note_reads(self, name: str, mode: bool, tracked: list, out) -> None:
+        """For why_no_grad (``_watched_use``): the leaves a call computed a tensor from, with
+        gradients on or off, and the nodes of its results. Not counted: reads whose result is no
+        tensor (``.dtype``, ``.shape``), and in-place updates with gradients off (an optimizer's
+        step, an EMA's ``lerp_``), which read parameters without running their module."""
+        results = [r for r in torch.utils._pytree.tree_leaves(out) if isinstance(r, torch.Tensor)]
+        if not results or (not mode and (name.endswith("_") or name.startswith("_foreach"))):
+            return
+        for t in tracked:
+            if t.grad_fn is None:
+                (self.used_on if mode else self.used_off).add(id(t))
+        for r in results:
+            if r.grad_fn is not None:
+                self.made.add(id(r.grad_fn))
+
     def _record(self, book: dict, label: str, kind: str) -> None:
         place = caller = first = None
         frame, inner = sys._getframe(2), ""
@@ -4999,6 +5048,9 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 self.hidden += self._yours(place) and book is self.cuts  # your code run there
                 return
             file = frame.f_code.co_filename
+            if file.endswith(_CHECKPOINT_FILE) and frame.f_code.co_name == "forward":
+                self.hidden += book is self.cuts  # a reentrant checkpoint's first pass: not seen
+                return
             if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
                 if place is None and any(p in file for p in _BY_DESIGN):
                     return
@@ -5084,13 +5136,13 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 "watch_cuts: no torch call seen (calls in another thread or in compiled code are "
                 "not seen)"
             )
-        elif not lines and self.hidden:
+        elif not lines and not self.compiled and not self.hidden:
+            lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
+        if self.hidden:
             lines.append(
-                f"watch_cuts: {self.hidden} op(s) of your code run by torch under no_grad (as in "
+                f"watch_cuts: {self.hidden} op(s) run by torch under its own no_grad (as in "
                 "checkpoint(..., use_reentrant=True)) not checked: use_reentrant=False checks them"
             )
-        elif not lines and not self.compiled:
-            lines.append(f"watch_cuts: no op dropped the history of a value ({self.ops} ops seen)")
         if self.compiled:
             lines.append(
                 "watch_cuts: code run by torch.compile is not checked: run it uncompiled to check it"

@@ -11837,7 +11837,8 @@ def test_wng18_a_strength_a_library_module_keeps_and_rebuilds_with_torch_tensor_
         assert ("made from it (SelectBackward0)" in found.why) is not whole, found
         assert "Jitter.generate_parameters" in found.why, found
         assert "torch.tensor(factor," not in found.why and "float(" not in found.why, found
-        assert found.fix.startswith("where that line is yours, build the value with torch.stack")
+        assert found.fix.startswith("if that line runs (a branch may skip it")
+        assert "and where it is yours, build the value with torch.stack" in found.fix
     aug, head = Aug(fixed=True), nn.Linear(4, 2)
     opt = torch.optim.SGD([*aug.parameters(), *head.parameters()], lr=0.1)
 
@@ -13168,7 +13169,10 @@ def test_lead9_a_watched_forward_tells_not_run_no_grad_and_unused_apart():
         loss = net(x, t).pow(2).sum()
     loss.backward()
     report = why_no_grad(loss, model=net)
-    assert report["model.time_mlp.weight"].rule == "not on the graph: its module did not run"
+    assert (
+        report["model.time_mlp.weight"].rule
+        == "not on the graph: its module did not run in the watch"
+    )
     assert "an argument passed in another slot" in report["model.time_mlp.weight"].why
     site = "its call is test_instruments.py:{}: h = h + self.time_mlp(t) (under test_instruments.py:{}: if t is not None:)"
     line = _Slotted.block.__code__.co_firstlineno + 3
@@ -13206,7 +13210,7 @@ def test_lead9_behind_a_reentrant_checkpoint_before_backward_is_not_seen_yet():
     with watch_cuts(show=False):
         loss = outer(checkpoint(inner, x, use_reentrant=True)).sum()
     found = why_no_grad(loss, inner=inner, outer=outer)["inner.weight"]
-    assert found.rule == "not seen yet: behind a reentrant checkpoint", found
+    assert found.rule == "not told before backward: a reentrant checkpoint is on the graph", found
     loss.backward()
     assert inner.weight.grad is not None and inner.weight.grad.abs().sum() > 0
 
@@ -13453,3 +13457,137 @@ def test_fix41_a_copy_in_the_return_taken_is_named_though_another_return_passes_
             opt.step()
     assert len(done) == 3
     assert all(not v.equal(start[k]) for k, v in m.named_parameters())
+
+
+# review 39: what a watch saw, read only where it tells (a module run outside it, reads by an
+# EMA or an optimizer, a loss made in another thread, the instrument's own reads, compiled code)
+class _Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used, self.idle = nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def test_rev39_reads_that_do_not_run_the_module_are_not_runs():
+    """An EMA's lerp_ and an optimizer's step inside the watch read every parameter with
+    gradients off; a .dtype read has no tensor result: none of them runs the module."""
+    import copy
+
+    torch.manual_seed(0)
+    m, x = _Two(), torch.randn(8, 4)
+    ema = copy.deepcopy(m).requires_grad_(False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for p in m.parameters():
+        p.grad = torch.ones_like(p)
+    with watch_cuts(show=False):
+        opt.step()
+        loss = m(x.to(m.idle.weight.dtype)).pow(2).mean()
+        with torch.no_grad():
+            for e, p in zip(ema.parameters(), m.parameters()):
+                e.lerp_(p, 0.01)
+    opt.zero_grad()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.idle.weight"]
+    assert found.rule == "not on the graph: its module did not run in the watch", found
+    assert "or it ran outside the block (before it, in another thread)" in found.why
+
+
+def test_rev39_a_watch_tells_nothing_of_a_loss_from_another_thread_or_compiled_code():
+    import threading
+
+    torch.manual_seed(0)
+    m, x = _Two(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        m(x).sum() + m.idle(x).sum()  # a watched forward in this thread: both ran
+    out = {}
+
+    def worker():
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        out["found"] = why_no_grad(loss, model=m)["model.idle.weight"]
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert out["found"].rule == "not on the graph: its module is not used or is cut", out
+    m.zero_grad()
+    m.used = torch.compile(m.used, backend="aot_eager")
+    with watch_cuts(show=False):
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.idle.weight"]
+    assert found.rule == "not on the graph: its module is not used or is cut", found
+    torch._dynamo.reset()
+
+
+def test_rev39_why_no_grad_asked_inside_the_watch_is_not_the_readers_code():
+    torch.manual_seed(0)
+    m, x = _Two(), torch.randn(8, 4)
+    with watch_cuts(show=False) as w:
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        why_no_grad(loss, model=m)
+    assert not any(id(p) in w.used_on | w.used_off for p in m.idle.parameters())
+    found = why_no_grad(loss, model=m)["model.idle.weight"]
+    assert found.rule == "not on the graph: its module did not run in the watch", found
+
+
+def test_rev39_the_call_site_says_which_branch_holds_it():
+    class A(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head, self.aux = nn.Linear(4, 1), nn.Linear(4, 1)
+
+        def forward(self, x):
+            if self.training:
+                out = self.head(x)
+            else:
+                out = self.head(x) + self.aux(x)
+            return out
+
+    torch.manual_seed(0)
+    m, x = A(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, model=m)["model.aux.weight"].fix
+    line = A.forward.__code__.co_firstlineno
+    site = f"its call is test_instruments.py:{line + 4}: out = self.head(x) + self.aux(x) "
+    assert site + f"(in the else of test_instruments.py:{line + 1}: if self.training:)" in fix, fix
+
+
+def test_rev39_a_reentrant_checkpoint_before_and_after_backward():
+    """Before backward: every tensor off the graph 'not told' (a module inside the checkpoint or
+    an unused one); after: the block's gradient is not called 'not from this loss', and a
+    checkpoint whose inputs need no grad is counted by the watch, not 'no op dropped'."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    blk, head, unused = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+    x = torch.randn(8, 4, requires_grad=True)
+    with watch_cuts(show=False) as w:
+        loss = head(checkpoint(blk, x, use_reentrant=True)).pow(2).mean()
+    report = why_no_grad(loss, blk=blk, head=head, unused=unused)
+    for name in ("blk.weight", "unused.weight"):
+        assert report[name].rule.startswith("not told before backward"), report[name]
+    loss.backward()
+    report = why_no_grad(loss, blk=blk, head=head, unused=unused)
+    assert report["blk.weight"].rule == "has a gradient, through a reentrant checkpoint"
+    assert str(report).startswith("2 of 6 named tensors have no gradient"), str(report)
+    assert "not from this loss" not in str(report)
+    for module in (blk, head, unused):
+        module.zero_grad()
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad"):
+        with watch_cuts(show=False) as w:
+            out = (
+                head(checkpoint(blk, x.detach(), use_reentrant=True)).mean()
+                + unused(x).detach().sum()
+            )
+    text = str(w)
+    assert "op(s) run by torch under its own no_grad (as in checkpoint(" in text, text
+    assert ".detach(): + unused(x).detach().sum()" in text and "no op dropped" not in text, text
+    out.backward()
+    found = why_no_grad(out, blk=blk, head=head)["blk.weight"]
+    assert found.rule == "not on the graph: its module ran with gradients off", found
