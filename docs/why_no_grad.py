@@ -1473,6 +1473,7 @@ def _parsed(fn) -> tuple[ast.Module, int, str, list[str]] | None:
     REPL, a stale file). The one reader of source for every rule here, cached: several rules read
     the same ``forward``. Callers only walk the tree, never change it."""
     try:
+        fn = inspect.unwrap(fn) if callable(fn) else fn  # a decorated method: the reader's file
         lines, start = inspect.getsourcelines(fn)
         tree = ast.parse(textwrap.dedent("".join(lines)))
         return tree, start, Path(inspect.getsourcefile(fn) or "").name, lines
@@ -3267,9 +3268,10 @@ def _source_switches(fn) -> list[tuple[str, int, str, str]]:
     """(file name, line number, line, its indent) of each line of ``fn``'s source (a function or
     a code object) that can switch gradients off; none where the source cannot be read."""
     try:
+        fn = inspect.unwrap(fn) if callable(fn) else fn  # @torch.no_grad(): the reader's file
         lines, start = inspect.getsourcelines(fn)
         where = Path(inspect.getsourcefile(fn) or "").name
-    except (OSError, TypeError):
+    except (OSError, TypeError, ValueError):
         return []
     return [
         (where, start + i, line.strip(), line[: len(line) - len(line.lstrip())])

@@ -13591,3 +13591,27 @@ def test_rev39_a_reentrant_checkpoint_before_and_after_backward():
     out.backward()
     found = why_no_grad(out, blk=blk, head=head)["blk.weight"]
     assert found.rule == "not on the graph: its module ran with gradients off", found
+
+
+def test_rev39_a_decorated_methods_switch_is_named_in_the_readers_file():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.head = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        @torch.no_grad()
+        def encode(self, x):
+            return torch.relu(self.enc(x))
+
+        def forward(self, x):
+            return self.head(self.encode(x))
+
+    torch.manual_seed(0)
+    m, x = M(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, model=m)["model.enc.weight"].fix
+    line = M.encode.__wrapped__.__code__.co_firstlineno  # the decorator's line
+    assert f"test_instruments.py:{line}: @torch.no_grad()" in fix, fix
+    assert "_contextlib" not in fix, fix
