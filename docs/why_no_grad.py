@@ -161,6 +161,7 @@ import functools
 import inspect
 import io
 import linecache
+import os
 import re
 import sys
 import textwrap
@@ -4829,7 +4830,7 @@ def _instrument_running(frame) -> bool:
     for _ in range(400):
         if frame is None:
             return False
-        if frame.f_code.co_filename.endswith(_INSTRUMENTS):
+        if os.path.basename(frame.f_code.co_filename) in _INSTRUMENTS:
             return True
         frame = frame.f_back
     return False
