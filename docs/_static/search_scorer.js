@@ -24,7 +24,8 @@
  *    0.65), so words every page uses ("backward", "graph") count little, and one rare word that a
  *    section happens to share with a long report does not outweigh the rest of it. Words of contractions (doesn't -> doesn,
  *    t; FILLER) count as nothing. A pasted identifier the site does not know (first_order,
- *    SpikingNeuron) counts by its parts.
+ *    SpikingNeuron) counts by its parts. A Latin word of two letters (GP, DP, pl) counts only if
+ *    the index holds it as an entry of its own: it stands for too many things.
  *  - Focus: a page's units are its title, each section heading, and the `{index}` entries of each
  *    section. Its focus is the unit holding most of the query (idf-weighted); in index
  *    entries and headings outside it a word counts by `elsewhere`, so a page whose long entry
@@ -111,6 +112,7 @@ const SiteSearch = (() => {
   const ROUTING_PAGES = /^docs\/errors$/;
   // Worked examples (sphinx-gallery scripts): they show what a docs page explains.
   const EXAMPLE_PAGES = /^auto_examples\//;
+  const SHORT_WORD = /^[a-z]{2}$/; // a Latin word this short counts only as an entry of its own
   const MIN_PHRASE_WORDS = 2; // a phrase match needs this many words (single words score as words)
 
   // Errors as older torch releases word them -> one wording. Applied to the query and to every
@@ -253,7 +255,14 @@ const SiteSearch = (() => {
       }
       return idfCache.get(s);
     };
-    return { docs, textFiles, idf, inDoc, stems };
+    // Words of two letters (GP, DP, pl, fn) stand for too many things to count as words, unless
+    // the index holds one as an entry of its own (an abbreviation a page explains).
+    const ownEntries = new Set();
+    for (const doc of docs)
+      for (const [, , unit] of doc.entries)
+        if (unit.size === 1) unit.forEach((s) => ownEntries.add(s));
+    const counts = (s) => idf(s) > 0 && (!SHORT_WORD.test(s) || ownEntries.has(s));
+    return { docs, textFiles, idf, inDoc, stems, counts };
   };
 
   // Phrase score of one text (entry, heading, title) against the normalised query: the text is
@@ -292,13 +301,13 @@ const SiteSearch = (() => {
       .flatMap((token) => stems(token.replace(/_/g, " ").replace(/([a-z])([A-Z])/g, "$1 $2")));
 
   const rank = (query, searchTerms, excludedTerms) => {
-    const { docs, textFiles, idf, inDoc, stems } = ready();
+    const { docs, textFiles, idf, inDoc, stems, counts } = ready();
     const sectionParents = Search._index.sectionparents || {}; // page -> {subsection: section}
     // The query's stems, made as the index's are (Sphinx's parser does not know the older
     // wordings), with the parts of unknown identifiers; its "-excluded" words as Sphinx parsed
     // them.
     const known = [...new Set([...stems(query), ...compoundParts(query, stems, idf)])].filter(
-      (s) => idf(s) > 0,
+      counts,
     );
     const totalIdf = known.reduce((sum, s) => sum + idf(s), 0);
     const queryNormal = normal(query);
