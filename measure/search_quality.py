@@ -18,8 +18,9 @@ collected query sets (``text``, ``page``, ``label``, plus ``source`` and ``why``
 used). ``tests/test_search.py`` asserts the targets; ``nox -s audit`` prints the figures, for this
 query set or another file (``--queries FILE``, either format).
 
-``measure/heldout_queries.toml`` is a held-out set of real queries (``measure/heldout_queries_13.toml``
-and ``_14`` the next ones): none is run against the search until the lead releases it
+``measure/heldout_*.toml`` are held-out sets of real queries: ``heldout_queries.toml`` (set 12,
+scored, then joined to the tuning set), ``_13`` (scored once), ``_14`` (the next, unscored). None
+is run against the search until the lead releases it
 (``HELDOUT_QUERIES=run``), so that the ranking is never tuned on it. Every entry point here refuses
 a ``measure/heldout_*`` file before that.
 
