@@ -1208,7 +1208,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
             (
                 "if you froze it on purpose, None is right: leave it (and skip it where you read .grad "
                 "or register hooks); to train it, requires_grad_() before the forward pass that builds "
-                "the loss, and give it to the optimizer"
+                "the loss, and give it to the optimizer" + _eval_too(t, g)
             )
             if frozen
             else _requires_fix(t, g),
@@ -2847,8 +2847,9 @@ def _off_here(g: _Context) -> str:
 
 def _off_here_fix(g: _Context) -> str:
     """The fixes for gradients off at the call, before the general one (``_off_here``): first
-    ``enable_grad`` around the forward pass and loss (it works in every case, inside an
-    optimizer's no_grad step too), then removing the switch where nothing needs it."""
+    ``enable_grad`` around everything from the forward pass to backward (not where a framework
+    runs code on the loss the reader cannot wrap: trial 15's Lightning closure inside transformers'
+    no_grad ``AdamW.step``), then removing the switch where nothing needs it."""
     if not g.grad_off or g.loss.is_inference():
         return ""  # an inference tensor: the general fix is the inference one
     inference = torch.is_inference_mode_enabled()
@@ -2856,12 +2857,31 @@ def _off_here_fix(g: _Context) -> str:
         "if the loss was computed with gradients off: put "
         + ("with torch.inference_mode(False), torch.enable_grad():" if inference
            else "with torch.enable_grad():")
-        + " around your forward pass and loss (this works in every case, also in a closure an "
-        "optimizer's @torch.no_grad() step calls; a tensor you differentiate by there: x = "
-        "x.detach().requires_grad_()); or remove the switch, if it is yours: keep no_grad only "
+        + " around everything from your forward pass to backward() (where a framework runs code "
+        "on the loss that you cannot wrap, as Lightning's closure divides it inside an optimizer's "
+        "@torch.no_grad() step, use an optimizer whose step() leaves gradients on: torch.optim's; "
+        "a tensor you differentiate by there: x = x.detach().requires_grad_()); or remove the "
+        "switch, if it is yours: keep no_grad only "
         "around your own in-place updates (p -= lr * p.grad, p.clamp_(), an EMA copy; "
         "torch.optim's step() needs none). Otherwise: "
     )  # fmt: skip
+
+
+def _eval_too(t: torch.Tensor, g: _Context) -> str:
+    """For a frozen parameter whose module is in eval mode (``training`` False, as a library's
+    freeze often sets both): training it needs ``.train()`` too, or dropout and BatchNorm stay in
+    their inference behaviour (trial 15: speechbrain's ``freeze_params``)."""
+    owner, modules = g.held["module"].get(id(t), "").rpartition(".")[0], dict(g.modules)
+    parts = owner.split(".")
+    above = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]  # the topmost first
+    owner = next((n for n in above if n in modules and not modules[n].training), None)
+    if owner is None:
+        return ""
+    path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)
+    return (
+        f"; {path} is in eval mode too (training False): also {path}.train() (a library's freeze "
+        "option may set both: turn that option off)"
+    )
 
 
 def _not_a_parameter(t: torch.Tensor, kept: str, g: _Context) -> tuple[str, str, str]:
@@ -4966,6 +4986,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             self._last_mode = mode
         if name == "_set_grad_enabled":
             return name, mode, []
+        if func is torch.autograd.grad:  # gradients without create_graph have no history
+            create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+            outs = torch.utils._pytree.tree_leaves(kwargs.get("outputs", args[:1]))
+            outs = [t for t in outs if isinstance(t, torch.Tensor) and _has_history(t)]
+            return ("autograd.grad", mode, outs) if mode and outs and not create else None
         if (
             name in _SKIP_OPS
             or name.endswith(("=set", "_like"))
@@ -5020,6 +5045,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             label, kind = "." + name + ("()" if name != "data" else ""), "copy"
             if name in ("tensor", "as_tensor", "asarray"):
                 label = f"torch.{name}(...)"
+        elif name == "autograd.grad":
+            label, kind = "torch.autograd.grad without create_graph=True", "grad"
         elif not mode and self._drawing:
             label, kind = "Distribution.sample()", "sample"
         elif not mode:
@@ -5123,6 +5150,11 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             if "frozen" in kinds:
                 lines.append(
                     "  Fix (requires_grad_(False)): if this weight should train: remove that call"
+                )
+            if "grad" in kinds:
+                lines.append(
+                    f"  Fix (gradients as values): {train} create_graph=True in that call (in a "
+                    "library: its option for it, or a newer release)"
                 )
             if "sample" in kinds:
                 lines.append(

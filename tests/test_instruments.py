@@ -7629,7 +7629,9 @@ def test_grad_off_at_the_call_names_the_decorated_step_and_the_fix_trains():
     assert "Opt.step at test_instruments.py:" in seen[0] and "under @torch.no_grad()" in seen[0]
     fix = seen[0].partition("Fix: ")[2]
     first, second = (
-        fix.index("put with torch.enable_grad(): around your forward pass and loss"),
+        fix.index(
+            "put with torch.enable_grad(): around everything from your forward pass to backward()"
+        ),
         fix.index(  # wng13 (review 27 I1): what keeps no_grad, exactly
             "or remove the switch, if it is yours: keep no_grad only around your own in-place "
             "updates (p -= lr * p.grad, p.clamp_(), an EMA copy; torch.optim's step() needs none)"
@@ -13615,3 +13617,73 @@ def test_rev39_a_decorated_methods_switch_is_named_in_the_readers_file():
     line = M.encode.__wrapped__.__code__.co_firstlineno  # the decorator's line
     assert f"test_instruments.py:{line}: @torch.no_grad()" in fix, fix
     assert "_contextlib" not in fix, fix
+
+
+# trial 15: gradients taken without create_graph and used in a loss (captum#762); a frozen
+# module left in eval mode (speechbrain's freeze_params); no "works in every case" for enable_grad
+def test_trial15_a_gradient_without_create_graph_in_a_loss_is_located_and_the_fix_trains():
+    from outcome import checked
+
+    torch.manual_seed(0)
+    net, x = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)), torch.randn(6, 3)
+
+    def loss_of(model, create):
+        xi = x.clone().requires_grad_()
+        out = model(xi).sum()
+        (g,) = torch.autograd.grad(out, xi, create_graph=create)
+        return model(x).pow(2).mean() + g.pow(2).sum()  # an attribution regulariser
+
+    with watch_cuts(show=False) as w:
+        loss_of(net, create=False)
+    text = str(w)
+    assert "torch.autograd.grad without create_graph=True: (g,) = torch.autograd.grad(" in text, (
+        text
+    )
+    assert "create_graph=True in that call" in text, text
+    with watch_cuts(show=False) as w:
+        loss_of(net, create=True)
+    assert "no op dropped" in str(w), str(w)
+
+    def pure(p):
+        def f(xi):
+            return torch.func.functional_call(net, p, (xi,)).sum()
+
+        g = torch.func.grad(f)(x)
+        return torch.func.functional_call(net, p, (x,)).pow(2).mean() + g.pow(2).sum()
+
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+    with checked(opt, lambda step: pure(dict(net.named_parameters())), model=net) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            loss_of(net, create=True).backward()
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+def test_trial15_a_frozen_module_in_eval_mode_gets_train_too_and_the_fix_trains():
+    from outcome import checked
+
+    torch.manual_seed(0)
+    enc = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    model, x = nn.Sequential(enc, nn.Linear(4, 1)), torch.randn(8, 3)
+    enc.requires_grad_(False).eval()  # as a library's freeze does
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    fix = why_no_grad(loss, model=model)["model.0.0.weight"].fix
+    assert "model[0] is in eval mode too (training False): also model[0].train()" in fix, fix
+    enc.requires_grad_(True).train()  # the fix: both
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def reference(step):
+        return torch.func.functional_call(model, dict(model.named_parameters()), (x,)).pow(2).mean()
+
+    start = {k: v.detach().clone() for k, v in model.named_parameters()}
+    with checked(opt, reference, model=model) as done:
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in model.named_parameters())
