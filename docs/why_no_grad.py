@@ -1223,7 +1223,8 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 "the loss's graph holds a reentrant checkpoint (CheckpointFunctionBackward), whose "
                 "backward recomputes what runs inside it on a graph of its own: whether this "
                 "gradient came from this loss is not told",
-                "nothing to fix if this tensor runs inside the checkpoint",
+                "nothing to fix if this tensor runs inside the checkpoint; if not, its .grad is from "
+                "another loss or an earlier backward (not cleared: zero_grad())",
             )
         if grad is not None and grad.any():  # decided by the graph, not by .grad
             return (
@@ -2108,7 +2109,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             return kept_cut
         unused = _unused_fix(owner, g)
         switches = _switches(owner, g)
-        if seen := _watched_use(module, g):
+        if seen := _watched_use(t, g):
             return _watched_rule(seen, owner, g, t, unused, switches)
         return (
             "not on the graph: its module is not used or is cut",
@@ -2747,7 +2748,7 @@ def _kept_cut(t: torch.Tensor, g: _Context) -> tuple[str, str, str] | None:
                 if kept[attrs[0]] is not t
                 else ""
             )
-            + "; the code its forward runs copies "
+            + "; the code its forward can run copies "
             f"{'that value' if len(attrs) == 1 else 'those values'} without history (read, not "
             f"run, from {', '.join(methods)}): "
             + "; ".join(lines[:3])
@@ -3759,36 +3760,31 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
     watched = "inside the with watch_cuts() block that made the loss, "
     if seen == "none":
-        return (
-            "not on the graph: its module did not run in the watch",
-            watched + "no torch call read its parameters: it is not called there (a branch not "
-            "taken, an argument passed in another slot, a layer defined but unused), or it ran "
-            "outside the block (before it, in another thread)",
-            "None is right if it is not meant to train (skip parameters whose .grad is None where "
-            "you read them; DDP: find_unused_parameters=True); to train it, call it: "
-            + (
-                f"its call is {site}: check that condition and the arguments that lead there"
-                if (site := _call_site(owner, g))
-                else "read the forward that should (the condition or argument that leads there)"
-            )
-            + "; if its values "
-            "reach the loss copied into another module (.data =, copy_, load_state_dict), compute "
-            "the combination inside the forward (torch.func.functional_call); " + _PATCHED,
+        site = _call_site(owner, g)
+        check = (
+            "check that condition and " if " (under " in site or " (in the else " in site else ""
         )
-    if seen == "off":
-        where = f"the switches above it: {switches}" if switches else "the watch's report"
         return (
-            "not on the graph: its module ran with gradients off",
-            watched + "its parameters were read (by calls with a tensor result, not in-place "
-            "updates) only with gradients off (torch.no_grad(), inference_mode, a reentrant "
-            "checkpoint's first pass)",
-            f"call it with gradients on ({where}; in a library, an option may drive it: set that "
-            "option); in a reentrant checkpoint: use_reentrant=False",
+            "not on the graph: its module did not run with gradients on in the watch",
+            watched + "no torch call built a graph from its parameters: it is not called there (a "
+            "branch not taken, an argument passed in another slot, a layer defined but unused), "
+            "it ran with gradients off (torch.no_grad(), inference_mode, a reentrant "
+            "checkpoint's first pass: the watch lists those calls), or it ran outside the block "
+            "(before it, in another thread)",
+            "None is right if it is not meant to train (skip parameters whose .grad is None where "
+            "you read them; DDP: find_unused_parameters=True); to train it, call it"
+            + (f" (its call is {site}: {check}the arguments that lead there)" if site else "")
+            + ", with gradients on ("
+            + (f"the switches above it: {switches}; " if switches else "")
+            + "in a library, an option may drive them; a reentrant checkpoint: "
+            "use_reentrant=False); if its values reach the loss copied into another module "
+            "(.data =, copy_, load_state_dict), compute the combination inside the forward "
+            "(torch.func.functional_call); " + _PATCHED,
         )
     return (
         "not on the graph: its output is unused or cut",
-        watched + "its parameters were read with gradients on, but nothing it computed "
-        "reaches the loss",
+        watched + "a call built a graph from its parameters (its forward, or other code), but "
+        "nothing computed from them reaches the loss",
         f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
         + _cut_fix(g, t),
     )
@@ -4258,8 +4254,7 @@ def _drawn(t: torch.Tensor, found: tuple, g: _Context) -> tuple[str, str, str]:
 _DRAW_RULES = (
     "not on the graph",
     "not on the graph: its module is not used or is cut",
-    "not on the graph: its module did not run in the watch",
-    "not on the graph: its module ran with gradients off",
+    "not on the graph: its module did not run with gradients on in the watch",
     "not on the graph: its output is unused or cut",
     "not on the graph: the loss has no graph",
     "not on the graph: the loss reaches only parameters you did not name",
@@ -4871,16 +4866,17 @@ def _reentrant(g: _Context) -> bool:
     return any(type(fn).__name__ == "CheckpointFunctionBackward" for fn in g.nodes)
 
 
-def _watched_use(module: torch.nn.Module | None, g: _Context) -> str | None:
-    """What a ``watch_cuts`` around the forward that made the loss saw of ``module``'s
-    parameters: "none" (no torch call read them), "off" (read only with gradients off) or "on".
+def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
+    """What a ``watch_cuts`` around the forward that made the loss saw of the parameter ``t``
+    (standing for its module): "on" (a call built a graph from it) or "none" (no call did: not run there, or
+    only with gradients off, which an EMA or an optimizer's step reading them cannot be told from).
     None when no watch covered that forward: the loss's node was not made by a call it saw (made
     outside it, or in another thread), a parameter on the loss's graph was not read inside it
     (part of the forward ran outside), or it saw compiled code. This
     replaces the probe the reader would otherwise paste (``_probe``) with what was observed."""
     fn = getattr(g.loss, "grad_fn", None)
     number = getattr(fn, "_sequence_nr", None)
-    if module is None or number is None or _reentrant(g):
+    if number is None or _reentrant(g):
         return None
     try:
         n = number()
@@ -4893,8 +4889,7 @@ def _watched_use(module: torch.nn.Module | None, g: _Context) -> str | None:
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch
-        ids = {id(p) for p in module.parameters()}
-        return "on" if ids & watch.used_on else "off" if ids & watch.used_off else "none"
+        return "on" if id(t) in watch.used_on else "none"
     return None
 
 
@@ -4915,8 +4910,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._torch_off = None  # the frame of torch's code that switched gradients off
         self._drawing = False  # under the no_grad of a Distribution.sample()
         self.compiled = 0  # calls made while torch.compile traced: not seen
-        self.used_on: set = set()  # ids of leaves requiring grad that an op read, gradients on
-        self.used_off: set = set()  # the same, gradients off
+        self.used_on: set = set()  # ids of leaves a call built a graph from
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
         self.made: set = set()  # ids of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
@@ -5056,19 +5050,16 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._record(self.cuts, label, kind)
 
     def _note_reads(self, name: str, mode: bool, tracked: list, out) -> None:
-        """For why_no_grad (``_watched_use``): the leaves a call computed a tensor from, with
-        gradients on or off, and the nodes of its results. Not counted: reads whose result is no
-        tensor (``.dtype``, ``.shape``), and in-place updates with gradients off (an optimizer's
-        step, an EMA's ``lerp_``), which read parameters without running their module."""
+        """For why_no_grad (``_watched_use``): the leaves a call built a graph from (gradients on,
+        a result with history), and the nodes it made. Reads with gradients off are not counted:
+        an optimizer's step, an EMA, a norm logged under no_grad read parameters without running
+        their module, and a module run under no_grad reads them the same way (review 40)."""
         results = [r for r in torch.utils._pytree.tree_leaves(out) if isinstance(r, torch.Tensor)]
-        if not results or (not mode and (name.endswith("_") or name.startswith("_foreach"))):
+        made = [r.grad_fn for r in results if r.grad_fn is not None]
+        if not mode or not made:
             return
-        for t in tracked:
-            if t.grad_fn is None:
-                (self.used_on if mode else self.used_off).add(id(t))
-        for r in results:
-            if r.grad_fn is not None:
-                self.made.add(id(r.grad_fn))
+        self.made.update(id(fn) for fn in made)
+        self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 
     def _record(self, book: dict, label: str, kind: str) -> None:
         place = caller = first = None
@@ -5225,8 +5216,10 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     train through. ``str()`` of the returned object is the same report (``show=False`` prints
     nothing).
 
-    It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no value, mode or
-    random state. It sees every torch call made in Python in this thread, torch's own Python code
+    It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no mode or random
+    state, nor a value a loss reads: torch's fused fast paths (``nn.TransformerEncoder``'s, in
+    eval) are not taken while it watches, so what they leave unspecified (padded positions) may
+    differ. It sees every torch call made in Python in this thread, torch's own Python code
     included; not calls in other threads, nor code ``torch.compile`` runs (any backend: it says so
     when it sees a compile; run it uncompiled to locate a cut). torch's own cuts by design (an
     optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s

@@ -2645,7 +2645,7 @@ GRAD_NONE_ROWS = {  # docs/find-the-cause.md#cause-grad-none-rules: each row -> 
     "not a leaf: an operation, .to(), .double()": "not a leaf: a copy",
     "requires_grad off: frozen": "frozen",
     # a cut leaves no node: the page's watch_cuts around the forward saw the module run under no_grad
-    "no history: no_grad, detach, .item(), torch.tensor()": "not on the graph: its module ran with gradients off",
+    "no history: no_grad, detach, .item(), torch.tensor()": "not on the graph: its module did not run with gradients on in the watch",
     "a copy stands in: a cast cached outside the graph": "not on the graph: a copy is kept",
     "replaced after the optimizer was made": "not in the optimizer",
     "no pass wrote it: torch.autograd.grad": "cleared or never written",
@@ -2654,7 +2654,10 @@ GRAD_NONE_ROWS = {  # docs/find-the-cause.md#cause-grad-none-rules: each row -> 
     "zero: a dead ReLU": "read before backward; will be zero: dead ReLU",
     "zero: a hook on an activation (not listed)": "zero",  # torch lists no activation hooks
 }
-CANNOT = {"not on the graph: its module ran with gradients off": "no_grad", "zero": "not listed"}
+CANNOT = {
+    "not on the graph: its module did not run with gradients on in the watch": "no_grad",
+    "zero": "not listed",
+}
 
 
 def test_every_row_of_the_grad_none_table_gets_its_rule():
@@ -13173,14 +13176,16 @@ def test_lead9_a_watched_forward_tells_not_run_no_grad_and_unused_apart():
     report = why_no_grad(loss, model=net)
     assert (
         report["model.time_mlp.weight"].rule
-        == "not on the graph: its module did not run in the watch"
+        == "not on the graph: its module did not run with gradients on in the watch"
     )
     assert "an argument passed in another slot" in report["model.time_mlp.weight"].why
     site = "its call is test_instruments.py:{}: h = h + self.time_mlp(t) (under test_instruments.py:{}: if t is not None:)"
     line = _Slotted.block.__code__.co_firstlineno + 3
     assert site.format(line, line - 1) in report["model.time_mlp.weight"].fix, report
     off = report["model.inp.weight"]
-    assert off.rule == "not on the graph: its module ran with gradients off", off
+    assert off.rule == "not on the graph: its module did not run with gradients on in the watch", (
+        off
+    )
     assert "else torch.no_grad():" in off.fix, off.fix  # the switch, located
     unused = report["model.aux.weight"]
     assert unused.rule == "not on the graph: its output is unused or cut", unused
@@ -13492,7 +13497,9 @@ def test_rev39_reads_that_do_not_run_the_module_are_not_runs():
     opt.zero_grad()
     loss.backward()
     found = why_no_grad(loss, model=m)["model.idle.weight"]
-    assert found.rule == "not on the graph: its module did not run in the watch", found
+    assert (
+        found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    ), found
     assert "or it ran outside the block (before it, in another thread)" in found.why
 
 
@@ -13531,9 +13538,11 @@ def test_rev39_why_no_grad_asked_inside_the_watch_is_not_the_readers_code():
         loss = m(x).pow(2).mean()
         loss.backward()
         why_no_grad(loss, model=m)
-    assert not any(id(p) in w.used_on | w.used_off for p in m.idle.parameters())
+    assert not any(id(p) in w.used_on for p in m.idle.parameters())
     found = why_no_grad(loss, model=m)["model.idle.weight"]
-    assert found.rule == "not on the graph: its module did not run in the watch", found
+    assert (
+        found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    ), found
 
 
 def test_rev39_the_call_site_says_which_branch_holds_it():
@@ -13592,7 +13601,9 @@ def test_rev39_a_reentrant_checkpoint_before_and_after_backward():
     assert ".detach(): + unused(x).detach().sum()" in text and "no op dropped" not in text, text
     out.backward()
     found = why_no_grad(out, blk=blk, head=head)["blk.weight"]
-    assert found.rule == "not on the graph: its module ran with gradients off", found
+    assert (
+        found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    ), found
 
 
 def test_rev39_a_decorated_methods_switch_is_named_in_the_readers_file():
@@ -13687,3 +13698,47 @@ def test_trial15_a_frozen_module_in_eval_mode_gets_train_too_and_the_fix_trains(
             opt.step()
     assert len(done) == 3
     assert all(not v.equal(start[k]) for k, v in model.named_parameters())
+
+
+# review 40: reads that build no graph (weight decay, an EMA written out of place, a norm logged
+# under no_grad, .data) do not count as a run; a module run under no_grad is told with its switch
+def test_rev40_reads_without_a_graph_are_not_runs():
+    import copy
+
+    class Table(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table, self.head, self.idle = (
+                nn.Parameter(torch.randn(5, 4)),
+                nn.Linear(4, 1),
+                nn.Linear(4, 1),
+            )
+
+        def forward(self, i):
+            with torch.no_grad():
+                e = self.table[i]
+            return self.head(e)
+
+    torch.manual_seed(0)
+    m, i = Table(), torch.tensor([0, 2, 3])
+    ema = copy.deepcopy(m).requires_grad_(False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, weight_decay=0.01)
+    for p in m.parameters():
+        p.grad = torch.ones_like(p)
+    with watch_cuts(show=False):
+        opt.step()
+        loss = m(i).pow(2).mean()
+        with torch.no_grad():
+            norms = [p.norm() for p in m.parameters()]
+            for e, p in zip(ema.parameters(), m.parameters()):
+                e.copy_(0.9 * e + 0.1 * p)
+        for e, p in zip(ema.parameters(), m.parameters()):
+            e.data = 0.9 * e.data + 0.1 * p.data
+    opt.zero_grad()
+    loss.backward()
+    report = why_no_grad(loss, model=m)
+    assert len(norms) == 5
+    rule = "not on the graph: its module did not run with gradients on in the watch"
+    assert report["model.idle.weight"].rule == rule, report["model.idle.weight"]
+    table = report["model.table"]
+    assert table.rule != "not on the graph: its output is unused or cut", table
