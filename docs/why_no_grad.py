@@ -850,6 +850,8 @@ _STEPS = {  # ops whose derivative is zero wherever it exists: nothing flows bac
     "RoundBackward1": "round", "TruncBackward0": "trunc", "SignBackward0": "sign",
 }  # fmt: skip
 _JUMPS = {"RemainderBackward0": "%", "FmodBackward0": "fmod"}  # x - x % 1 is a floor: zero
+_NORMAL = ("NormalBackward1", "NormalBackward2", "NormalBackward3")  # torch.normal(mean, std):
+# autograd's derivative to mean and std is zero (a draw, not reparameterised), also after backward
 
 
 _SATURATES = {  # result exactly at these values: the node's derivative there is exactly zero
@@ -914,6 +916,8 @@ def _zero_nodes(g: _Context) -> dict:
     found = {fn: f"{_STEPS[type(fn).__name__]} (zero derivative)" for fn in g.nodes
              if type(fn).__name__ in _STEPS}  # fmt: skip
     found.update((fn, "a ReLU whose output is all zero (dead)") for fn in g.dead)
+    found.update((fn, "a draw by torch.normal(mean, std) (no derivative to mean or std)")
+                 for fn in g.nodes if type(fn).__name__ in _NORMAL)  # fmt: skip
     if g.alive and not g.ran and _SHOWS_HOOKS:
         for fn in g.nodes:  # an output exactly at its bound passes back exactly zero
             bounds = _SATURATES.get(type(fn).__name__)
@@ -4413,6 +4417,8 @@ _STATE_FIX = (  # a factor of a state reset to 0 (a membrane potential, an RNN s
     "than one step per sequence (for a single step, zero is right)"
 )
 _ZERO_FIX = {
+    "a torch.normal draw": "reparameterise the draw: mean + std * torch.randn_like(std) (or "
+    "torch.distributions.Normal(mean, std).rsample())",
     "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
@@ -4438,6 +4444,7 @@ _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its descr
     ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
     ("a softmax over one element", "size 1"), ("a clamp at its bound", "a clamp ("),
+    ("a torch.normal draw", "torch.normal("),
 )  # fmt: skip
 
 

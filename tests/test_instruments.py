@@ -13742,3 +13742,48 @@ def test_rev40_reads_without_a_graph_are_not_runs():
     assert report["model.idle.weight"].rule == rule, report["model.idle.weight"]
     table = report["model.table"]
     assert table.rule != "not on the graph: its output is unused or cut", table
+
+
+def test_trial15_a_torch_normal_draw_is_a_zero_cause_and_the_reparameterised_fix_trains():
+    """Slot Attention's slots drawn by torch.normal(mu, sigma) (object-centric-library#3): autograd
+    gives mean and std a zero derivative. The printed fix, mu + sigma * eps, trains 3 steps
+    against torch.func.grad of a pure function with the same noise."""
+    from outcome import checked
+
+    class Slots(nn.Module):
+        def __init__(self, fixed=False):
+            super().__init__()
+            self.fixed = fixed
+            self.mu, self.log_sigma = (
+                nn.Parameter(torch.zeros(1, 4)),
+                nn.Parameter(torch.zeros(1, 4)),
+            )
+            self.head = nn.Linear(4, 1)
+
+        def forward(self, eps):
+            mu, sigma = self.mu.expand_as(eps), self.log_sigma.exp().expand_as(eps)
+            return self.head(mu + sigma * eps if self.fixed else torch.normal(mu, sigma))
+
+    torch.manual_seed(0)
+    m = Slots()
+    loss = m(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.mu"]
+    assert found.rule == "zero: a torch.normal draw", found
+    assert found.fix.startswith("reparameterise the draw: mean + std * torch.randn_like(std)")
+    fixed = Slots(fixed=True)
+    noise = [torch.randn(8, 4) for _ in range(3)]
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def reference(step):
+        p = dict(fixed.named_parameters())
+        return torch.func.functional_call(fixed, p, (noise[step],)).pow(2).mean()
+
+    start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
+    with checked(opt, reference, model=fixed) as done:
+        for step in range(3):
+            opt.zero_grad()
+            fixed(noise[step]).pow(2).mean().backward()
+            opt.step()
+    assert len(done) == 3
+    assert all(not v.equal(start[k]) for k, v in fixed.named_parameters())
