@@ -238,7 +238,8 @@ _CUTS = (  # the ways a value enters a loss without history, as the reports name
     "makes a tensor without history), .item() or numpy, torch.tensor([...]) or torch.Tensor([...]) "
     "of results (torch.stack or torch.cat keeps the graph), an argmax "
     "or another integer result, a reentrant checkpoint whose inputs need no grad, a draw by a "
-    "distribution's .sample() (.rsample() keeps the graph)"
+    "distribution's .sample() (.rsample() keeps the graph), gradients from torch.autograd.grad "
+    "without create_graph=True"
 )
 _CUT_FIX = (
     "remove the cut where the value enters the loss (use the tensor itself, not its .detach(), "
@@ -2863,9 +2864,10 @@ def _off_here_fix(g: _Context) -> str:
         + ("with torch.inference_mode(False), torch.enable_grad():" if inference
            else "with torch.enable_grad():")
         + " around everything from your forward pass to backward() (where a framework runs code "
-        "on the loss that you cannot wrap, as Lightning's closure divides it inside an optimizer's "
-        "@torch.no_grad() step, use an optimizer whose step() leaves gradients on: torch.optim's; "
-        "a tensor you differentiate by there: x = x.detach().requires_grad_()); or remove the "
+        "on the loss you cannot wrap inside an optimizer step that calls your closure under "
+        "no_grad, as older Lightning with transformers' AdamW: an optimizer whose step() runs the "
+        "closure with gradients on, as torch.optim's, or a newer framework release; a tensor you "
+        "differentiate by there: x = x.detach().requires_grad_()); or remove the "
         "switch, if it is yours: keep no_grad only "
         "around your own in-place updates (p -= lr * p.grad, p.clamp_(), an EMA copy; "
         "torch.optim's step() needs none). Otherwise: "
@@ -2884,8 +2886,9 @@ def _eval_too(t: torch.Tensor, g: _Context) -> str:
         return ""
     path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", owner)
     return (
-        f"; {path} is in eval mode too (training False): also {path}.train() (a library's freeze "
-        "option may set both: turn that option off)"
+        f"; {path} is in eval mode too (training False): also {path}.train(), unless eval is "
+        "kept on purpose (BatchNorm statistics frozen) (a library's freeze option may set both: "
+        "turn that option off)"
     )
 
 
@@ -3763,6 +3766,15 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     """The rule for a module none of whose parameters is on the loss's graph, told by what
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
     watched = "inside the with watch_cuts() block that made the loss, "
+    if seen == "unread":
+        return (
+            "not on the graph: its module ran, this parameter was not read",
+            watched + "other parameters of its module were read, this one by no torch call: the "
+            "forward skips it (a branch not taken, a token or embedding the pooling drops), or "
+            "it is read only as a copy (.data, .detach())",
+            "None is right if it is not meant to train (skip it where you read .grad); to train "
+            "it, make the forward read it on the way to the loss",
+        )
     if seen == "none":
         site = _call_site(owner, g)
         check = (
@@ -3770,7 +3782,8 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
         )
         return (
             "not on the graph: its module did not run with gradients on in the watch",
-            watched + "no torch call built a graph from its parameters: it is not called there (a "
+            watched
+            + "no torch call read its parameters with gradients on: it is not called there (a "
             "branch not taken, an argument passed in another slot, a layer defined but unused), "
             "it ran with gradients off (torch.no_grad(), inference_mode, a reentrant "
             "checkpoint's first pass: the watch lists those calls), or it ran outside the block "
@@ -3787,8 +3800,9 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
         )
     return (
         "not on the graph: its output is unused or cut",
-        watched + "a call built a graph from its parameters (its forward, or other code), but "
-        "nothing computed from them reaches the loss",
+        watched + "a call read its parameters with gradients on (its forward, or other code), but "
+        "nothing computed from them reaches the loss (a comparison or an integer result passes "
+        "none)",
         f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
         + _cut_fix(g, t),
     )
@@ -4896,7 +4910,13 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch
-        return "on" if id(t) in watch.used_on else "none"
+        if id(t) in watch.used_on:
+            return "on"
+        if id(t) in watch.read_off:
+            return "none"
+        module = dict(g.modules).get(g.held["module"].get(id(t), "").rpartition(".")[0])
+        others = [p for p in module.parameters() if p is not t] if module is not None else []
+        return "unread" if any(id(p) in watch.used_on for p in others) else "none"
     return None
 
 
@@ -4917,7 +4937,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._torch_off = None  # the frame of torch's code that switched gradients off
         self._drawing = False  # under the no_grad of a Distribution.sample()
         self.compiled = 0  # calls made while torch.compile traced: not seen
-        self.used_on: set = set()  # ids of leaves a call built a graph from
+        self.used_on: set = set()  # ids of leaves a call read with gradients on
+        self.read_off: set = set()  # the same, with gradients off
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
         self.made: set = set()  # ids of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
@@ -5057,15 +5078,18 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self._record(self.cuts, label, kind)
 
     def _note_reads(self, name: str, mode: bool, tracked: list, out) -> None:
-        """For why_no_grad (``_watched_use``): the leaves a call built a graph from (gradients on,
-        a result with history), and the nodes it made. Reads with gradients off are not counted:
+        """For why_no_grad (``_watched_use``): the leaves a call read with gradients on (a tensor
+        result; copies such as ``.data`` apart), and the nodes it made (a comparison's result has
+        none, but it read the parameter: review 41). Reads with gradients off are not counted:
         an optimizer's step, an EMA, a norm logged under no_grad read parameters without running
         their module, and a module run under no_grad reads them the same way (review 40)."""
         results = [r for r in torch.utils._pytree.tree_leaves(out) if isinstance(r, torch.Tensor)]
-        made = [r.grad_fn for r in results if r.grad_fn is not None]
-        if not mode or not made:
+        if not results or name in _COPY_OPS:
             return
-        self.made.update(id(fn) for fn in made)
+        if not mode:  # read with gradients off: no run is told from it, but it was read
+            self.read_off.update(id(t) for t in tracked if t.grad_fn is None)
+            return
+        self.made.update(id(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 
     def _record(self, book: dict, label: str, kind: str) -> None:
@@ -5224,9 +5248,9 @@ def watch_cuts(show: bool = True, most: int = 6) -> CutWatch:
     nothing).
 
     It observes torch calls (``torch.overrides.TorchFunctionMode``) and changes no mode or random
-    state, nor a value a loss reads: torch's fused fast paths (``nn.TransformerEncoder``'s, in
-    eval) are not taken while it watches, so what they leave unspecified (padded positions) may
-    differ. It sees every torch call made in Python in this thread, torch's own Python code
+    state; torch's fused fast paths (``nn.TransformerEncoder``'s, in eval) are not taken while it
+    watches, so their results may differ in the last bits, and where they leave values unspecified
+    (padded positions), more. It sees every torch call made in Python in this thread, torch's own Python code
     included; not calls in other threads, nor code ``torch.compile`` runs (any backend: it says so
     when it sees a compile; run it uncompiled to locate a cut). torch's own cuts by design (an
     optimizer's step, ``torch.func``, ``nn.init``, checkpointing, a custom ``autograd.Function``'s

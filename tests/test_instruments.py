@@ -13740,8 +13740,40 @@ def test_rev40_reads_without_a_graph_are_not_runs():
     assert len(norms) == 5
     rule = "not on the graph: its module did not run with gradients on in the watch"
     assert report["model.idle.weight"].rule == rule, report["model.idle.weight"]
-    table = report["model.table"]
-    assert table.rule != "not on the graph: its output is unused or cut", table
+    assert report["model.table"].rule == rule, report["model.table"]  # read under no_grad
+
+
+# review 41: a parameter read only by a comparison counts as read (a learned mask); a parameter
+# its running module never reads (a cls token the pooling drops) is not "its module did not run"
+def test_rev41_a_comparison_reads_and_a_skipped_parameter_is_told_as_unread():
+    class Mask(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scores = nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return x * (self.scores > 0).float()
+
+    class ViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cls_token, self.embed = nn.Parameter(torch.zeros(1, 1, 4)), nn.Linear(4, 4)
+            self.mask, self.head = Mask(), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.head(self.mask(self.embed(x).mean(1)))  # mean pooling: no cls token
+
+    torch.manual_seed(0)
+    m = ViT()
+    with watch_cuts(show=False):
+        loss = m(torch.randn(8, 3, 4)).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=m)
+    scores = report["model.mask.scores"]
+    assert scores.rule == "not on the graph: its output is unused or cut", scores
+    assert "a comparison or an integer result passes none" in scores.why, scores
+    cls = report["model.cls_token"]
+    assert cls.rule == "not on the graph: its module ran, this parameter was not read", cls
 
 
 def test_trial15_a_torch_normal_draw_is_a_zero_cause_and_the_reparameterised_fix_trains():
