@@ -1848,7 +1848,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "tensors does not require grad'): it was computed under torch.no_grad() or "
             "inference_mode, or from values without history (.detach(), state_dict(), rebuilt "
             "from values: torch.tensor(list_of_losses), .item(), numpy; an argmax or another "
-            "integer result, a distribution's .sample(): .rsample() keeps the graph), or no input "
+            "integer result, a distribution's .sample(): .rsample() keeps the graph; gradients "
+            "from torch.autograd.grad without create_graph=True), or no input "
             "required grad (name the object that computed it, metric=metric: one that says "
             "is_differentiable = False is told; with watch_cuts(): around the forward and loss "
             "locates the cut)" + _where_cut(g),
@@ -1858,7 +1859,8 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 if g.loss.is_inference()
                 else "compute it with gradients enabled, with torch operations on the model's "
                 f"outputs ({_SEVERAL}); an argmax has no gradient: use a differentiable surrogate "
-                "(softmax, F.gumbel_softmax)" + _inner_no_grad(g)
+                "(softmax, F.gumbel_softmax); a term made from gradients (a penalty): "
+                "create_graph=True where they are taken" + _inner_no_grad(g)
             ),
         )
     if (
@@ -3766,6 +3768,15 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     """The rule for a module none of whose parameters is on the loss's graph, told by what
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
     watched = "inside the with watch_cuts() block that made the loss, "
+    if seen == "read off":
+        return (
+            "not on the graph: its module ran, this parameter was read only with gradients off",
+            watched + "other parameters of its module were read with gradients on, this one only "
+            "with gradients off (under torch.no_grad() in the forward, or by a norm, an EMA or an "
+            "optimizer's step)",
+            "None is right if it is not meant to train; to train it, make the forward read it "
+            "with gradients on" + (f" (the switches above it: {switches})" if switches else ""),
+        )
     if seen == "unread":
         return (
             "not on the graph: its module ran, this parameter was not read",
@@ -4431,8 +4442,8 @@ _STATE_FIX = (  # a factor of a state reset to 0 (a membrane potential, an RNN s
     "than one step per sequence (for a single step, zero is right)"
 )
 _ZERO_FIX = {
-    "a torch.normal draw": "reparameterise the draw: mean + std * torch.randn_like(std) (or "
-    "torch.distributions.Normal(mean, std).rsample())",
+    "a torch.normal draw": "reparameterise the draw: torch.distributions.Normal(mean, "
+    "std).rsample() (or mean + std * noise, the noise of the draw's full shape)",
     "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
@@ -4912,11 +4923,11 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
             return None  # compiled code, or a part of the forward ran outside the watch
         if id(t) in watch.used_on:
             return "on"
-        if id(t) in watch.read_off:
-            return "none"
         module = dict(g.modules).get(g.held["module"].get(id(t), "").rpartition(".")[0])
         others = [p for p in module.parameters() if p is not t] if module is not None else []
-        return "unread" if any(id(p) in watch.used_on for p in others) else "none"
+        if not any(id(p) in watch.used_on for p in others):
+            return "none"
+        return "read off" if id(t) in watch.read_off else "unread"
     return None
 
 
