@@ -3772,10 +3772,12 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
         return (
             "not on the graph: its module ran, this parameter was read only with gradients off",
             watched + "other parameters of its module were read with gradients on, this one only "
-            "with gradients off (under torch.no_grad() in the forward, or by a norm, an EMA or an "
-            "optimizer's step)",
+            "with gradients off (under torch.no_grad() in the forward, a reentrant checkpoint's "
+            "first pass, or by a norm, an EMA or an optimizer's step)",
             "None is right if it is not meant to train; to train it, make the forward read it "
-            "with gradients on" + (f" (the switches above it: {switches})" if switches else ""),
+            "with gradients on"
+            + (f" (the switches above it: {switches})" if switches else "")
+            + "; in a reentrant checkpoint: use_reentrant=False",
         )
     if seen == "unread":
         return (
@@ -5032,6 +5034,9 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             return None
         flat = torch.utils._pytree.tree_leaves((args, kwargs))
         tracked = [t for t in flat if isinstance(t, torch.Tensor) and _has_history(t)]
+        if name not in _COPY_OPS:  # frozen parameters read too: their module ran (review 43)
+            frozen = [t for t in flat if isinstance(t, torch.nn.Parameter) and not t.requires_grad]
+            (self.used_on if mode else self.read_off).update(id(t) for t in frozen)
         if not tracked:
             return None
         first = args[0] if args else None

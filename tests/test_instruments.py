@@ -13852,3 +13852,37 @@ def test_rev42_read_only_with_gradients_off_and_a_penalty_without_create_graph()
     penalty = g.pow(2).sum()
     fix = why_no_grad(penalty, model=m)["model.lin.weight"].fix
     assert "a term made from gradients (a penalty): create_graph=True where they are taken" in fix
+
+
+# review 43: a frozen base layer read with gradients on runs its module (LoRA under no_grad)
+def test_rev43_a_frozen_base_read_counts_as_a_run_of_its_module():
+    class LoRA(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base = nn.Linear(4, 4).requires_grad_(False)
+            self.A, self.B = nn.Parameter(torch.randn(2, 4) * 0.1), nn.Parameter(torch.zeros(4, 2))
+
+        def forward(self, x):
+            with torch.no_grad():
+                delta = x @ self.A.T @ self.B.T
+            return self.base(x) + delta
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l, self.head = LoRA(), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.head(self.l(x))
+
+    torch.manual_seed(0)
+    m = Net()
+    with watch_cuts(show=False):
+        loss = m(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.l.A"]
+    assert (
+        found.rule
+        == "not on the graph: its module ran, this parameter was read only with gradients off"
+    )
+    assert "with torch.no_grad():" in found.fix and "use_reentrant=False" in found.fix, found.fix
