@@ -13633,7 +13633,6 @@ def test_rev39_a_decorated_methods_switch_is_named_in_the_readers_file():
 # trial 15: gradients taken without create_graph and used in a loss (captum#762); a frozen
 # module left in eval mode (speechbrain's freeze_params); no "works in every case" for enable_grad
 def test_trial15_a_gradient_without_create_graph_in_a_loss_is_located_and_the_fix_trains():
-    from outcome import checked
 
     torch.manual_seed(0)
     net, x = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)), torch.randn(6, 3)
@@ -13664,17 +13663,16 @@ def test_trial15_a_gradient_without_create_graph_in_a_loss_is_located_and_the_fi
 
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     start = {k: v.detach().clone() for k, v in net.named_parameters()}
-    with checked(opt, lambda step: pure(dict(net.named_parameters())), model=net) as done:
-        for _ in range(3):
-            opt.zero_grad()
-            loss_of(net, create=True).backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(
+        lambda i: loss_of(net, create=True),
+        opt,
+        lambda i: pure(dict(net.named_parameters())),
+        model=net,
+    )
     assert all(not v.equal(start[k]) for k, v in net.named_parameters())
 
 
 def test_trial15_a_frozen_module_in_eval_mode_gets_train_too_and_the_fix_trains():
-    from outcome import checked
 
     torch.manual_seed(0)
     enc = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
@@ -13691,12 +13689,7 @@ def test_trial15_a_frozen_module_in_eval_mode_gets_train_too_and_the_fix_trains(
         return torch.func.functional_call(model, dict(model.named_parameters()), (x,)).pow(2).mean()
 
     start = {k: v.detach().clone() for k, v in model.named_parameters()}
-    with checked(opt, reference, model=model) as done:
-        for _ in range(3):
-            opt.zero_grad()
-            model(x).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: model(x).pow(2).mean(), opt, reference, model=model)
     assert all(not v.equal(start[k]) for k, v in model.named_parameters())
 
 
@@ -13781,7 +13774,6 @@ def test_trial15_a_torch_normal_draw_is_a_zero_cause_and_the_reparameterised_fix
     """Slot Attention's slots drawn by torch.normal(mu, sigma) (object-centric-library#3): autograd
     gives mean and std a zero derivative. The printed fix, mu + sigma * eps, trains 3 steps
     against torch.func.grad of a pure function with the same noise."""
-    from outcome import checked
 
     class Slots(nn.Module):
         def __init__(self, fixed=False):
@@ -13815,12 +13807,7 @@ def test_trial15_a_torch_normal_draw_is_a_zero_cause_and_the_reparameterised_fix
         return torch.func.functional_call(fixed, p, (noise[step],)).pow(2).mean()
 
     start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
-    with checked(opt, reference, model=fixed) as done:
-        for step in range(3):
-            opt.zero_grad()
-            fixed(noise[step]).pow(2).mean().backward()
-            opt.step()
-    assert len(done) == 3
+    _three_checked_steps(lambda i: fixed(noise[i]).pow(2).mean(), opt, reference, model=fixed)
     assert all(not v.equal(start[k]) for k, v in fixed.named_parameters())
 
 
