@@ -851,6 +851,13 @@ _STEPS = {  # ops whose derivative is zero wherever it exists: nothing flows bac
     "RoundBackward1": "round", "TruncBackward0": "trunc", "SignBackward0": "sign",
 }  # fmt: skip
 _JUMPS = {"RemainderBackward0": "%", "FmodBackward0": "fmod"}  # x - x % 1 is a floor: zero
+_TWICE = {  # a piecewise-linear op's derivative, differentiated again (create_graph=True): its
+    # derivative to the op's input (this edge) is zero wherever defined (ReLU'' = 0); by name
+    "ThresholdBackwardBackward0": ("ReLU", 1), "LeakyReluBackwardBackward0": ("LeakyReLU", 1),
+    "HardtanhBackwardBackward0": ("hardtanh or ReLU6", 1), "PreluKernelBackwardBackward0": ("PReLU", 1),
+    "MaxPool2DWithIndicesBackwardBackward0": ("max-pooling", 1),
+    "MaxPool3DWithIndicesBackwardBackward0": ("max-pooling", 1), "SgnBackward0": ("abs", 0),
+}  # fmt: skip
 _NORMAL = ("NormalBackward1", "NormalBackward2", "NormalBackward3")  # torch.normal(mean, std):
 # autograd's derivative to mean and std is zero (a draw, not reparameterised), also after backward
 
@@ -919,6 +926,13 @@ def _zero_nodes(g: _Context) -> dict:
     found.update((fn, "a ReLU whose output is all zero (dead)") for fn in g.dead)
     found.update((fn, "a draw by torch.normal(mean, std) (no derivative to mean or std)")
                  for fn in g.nodes if type(fn).__name__ in _NORMAL)  # fmt: skip
+    for fn in g.nodes:  # an edge, not the node: the other inputs (the gradient) pass non-zero
+        op, i = _TWICE.get(type(fn).__name__, (None, 0))
+        if op and i < len(fn.next_functions) and fn.next_functions[i][0] is not None:
+            found[(fn, i)] = (
+                f"{op}'s derivative differentiated again ({type(fn).__name__}): its derivative to "
+                f"{op}'s input is zero wherever defined (second derivative of a piecewise-linear op)"
+            )
     if g.alive and not g.ran and _SHOWS_HOOKS:
         for fn in g.nodes:  # an output exactly at its bound passes back exactly zero
             bounds = _SATURATES.get(type(fn).__name__)
@@ -938,17 +952,22 @@ def _zero_nodes(g: _Context) -> dict:
                 data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
                 if all(d is not None for d in data) and torch.equal(*data):
                     found[fn] = "a loss at its minimum (an exact fit: outputs equal the targets)"
-        for fn in g.nodes:
-            if type(fn).__name__ != "MulBackward0":
+        for fn in g.nodes:  # x * 0, or a matrix product with an all-zero operand: per edge
+            names = {"MulBackward0": ("self", "other"), "MmBackward0": ("self", "mat2")}
+            if type(fn).__name__ not in names:
                 continue
-            raw = [getattr(fn, f"_raw_saved_{n}", None) for n in ("self", "other")]
+            raw = [getattr(fn, f"_raw_saved_{n}", None) for n in names[type(fn).__name__]]
             data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
             kids = [c for c, _ in fn.next_functions]
-            needed = [data[1 - i] for i, c in enumerate(kids[:2]) if c is not None]
-            if needed and all(d is not None and not d.any() for d in needed):
-                found[fn] = (
-                    "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
-                )
+            zero = [i for i, c in enumerate(kids[:2]) if c is not None
+                    and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
+            what = (
+                "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+            )
+            if zero and len(zero) == sum(c is not None for c in kids[:2]):
+                found[fn] = what
+            else:
+                found.update(((fn, i), what) for i in zero)
     return found
 
 
@@ -966,8 +985,12 @@ def _on_the_way(g: _Context, node) -> list:
                 below.add(up)
                 todo.append(up)
     names = {type(fn).__name__ for fn in below}
-    return sorted({_STEPS[n] for n in names if n in _STEPS}), sorted(
-        {_JUMPS[n] for n in names if n in _JUMPS}
+    twice = sorted({f"{_TWICE[type(fn).__name__][0]} ({type(fn).__name__})" for fn in below
+                    if type(fn).__name__ in _TWICE and fn is not node})  # fmt: skip
+    return (
+        sorted({_STEPS[n] for n in names if n in _STEPS}),
+        sorted({_JUMPS[n] for n in names if n in _JUMPS}),
+        twice,
     )
 
 
@@ -1010,13 +1033,18 @@ def _dead_relus(nodes: list) -> set:
 
 
 def _cut_by(dead: set, root, target, kids: dict) -> bool:
-    """Whether every path from ``root`` to ``target`` passes through a node in ``dead``."""
+    """Whether every path from ``root`` to ``target`` passes through a node in ``dead``, or an
+    edge in it (``(node, i)``: the node's ``next_functions[i]``)."""
+    edges = {k for k in dead if isinstance(k, tuple)}
     seen, todo = {root}, [root] if root not in dead else []
     while todo:
         fn = todo.pop()
         if fn is target:
             return False
-        for child in kids.get(fn, ()):
+        out = kids.get(fn, ())
+        if edges:
+            out = [c for i, (c, _) in enumerate(fn.next_functions) if (fn, i) not in edges and c]
+        for child in out:
             if child not in seen and child not in dead:
                 seen.add(child)
                 todo.append(child)
@@ -4444,6 +4472,11 @@ _STATE_FIX = (  # a factor of a state reset to 0 (a membrane potential, an RNN s
     "than one step per sequence (for a single step, zero is right)"
 )
 _ZERO_FIX = {
+    "a second derivative of a piecewise-linear op": "where the loss differentiates a gradient "
+    "again (a PINN residual such as u_xx, a curvature or Hessian term), a smooth activation in "
+    "place of it: nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU (their second derivative is not zero); "
+    "where this term is a first-order penalty beside a loss that trains the tensor (a gradient "
+    "penalty), zero from this term is right",
     "a torch.normal draw": "reparameterise the draw: torch.distributions.Normal(mean, "
     "std).rsample() (or mean + std * noise, the noise of the draw's full shape)",
     "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
@@ -4468,10 +4501,11 @@ _ZERO_FIX = {
 
 
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
-    ("dead ReLU", "ReLU"), ("a multiplication by zero", "multiplication"),
+    ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
     ("a softmax over one element", "size 1"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("),
+    ("a second derivative of a piecewise-linear op", "differentiated again"),
 )  # fmt: skip
 
 
@@ -4566,7 +4600,8 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "turns the zero into None",
         )
     what, cause, fix = _will_be_zero(g, node)  # step ops are seen by name after backward()
-    steps, jumps = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [])
+    found = _on_the_way(g, node) if node is not None and g.loss is not None else ([], [], [])
+    steps, jumps, twice = found
     if what:
         why = f"the gradient written is zero: {cause}"
     elif steps or jumps:
@@ -4575,6 +4610,15 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             + ([f"{', '.join(jumps)}: x - x % 1 is a floor (zero derivative)"] if jumps else [])
         )
         fix = _step_fix([*steps, *jumps])
+    elif twice:  # named after backward too; whether every path passes its zero edge is not told
+        why = (
+            "the gradient written is zero; on the way from the loss, the derivative of a "
+            f"piecewise-linear op differentiated again: {', '.join(twice)}; its derivative to "
+            "the op's input is zero wherever defined, so a loss made from a gradient "
+            "(create_graph=True) gets no gradient through it on that input; whether every path "
+            "passes that way needs the values a backward freed (call why_no_grad before backward)"
+        )
+        fix = _ZERO_FIX["a second derivative of a piecewise-linear op"]
     else:
         why = (
             "the gradient written is zero, and no op it can still read is zero by itself"
@@ -4621,7 +4665,7 @@ def _cancel(g: _Context, node) -> str:
             if up not in below:
                 below.add(up)
                 todo.append(up)
-    if any(fn in below for fn in g.zero or {}):
+    if any((fn[0] if isinstance(fn, tuple) else fn) in below for fn in g.zero or {}):
         return ""  # another cause is on the way: it is named, or could not be read
 
     def reaches(root) -> bool:  # node is root or below it

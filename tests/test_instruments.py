@@ -13873,3 +13873,83 @@ def test_rev43_a_frozen_base_read_counts_as_a_run_of_its_module():
         == "not on the graph: its module ran, this parameter was read only with gradients off"
     )
     assert "with torch.no_grad():" in found.fix and "use_reentrant=False" in found.fix, found.fix
+
+
+# fix42 item 1: a loss made from a gradient (create_graph=True) through ReLU: ReLU'' = 0
+def test_fix42_a_relu_pinn_residual_is_zero_through_relus_second_derivative_and_tanh_trains():
+    """A PINN residual u_xx + 1 of a ReLU MLP: every path from it to a first-layer bias passes
+    ThresholdBackwardBackward0's edge to ReLU's input (zero wherever defined), and before backward
+    the weights' paths pass a product with that all-zero second derivative too. A first-order
+    gradient penalty of the same net still trains its weights (not told as cut). The printed fix,
+    nn.Tanh, trains 3 steps (with a boundary term, which alone trains the last bias) against a
+    reference computed by torch.func (jacfwd over jacrev of u at each point, vmapped), not by
+    create_graph."""
+
+    def mlp(act):
+        return nn.Sequential(nn.Linear(1, 16), act(), nn.Linear(16, 16), act(), nn.Linear(16, 1))
+
+    def residual(net, x):
+        x = x.clone().requires_grad_()
+        u = net(x)
+        (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
+        (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
+        return (uxx + 1).pow(2).mean()
+
+    torch.manual_seed(0)
+    net, x = mlp(nn.ReLU), torch.linspace(-1, 1, 32).unsqueeze(1)
+    loss = residual(net, x)
+    before = why_no_grad(loss, model=net)
+    found = before["model.0.bias"]
+    assert "will be zero: " in found.rule and "a second derivative of a piecewise-linear op" in (
+        found.rule
+    ), found
+    assert (
+        "ReLU's derivative differentiated again (ThresholdBackwardBackward0): its derivative "
+        "to ReLU's input is zero wherever defined" in found.why
+    ), found.why
+    assert before["model.0.weight"].rule == found.rule
+    assert "a smooth activation in place of it: nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU" in (
+        found.fix
+    )
+    loss.backward()
+    assert all(p.grad is None or not p.grad.any() for p in net.parameters())
+    after = why_no_grad(loss, model=net)
+    assert after["model.0.bias"].rule == "zero: a second derivative of a piecewise-linear op"
+    hedged = after["model.0.weight"]  # its product with the zero is no longer readable
+    assert hedged.rule == "zero", hedged
+    assert (
+        "on the way from the loss, the derivative of a piecewise-linear op differentiated "
+        "again: ReLU (ThresholdBackwardBackward0)" in hedged.why
+    ), hedged.why
+    assert "nn.Tanh, nn.Softplus" in hedged.fix
+    # a first-order gradient penalty: the weights train through the gradient's other input
+    xi = x.clone().requires_grad_()
+    (gx,) = torch.autograd.grad(net(xi).sum(), xi, create_graph=True)
+    penalty = (gx.norm(dim=1) - 1).pow(2).mean()
+    told = why_no_grad(penalty, model=net)
+    assert told["model.0.weight"].rule != found.rule
+    assert "piecewise-linear" not in str(told["model.0.weight"]) + str(told["model.2.weight"])
+    plain = why_no_grad(net(x).pow(2).mean(), model=net)  # first order: nothing of the kind
+    assert "piecewise-linear" not in str(plain)
+    # the fix: nn.Tanh; the boundary term u(0) = 0 trains the last bias
+    torch.manual_seed(0)
+    fixed = mlp(nn.Tanh)
+    xs = [torch.rand(32, 1) * 2 - 1 for _ in range(3)]
+    zero = torch.zeros(1, 1)
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.01)
+
+    def loss_of(i):
+        return residual(fixed, xs[i]) + fixed(zero).pow(2).mean()
+
+    def reference(step):
+        p = dict(fixed.named_parameters())
+
+        def u(point):  # one point (shape ()), its u (shape ())
+            return torch.func.functional_call(fixed, p, (point.reshape(1, 1),)).reshape(())
+
+        uxx = torch.vmap(torch.func.jacfwd(torch.func.jacrev(u)))(xs[step].reshape(-1))
+        return (uxx + 1).pow(2).mean() + u(torch.zeros(())).pow(2)
+
+    start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
+    _three_checked_steps(loss_of, opt, reference, model=fixed)
+    assert all(not v.equal(start[k]) for k, v in fixed.named_parameters())
