@@ -860,6 +860,14 @@ _TWICE = {  # a piecewise-linear op's derivative, differentiated again (create_g
 }  # fmt: skip
 _NORMAL = ("NormalBackward1", "NormalBackward2", "NormalBackward3")  # torch.normal(mean, std):
 # autograd's derivative to mean and std is zero (a draw, not reparameterised), also after backward
+_DRAWN = {  # a draw in place over a tensor with history (h.normal_()), or of a probability or a
+    # rate: autograd's derivative to what came before is zero, also after backward
+    "NormalBackward0": "normal_", "UniformBackward0": "uniform_", "BernoulliBackward1": "bernoulli_",
+    "BernoulliBackward2": "bernoulli_", "ExponentialBackward0": "exponential_",
+    "CauchyBackward0": "cauchy_", "LogNormalBackward0": "log_normal_",
+    "GeometricBackward0": "geometric_", "RandomBackward0": "random_",
+    "BernoulliBackward0": "torch.bernoulli(p)", "PoissonBackward0": "torch.poisson(rate)",
+}  # fmt: skip
 
 
 _SATURATES = {  # result exactly at these values: the node's derivative there is exactly zero
@@ -926,6 +934,8 @@ def _zero_nodes(g: _Context) -> dict:
     found.update((fn, "a ReLU whose output is all zero (dead)") for fn in g.dead)
     found.update((fn, "a draw by torch.normal(mean, std) (no derivative to mean or std)")
                  for fn in g.nodes if type(fn).__name__ in _NORMAL)  # fmt: skip
+    found.update((fn, f"a draw by {_DRAWN[type(fn).__name__]} (drawn anew: no derivative to what "
+                  "came before)") for fn in g.nodes if type(fn).__name__ in _DRAWN)  # fmt: skip
     for fn in g.nodes:  # an edge, not the node: the other inputs (the gradient) pass non-zero
         op, i = _TWICE.get(type(fn).__name__, (None, 0))
         if op and i < len(fn.next_functions) and fn.next_functions[i][0] is not None:
@@ -4477,8 +4487,16 @@ _ZERO_FIX = {
     "place of it: nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU (their second derivative is not zero); "
     "where this term is a first-order penalty beside a loss that trains the tensor (a gradient "
     "penalty), zero from this term is right",
-    "a torch.normal draw": "reparameterise the draw: torch.distributions.Normal(mean, "
-    "std).rsample() (or mean + std * noise, the noise of the draw's full shape)",
+    "a torch.normal draw": "reparameterise the draw: torch.distributions.Normal(mean, std, "
+    "validate_args=False).rsample() (validate_args=False: Normal refuses a std of 0, which "
+    "torch.normal takes; a float or broadcast mean or std gives torch.normal's shape), or mean + "
+    "std * noise, the noise of the draw's full shape",
+    "a draw that replaces the values": "h.normal_(m, s) (uniform_, bernoulli_...) writes a draw "
+    "over h that does not depend on h's values: to add noise, h = h + s * torch.randn_like(h) + m "
+    "(out of place, h's shape); a draw whose mean and std train: mean + std * noise, the noise of "
+    "the draw's full shape; a Bernoulli or Poisson draw of a probability or rate that trains: a "
+    "relaxed draw (torch.distributions.RelaxedBernoulli(t, probs=p).rsample()) or a score-function "
+    "(REINFORCE) term",
     "dead ReLU": "a lower learning rate, another initialisation, or LeakyReLU",
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
@@ -4505,6 +4523,7 @@ _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its descr
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
     ("a softmax over one element", "size 1"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("),
+    ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),
 )  # fmt: skip
 

@@ -13796,7 +13796,7 @@ def test_trial15_a_torch_normal_draw_is_a_zero_cause_and_the_reparameterised_fix
     found = why_no_grad(loss, model=m)["model.mu"]
     assert found.rule == "zero: a torch.normal draw", found
     assert found.fix.startswith(
-        "reparameterise the draw: torch.distributions.Normal(mean, std).rsample()"
+        "reparameterise the draw: torch.distributions.Normal(mean, std, validate_args=False).rsample()"
     )
     fixed = Slots(fixed=True)
     noise = [torch.randn(8, 4) for _ in range(3)]
@@ -13949,6 +13949,112 @@ def test_fix42_a_relu_pinn_residual_is_zero_through_relus_second_derivative_and_
 
         uxx = torch.vmap(torch.func.jacfwd(torch.func.jacrev(u)))(xs[step].reshape(-1))
         return (uxx + 1).pow(2).mean() + u(torch.zeros(())).pow(2)
+
+    start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
+    _three_checked_steps(loss_of, opt, reference, model=fixed)
+    assert all(not v.equal(start[k]) for k, v in fixed.named_parameters())
+
+
+# fix42 items 2 and 3: a draw in place over a tensor with history (h.normal_()); the printed fix
+# for torch.normal holds for a std of 0 (Normal refuses it unless validate_args=False)
+def test_fix42_an_in_place_draw_is_a_zero_cause_and_its_fix_trains():
+    """h.normal_() taken for torch.randn_like(h): it overwrites h, and autograd's derivative of the
+    draw to the values before it is zero (NormalBackward0; uniform_, bernoulli_, exponential_ make
+    UniformBackward0, BernoulliBackward1/2, ExponentialBackward0 the same way). The printed fix,
+    h + s * torch.randn_like(h), trains 3 steps against F.linear with the same seeded noise."""
+
+    class Noisy(nn.Module):
+        def __init__(self, fixed=False):
+            super().__init__()
+            self.fixed, self.enc, self.head = fixed, nn.Linear(3, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            h = self.enc(x)
+            z = h + 0.1 * torch.randn_like(h) if self.fixed else h + 0.1 * h.normal_()
+            return self.head(z)
+
+    torch.manual_seed(0)
+    m, x = Noisy(), torch.randn(8, 3)
+    loss = m(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.enc.weight"]
+    assert found.rule == "zero: a draw that replaces the values", found
+    assert "a draw by normal_ (drawn anew: no derivative to what came before)" in found.why
+    assert found.fix.startswith(
+        "h.normal_(m, s) (uniform_, bernoulli_...) writes a draw over h that does not depend on "
+        "h's values: to add noise, h = h + s * torch.randn_like(h) + m"
+    ), found.fix
+    for draw in ("uniform_", "bernoulli_", "exponential_"):  # the same zero, by name
+        h = m.enc(x)
+        out = getattr(h, draw)()
+        told = why_no_grad(m.head(out).sum(), model=m)["model.enc.weight"]
+        assert f"a draw by {draw} (drawn anew" in told.why, (draw, told)
+    torch.manual_seed(0)
+    fixed = Noisy(fixed=True)
+    xs = [torch.randn(8, 3) for _ in range(3)]
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def loss_of(i):
+        torch.manual_seed(100 + i)
+        return fixed(xs[i]).pow(2).mean()
+
+    def reference(step):
+        torch.manual_seed(100 + step)
+        h = F.linear(xs[step], fixed.enc.weight, fixed.enc.bias)
+        z = h + 0.1 * torch.randn(8, 4)
+        return F.linear(z, fixed.head.weight, fixed.head.bias).pow(2).mean()
+
+    start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
+    _three_checked_steps(loss_of, opt, reference, model=fixed)
+    assert all(not v.equal(start[k]) for k, v in fixed.named_parameters())
+
+
+def test_fix42_the_torch_normal_fix_holds_for_a_std_of_zero_and_a_broadcast_std():
+    """A diffusion-like draw torch.normal(mean, sigma * t) with t = 0 on the first row (a std of
+    0, which torch.normal takes) and t of shape (8, 1) (broadcast). Normal(mean, std).rsample()
+    refuses that std; the printed Normal(mean, std, validate_args=False).rsample() trains 3 steps
+    against mean + std * torch.randn of the same seed."""
+
+    class Draw(nn.Module):
+        def __init__(self, fixed=False):
+            super().__init__()
+            self.fixed, self.mean, self.log_sigma = (
+                fixed,
+                nn.Linear(3, 4),
+                nn.Parameter(torch.zeros(())),
+            )
+
+        def forward(self, x, t):
+            mean, std = self.mean(x), self.log_sigma.exp() * t
+            if self.fixed:
+                return torch.distributions.Normal(mean, std, validate_args=False).rsample()
+            return torch.normal(mean, std.expand_as(mean))
+
+    torch.manual_seed(0)
+    m, x, t = Draw(), torch.randn(8, 3), torch.linspace(0, 1, 8).unsqueeze(1)
+    loss = m(x, t).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.mean.weight"]
+    assert found.rule == "zero: a torch.normal draw", found
+    assert found.fix.startswith(
+        "reparameterise the draw: torch.distributions.Normal(mean, std, validate_args=False)"
+        ".rsample() (validate_args=False: Normal refuses a std of 0, which torch.normal takes"
+    ), found.fix
+    with pytest.raises(ValueError, match="scale"):  # why validate_args=False is printed
+        torch.distributions.Normal(m.mean(x), m.log_sigma.exp() * t).rsample()
+    torch.manual_seed(0)
+    fixed = Draw(fixed=True)
+    xs = [torch.randn(8, 3) for _ in range(3)]
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def loss_of(i):
+        torch.manual_seed(100 + i)
+        return fixed(xs[i], t).pow(2).mean()
+
+    def reference(step):
+        torch.manual_seed(100 + step)
+        mean = F.linear(xs[step], fixed.mean.weight, fixed.mean.bias)
+        return (mean + fixed.log_sigma.exp() * t * torch.randn(8, 4)).pow(2).mean()
 
     start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
     _three_checked_steps(loss_of, opt, reference, model=fixed)
