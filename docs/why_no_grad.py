@@ -3853,7 +3853,7 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
         "not on the graph: its output is unused or cut",
         watched + "a call read its parameters with gradients on (its forward, or other code), but "
         "nothing computed from them reaches the loss (a comparison or an integer result passes "
-        "none)",
+        "none; torch.equal or torch.allclose returns a bool)",
         f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
         + _cut_fix(g, t),
     )
@@ -3882,6 +3882,10 @@ def _unused_fix(owner: str, g: _Context) -> str:
 _SHAPE_READS = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda",
                           "requires_grad", "new_zeros", "new_ones", "new_empty", "new_full"))  # fmt: skip
 _DISTRIBUTION = torch.distributions.Distribution
+_LAYOUT_READS = frozenset(("is_leaf", "grad_fn", "layout", "stride", "is_contiguous", "data_ptr",
+                           "is_floating_point", "is_complex", "element_size", "nelement",
+                           "storage_offset", "get_device", "untyped_storage", "is_sparse",
+                           "itemsize", "nbytes", "names", "output_nr", "is_set_to", "is_same_size"))  # fmt: skip
 
 
 def _value_names(expr, me: str | None = None, valued=None) -> set:
@@ -5163,7 +5167,15 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         an optimizer's step, an EMA, a norm logged under no_grad read parameters without running
         their module, and a module run under no_grad reads them the same way (review 40)."""
         results = [r for r in torch.utils._pytree.tree_leaves(out) if isinstance(r, torch.Tensor)]
-        if not results or name in _COPY_OPS:
+        if name in _COPY_OPS:
+            return
+        if not results:  # torch.equal, allclose: a read with no tensor result (a shape is not)
+            if name not in _SHAPE_READS | _LAYOUT_READS and (
+                not name.startswith("__") or name == "__bool__"
+            ):
+                (self.used_on if mode else self.read_off).update(
+                    id(t) for t in tracked if t.grad_fn is None
+                )
             return
         if not mode:  # read with gradients off: no run is told from it, but it was read
             self.read_off.update(id(t) for t in tracked if t.grad_fn is None)

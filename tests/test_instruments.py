@@ -14041,7 +14041,8 @@ def test_fix42_the_torch_normal_fix_holds_for_a_std_of_zero_and_a_broadcast_std(
         ".rsample() (validate_args=False: Normal refuses a std of 0, which torch.normal takes"
     ), found.fix
     with pytest.raises(ValueError, match="scale"):  # why validate_args=False is printed
-        torch.distributions.Normal(m.mean(x), m.log_sigma.exp() * t).rsample()
+        # (True is the default; a library imported by another test may have switched it off)
+        torch.distributions.Normal(m.mean(x), m.log_sigma.exp() * t, validate_args=True)
     torch.manual_seed(0)
     fixed = Draw(fixed=True)
     xs = [torch.randn(8, 3) for _ in range(3)]
@@ -14059,3 +14060,38 @@ def test_fix42_the_torch_normal_fix_holds_for_a_std_of_zero_and_a_broadcast_std(
     start = {k: v.detach().clone() for k, v in fixed.named_parameters()}
     _three_checked_steps(loss_of, opt, reference, model=fixed)
     assert all(not v.equal(start[k]) for k, v in fixed.named_parameters())
+
+
+# fix42 item 5: a parameter read only by a call with no tensor result (torch.equal) was read
+def test_fix42_a_parameter_read_only_by_torch_equal_counts_as_read():
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.ref = nn.Linear(4, 1), nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            if torch.equal(self.ref, torch.ones(4)):  # a check: its bool passes no gradient
+                x = x * 2
+            assert self.ref.shape == (4,) and self.ref.is_leaf  # layout reads: not value reads
+            return self.lin(x)
+
+    torch.manual_seed(0)
+    m = Gate()
+    with watch_cuts(show=False):
+        loss = m(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.ref"]
+    assert found.rule == "not on the graph: its output is unused or cut", found
+    assert "torch.equal or torch.allclose returns a bool" in found.why, found.why
+
+    class Shape(Gate):
+        def forward(self, x):
+            assert self.ref.shape == (4,) and self.ref.dim() == 1 and self.ref.is_leaf
+            return self.lin(x)
+
+    m = Shape()
+    with watch_cuts(show=False):
+        loss = m(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.ref"]  # its shape read only: still not read
+    assert found.rule == "not on the graph: its module ran, this parameter was not read", found
