@@ -585,6 +585,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g.tensors, g.expected = tensors, expected
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
         g.producers = _producers(sys._getframe(1), loss)
+        g.grad_read = _grad_read(sys._getframe(1), loss)
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
         g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
@@ -836,6 +837,7 @@ class _Context:
     caller_draws: list = field(default_factory=list)  # _caller_draws of the caller
     draws: list | None = None  # _module_draws of the modules named, once
     kept: dict | None = None  # _kept_from, once
+    grad_read: str = ""  # a loss without graph assigned from a .grad: where (_grad_read)
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1875,6 +1877,17 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
             "differentiable surrogate of the metric) and keep the metric for monitoring",
         )
+    if g.loss.grad_fn is None and not g.loss.requires_grad and g.grad_read:
+        return (
+            "not on the graph: the loss has no graph",
+            "the loss has no graph (no grad_fn, requires_grad=False) and is made from a .grad "
+            f"({g.grad_read}): backward() writes .grad without history unless it ran with "
+            "create_graph=True, so a term made from it changes no gradient (alone, backward() "
+            "raises 'element 0 of tensors does not require grad')",
+            "take the gradients as tensors with a graph and build the term from those: grads = "
+            "torch.autograd.grad(loss, params, create_graph=True), then penalty = "
+            "sum(g.pow(2).sum() for g in grads), and backward() on loss + penalty (one pass)",
+        )
     if g.loss.grad_fn is None and not g.loss.requires_grad and (inside := _cut_inside(g)):
         return inside
     if g.loss.grad_fn is None and not g.loss.requires_grad:
@@ -2596,6 +2609,41 @@ def _own_nodes(body: list):
         yield n
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             todo += list(ast.iter_child_nodes(n))
+
+
+def _grad_read(frame, loss: torch.Tensor) -> str:
+    """ "file:line: code" where the caller's last assignment (above its current line) of a name
+    bound to the loss, or of a name that assignment reads, reads a ``.grad`` (``pen =
+    sum(p.grad.pow(2).sum() for p in params)``), read with ``ast`` and never run; "" if none."""
+    try:
+        names = {k for k, v in frame.f_locals.items() if v is loss}
+        code, at = frame.f_code, frame.f_lineno
+        if code.co_name == "<module>":  # a script's or a notebook cell's top level
+            lines = linecache.getlines(code.co_filename)
+            body, start, file = ast.parse("".join(lines)).body, 1, Path(code.co_filename).name
+        else:
+            root = _root(code)
+            _, start, file, lines = _parsed(code)
+            body = root.body if isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            at = at - start + 1
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return ""
+    assigned = collections.defaultdict(list)
+    for n in _own_nodes(body):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Name) and n.end_lineno <= at:
+                    assigned[t.id].append(n)
+    todo = [max(assigned[k], key=lambda n: n.lineno) for k in names if assigned[k]]
+    for depth in range(2):  # the loss's own assignment, then those of the names it reads
+        for n in todo:
+            for a in ast.walk(n.value):
+                if isinstance(a, ast.Attribute) and a.attr == "grad":
+                    line = start + a.lineno - 1
+                    return f"{file}:{line}: {lines[a.lineno - 1].strip()}"
+        reads = {a.id for n in todo for a in ast.walk(n.value) if isinstance(a, ast.Name)}
+        todo = [max(assigned[k], key=lambda n: n.lineno) for k in reads if assigned[k]]
+    return ""
 
 
 def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:

@@ -14095,3 +14095,50 @@ def test_fix42_a_parameter_read_only_by_torch_equal_counts_as_read():
     loss.backward()
     found = why_no_grad(loss, model=m)["model.ref"]  # its shape read only: still not read
     assert found.rule == "not on the graph: its module ran, this parameter was not read", found
+
+
+# fix42 item 4: a penalty made from .grad after backward() has no graph
+def test_fix42_a_penalty_made_from_dot_grad_is_told_and_the_autograd_grad_fix_trains():
+    """loss.backward(); penalty = sum(p.grad.pow(2).sum() ...): .grad is written without history
+    (backward without create_graph), so the penalty has no graph; the report names the line that
+    reads .grad (the penalty's own assignment, or one of the names it reads). The printed fix,
+    torch.autograd.grad(..., create_graph=True), trains 3 steps against the closed-form gradient
+    of a linear least-squares loss plus 0.1 times its squared norm."""
+    torch.manual_seed(0)
+    model, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    penalty = sum(p.grad.pow(2).sum() for p in model.parameters())
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        penalty.backward()
+    found = why_no_grad(penalty, model=model)["model.weight"]
+    assert "is made from a .grad (test_instruments.py:" in found.why, found.why
+    assert "penalty = sum(p.grad.pow(2).sum() for p in model.parameters())" in found.why
+    assert "backward() writes .grad without history unless it ran with create_graph=True" in (
+        found.why
+    )
+    assert found.fix.startswith(
+        "take the gradients as tensors with a graph and build the term from those: grads = "
+        "torch.autograd.grad(loss, params, create_graph=True)"
+    ), found.fix
+    squares = [p.grad.pow(2).sum() for p in model.parameters()]
+    total = torch.stack(squares).sum()  # a name it reads is made from .grad
+    assert "squares = [p.grad.pow(2).sum()" in why_no_grad(total, model=model)["model.bias"].why
+    plain = torch.no_grad()(lambda: F.mse_loss(model(x), y))()  # no .grad read: the old rule
+    assert "made from a .grad" not in str(why_no_grad(plain, model=model))
+    xs, ys = [torch.randn(8, 3) for _ in range(3)], [torch.randn(8, 1) for _ in range(3)]
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def loss_of(i):
+        loss = F.mse_loss(model(xs[i]), ys[i])
+        grads = torch.autograd.grad(loss, list(model.parameters()), create_graph=True)
+        return loss + 0.1 * sum(g.pow(2).sum() for g in grads)
+
+    def reference(step):  # d/dW mean(r^2) = 2/N r^T x, d/db = 2/N sum(r): by hand
+        r = xs[step] @ model.weight.T + model.bias - ys[step]
+        g_w, g_b = 2 / 8 * r.T @ xs[step], 2 / 8 * r.sum(0)
+        return r.pow(2).mean() + 0.1 * (g_w.pow(2).sum() + g_b.pow(2).sum())
+
+    start = {k: v.detach().clone() for k, v in model.named_parameters()}
+    _three_checked_steps(loss_of, opt, reference, model=model)
+    assert all(not v.equal(start[k]) for k, v in model.named_parameters())
