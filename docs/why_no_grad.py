@@ -851,6 +851,7 @@ class _Context:
 _STEPS = {  # ops whose derivative is zero wherever it exists: nothing flows back through them
     "FloorBackward0": "floor", "CeilBackward0": "ceil", "RoundBackward0": "round",
     "RoundBackward1": "round", "TruncBackward0": "trunc", "SignBackward0": "sign",
+    "SgnBackward0": "sgn",  # also abs's derivative, differentiated again (create_graph=True)
 }  # fmt: skip
 _JUMPS = {"RemainderBackward0": "%", "FmodBackward0": "fmod"}  # x - x % 1 is a floor: zero
 _TWICE = {  # a piecewise-linear op's derivative, differentiated again (create_graph=True): its
@@ -858,7 +859,7 @@ _TWICE = {  # a piecewise-linear op's derivative, differentiated again (create_g
     "ThresholdBackwardBackward0": ("ReLU", 1), "LeakyReluBackwardBackward0": ("LeakyReLU", 1),
     "HardtanhBackwardBackward0": ("hardtanh or ReLU6", 1), "PreluKernelBackwardBackward0": ("PReLU", 1),
     "MaxPool2DWithIndicesBackwardBackward0": ("max-pooling", 1),
-    "MaxPool3DWithIndicesBackwardBackward0": ("max-pooling", 1), "SgnBackward0": ("abs", 0),
+    "MaxPool3DWithIndicesBackwardBackward0": ("max-pooling", 1),
 }  # fmt: skip
 _NORMAL = ("NormalBackward1", "NormalBackward2", "NormalBackward3")  # torch.normal(mean, std):
 # autograd's derivative to mean and std is zero (a draw, not reparameterised), also after backward
@@ -1262,6 +1263,21 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     if loss is not None and not on_graph:
         rule, why, fix = _drawn(t, _not_reached(t, g), g)
         fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
+        twice = sorted({f"{_TWICE[n][0]} ({n})" for n in map(lambda f: type(f).__name__, g.nodes)
+                        if n in _TWICE})  # fmt: skip
+        if twice and loss.grad_fn is not None:  # a loss made from a gradient through ReLU
+            why += (
+                f"; the loss's graph holds {', '.join(twice)}, the derivative of a piecewise-"
+                "linear op differentiated again (create_graph=True): its second derivative is "
+                "zero, and a tensor that reaches the loss only through it drops out of the graph "
+                "(a layer after the last ReLU, in a second derivative such as u_xx)"
+            )
+            fix = (
+                "if the loss differentiates a gradient again (a PINN residual u_xx), a smooth "
+                "activation (nn.Tanh, nn.Softplus, nn.SiLU, nn.GELU) keeps it on the graph; if "
+                "the term does not depend on it (the last bias, in a gradient penalty), None is "
+                "right; else: " + fix
+            )
         if grad is not None and grad.any() and _reentrant(g):
             return (
                 _CHECKPOINTED,

@@ -13922,6 +13922,15 @@ def test_fix42_a_relu_pinn_residual_is_zero_through_relus_second_derivative_and_
         "again: ReLU (ThresholdBackwardBackward0)" in hedged.why
     ), hedged.why
     assert "nn.Tanh, nn.Softplus" in hedged.fix
+    last = after["model.4.weight"]  # None: the layer after the last ReLU drops out of u_xx
+    assert last.grad == "None" and (
+        "the loss's graph holds ReLU (ThresholdBackwardBackward0), the derivative of a "
+        "piecewise-linear op differentiated again (create_graph=True)" in last.why
+    ), last
+    assert last.fix.startswith(
+        "if the loss differentiates a gradient again (a PINN residual u_xx), a smooth activation "
+        "(nn.Tanh, nn.Softplus, nn.SiLU, nn.GELU) keeps it on the graph"
+    ), last.fix
     # a first-order gradient penalty: the weights train through the gradient's other input
     xi = x.clone().requires_grad_()
     (gx,) = torch.autograd.grad(net(xi).sum(), xi, create_graph=True)
