@@ -115,7 +115,12 @@ Where it stops:
   saved outputs equal its targets, on every path from the loss to the tensor (not LogSoftmax:
   whether its zero holds depends on the loss); before and after ``backward()``, step ops on the way (floor, ceil, round,
   trunc, sign: zero derivative; ``%``), by their nodes' names, with a straight-through line
-  written with the op found (``x - x % 1`` as a floor) or a surrogate fix. After ``backward()``
+  written with the op found (``x - x % 1`` as a floor) or a surrogate fix; by name too, a
+  ``torch.normal`` draw and a draw in place (``h.normal_()``, ``uniform_``, ``bernoulli_``...),
+  and the edge to the input of a piecewise-linear op's derivative differentiated again (ReLU,
+  LeakyReLU, hardtanh, PReLU, max-pooling under ``create_graph=True``: a PINN's ``u_xx``), told
+  edge by edge (while the graph is alive, a matrix product with an all-zero operand too);
+  after ``backward()`` that edge is said to be on the way. After ``backward()``
   it also lists the hooks on the tensor and its module that could zero the gradient (not hooks
   on activations or nodes: torch does not list those). A mask made by a
   comparison leaves no node; it cannot recompute the derivative. While the graph is alive, zeros
@@ -137,6 +142,10 @@ Where it stops:
   ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``,
   torch's backward frames (``torch.autograd.graph._engine_run_backward``) and
   ``Node._input_metadata`` (an output's shape).
+* A loss without graph that the caller's source assigns from a ``.grad`` (``pen =
+  sum(p.grad.pow(2).sum() ...)`` after ``backward()``; or from a name made so, one step up) is
+  told with that line (``.grad`` is written without history unless ``create_graph=True``), the
+  fix ``torch.autograd.grad(loss, params, create_graph=True)``; read with ``ast``, never run.
 * Called with gradients off and a loss without graph, it says so first, as an "if" (the loss may
   have been made elsewhere, detached, then checked in a ``no_grad`` block), and names the
   functions on the stack that torch's ``no_grad``, ``inference_mode`` or
