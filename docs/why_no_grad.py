@@ -1274,7 +1274,9 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
         twice = sorted({f"{_TWICE[n][0]} ({n})" for n in map(lambda f: type(f).__name__, g.nodes)
                         if n in _TWICE})  # fmt: skip
-        if twice and loss.grad_fn is not None:  # a loss made from a gradient through ReLU
+        top = g.held["module"].get(id(t), "").partition(".")[0]
+        kin = top and any(g.held["module"].get(i, "").startswith(top + ".") for i in g.leaves)
+        if twice and kin:  # a loss made from a gradient through ReLU, of a model it trains
             why += (
                 f"; the loss's graph holds {', '.join(twice)}, the derivative of a piecewise-"
                 "linear op differentiated again (create_graph=True): its second derivative is "

@@ -13931,6 +13931,8 @@ def test_fix42_a_relu_pinn_residual_is_zero_through_relus_second_derivative_and_
         "if the loss differentiates a gradient again (a PINN residual u_xx), a smooth activation "
         "(nn.Tanh, nn.Softplus, nn.SiLU, nn.GELU) keeps it on the graph"
     ), last.fix
+    apart = why_no_grad(loss, model=net, gen=nn.Linear(2, 2))["gen.weight"]  # another model
+    assert "piecewise-linear" not in str(apart), apart
     # a first-order gradient penalty: the weights train through the gradient's other input
     xi = x.clone().requires_grad_()
     (gx,) = torch.autograd.grad(net(xi).sum(), xi, create_graph=True)
