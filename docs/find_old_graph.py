@@ -178,11 +178,14 @@ _FRAME = re.compile(
     r'File "(?P<file>.+)", line (?P<line>\d+), in (?P<func>.+)\n(?:\s+(?P<code>.*)\n)?'
 )
 _FREED = "Trying to backward through the graph a second time"
+_CHANGED = "modified by an inplace operation"  # unpacking a saved tensor changed since
 
 # ---- private torch APIs (MAINTAINING.md lists them). Each is read through a guard; where one is
 # missing, the report says so in one sentence (``_gap``) and this module does what that sentence says.
 # - torch._C._autograd.SavedTensor .unpack_hook/.data (2.10+, pytorch/pytorch#164358): a saved
-#   tensor seen without unpacking it; missing: looking unpacks it (UNPACKS_TO_LOOK, a warning).
+#   tensor seen without unpacking it; missing: looking unpacks it (UNPACKS_TO_LOOK, a warning),
+#   and one changed in place since it was saved (a parameter after opt.step()) refuses to be
+#   unpacked: it counts as held, as its packed data shows on 2.10+.
 # - Node._raw_saved_<name>, Node._saved_<name>: a node's saved tensors, freed or not; missing: no
 #   node shows its age, only mark_step() dates nodes.
 # - torch.autograd._get_sequence_nr(), Node._sequence_nr(): the number autograd gives a node;
@@ -191,12 +194,21 @@ _FREED = "Trying to backward through the graph a second time"
 # - torch.autograd.function.BackwardCFunction: a custom Function's node; missing: read as built-in.
 # - Tensor._version: whether a leaf was changed in place since made (updated by hand).
 # - Node._input_metadata (shapes): F.pad-and-add rows told apart from mixing; missing: state.
+# - a node keeps its Python object (one object, one id, at every read: _NODE_OBJECT_KEPT); not
+#   on 2.4: a node is told again at a later call by its kind and _sequence_nr() (_node_key).
 _SAVED_TENSOR = getattr(getattr(torch._C, "_autograd", None), "SavedTensor", None)
 UNPACKS_TO_LOOK = not hasattr(_SAVED_TENSOR, "unpack_hook")
 _FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
 with torch.enable_grad():  # one node, made at import, to see which private attributes torch has
     _PROBE = (torch.ones(1, requires_grad=True) * torch.ones(1)).grad_fn
 _RAW_SAVED = any(a.startswith("_raw_saved_") for a in dir(_PROBE))
+# whether a node holds its Python object (the same object at each read): a reference beside
+# the one getrefcount takes (torch 2.4 holds none)
+_NODE_OBJECT_KEPT = sys.getrefcount(_PROBE.next_functions[0][0]) > 1
+_BY_KIND = (
+    "a node is told again at a later call by its kind and sequence number (nodes made in two "
+    "threads may be taken for one)"
+)
 _GAPS: list[str] = []  # sentences for the private APIs found missing
 
 
@@ -215,6 +227,16 @@ def _seq(fn: object) -> int | None:
         _gap("Node._sequence_nr()", "no node counts as made before mark_step()")
         return None
     return number()
+
+
+def _node_key(fn: object) -> tuple:
+    """What tells a node again at a later call: its Python object and number where torch keeps
+    that object alive with the node (2.13); where it does not (2.4: each read may make a new one,
+    at another address), its kind and number (autograd numbers the nodes a thread makes)."""
+    if _NODE_OBJECT_KEPT:
+        return id(fn), _seq(fn)
+    _gap("Python object kept with each node", _BY_KIND)
+    return type(fn).__name__, _seq(fn)
 
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, torch.dtype, torch.device)
@@ -595,6 +617,9 @@ def _saved_status(fn: object) -> tuple[tuple[str, ...], bool]:
         try:
             value = getattr(fn, f"_saved_{name}")  # raises if freed (runs a hook where hidden)
         except RuntimeError as error:  # the error backward() would raise, raised early
+            if _CHANGED in str(error):  # changed in place since saved (an optimizer's step on a
+                alive = True  # parameter): unpacking checks its version; it is still held
+                continue
             if _FREED not in str(error):
                 raise
             freed.append(name)
@@ -1801,7 +1826,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         if key[0] in ("name", "tuple")
         or (key[0] in objects_now and (ref is None or ref() is objects_now[key[0]]))
     }
-    recorded = {(id(f), _seq(f)): f for f in state if f in known_old}
+    recorded = {_node_key(f): f for f in state if f in known_old}
     new_held = [f for f in by_node if f not in old_held]  # this step's tensors that places hold
 
     def _made_from_others(path: str, fn) -> bool:
@@ -1819,7 +1844,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         if key in record:  # not reached, or reached only through what other places hold now or
             # held then (h = f(tracker.h); tracker.h = h: the loop reads tracker.h, h is made from it)
             stop = others | {f for f in old_held - {fn} if _read_slot(f)}
-            return record[key] not in {(id(f), _seq(f)) for f in _all_below(fn, kids, stop)}
+            return record[key] not in {_node_key(f) for f in _all_below(fn, kids, stop)}
         entered, met = _old_reached(fn, kids, known_old, (old_held | others) - {fn})
         if entered and not _rebuilt(fn):  # also through the earlier values another place is
             # rebuilt from (an output beside an LSTM's (h, c)), unless it enters its own (h, c)
@@ -1833,12 +1858,12 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         """An earlier step's tensor that carries a state: its graph reaches what this place held
         at the call in the step before (tracker.h = h after each step), or another place held this
         very node then and this step's value of that place is made from it (h, then tracker.h)."""
-        key, mine = place(path), (id(fn), _seq(fn))
+        key, mine = place(path), _node_key(fn)
         if not _read_slot(fn):  # an item appended to a list is a log of the state, not its carrier
             return False
         then = record.get(key)
         if then is not None and then != mine:
-            if then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}:
+            if then in {_node_key(f) for f in _all_below(fn, kids) - {fn}}:
                 return True
         return any(
             q != key and r == mine and any(fn in _all_below(g, kids) - {g} for g in new_held)
@@ -1851,8 +1876,8 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
         then = record.get(("tuple", path))
         return (
             then is not None
-            and then != (id(fn), _seq(fn))
-            and then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
+            and then != _node_key(fn)
+            and then in {_node_key(f) for f in _all_below(fn, kids) - {fn}}
         )
 
     def _read_slot(fn) -> bool:
@@ -2240,13 +2265,10 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                         )  # a loss term of this step (meta-learning's inner loss)
                         continue
                     held_then = record.get(place(here))
-                    kept = held_then == (
-                        id(fn),
-                        _seq(fn),
-                    )  # the very node it held then: not rebuilt
+                    kept = held_then == _node_key(fn)  # the very node it held then: not rebuilt
                     grows = not kept and (
                         not old(fn)
-                        or held_then in {(id(f), _seq(f)) for f in _all_below(fn, kids) - {fn}}
+                        or held_then in {_node_key(f) for f in _all_below(fn, kids) - {fn}}
                     )
                     if held_then is not None and not grows and not kept:
                         overwritten.append(shown)
@@ -2720,7 +2742,7 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
                     ref = None if holder is None else weakref.ref(holder)
                 except TypeError:  # a list, a dict: no weak reference; its id is kept alone
                     ref = None
-                held_now = ((id(t.grad_fn), _seq(t.grad_fn)), ref)
+                held_now = (_node_key(t.grad_fn), ref)
                 _RECORD.setdefault(mark, {})[place(names[id(t)])] = held_now
                 if type(holder) is tuple:  # a new tuple each step: by its path too
                     _RECORD[mark][("tuple", names[id(t)])] = held_now

@@ -140,8 +140,10 @@ Where it stops:
   instead): ``SavedTensor.unpack_hook``/``.data``, ``Node._raw_saved_*``/``_saved_*``,
   ``torch.autograd.function.BackwardCFunction``, ``Tensor._backward_hooks``/``_post_accumulate_grad_hooks``,
   ``Module._backward_hooks``/``_backward_pre_hooks``, ``torch.nn.modules.module._global_backward_hooks``,
-  torch's backward frames (``torch.autograd.graph._engine_run_backward``) and
-  ``Node._input_metadata`` (an output's shape).
+  torch's backward frames (``torch.autograd.graph._engine_run_backward``),
+  ``Node._input_metadata`` (an output's shape), ``Function.apply``'s frame (Python up to torch
+  2.13; from 2.14 it is C, and ``watch_cuts`` tells a ``Function``'s forward by its code) and a
+  node's Python object (torch 2.4 keeps none: a node is told again by its kind and number).
 * A loss without graph that the caller's source assigns from a ``.grad`` (``pen =
   sum(p.grad.pow(2).sum() ...)`` after ``backward()``; or from a name made so, one step up) is
   told with that line (``.grad`` is written without history unless ``create_graph=True``), the
@@ -193,6 +195,9 @@ _SHOWS_HOOKS = hasattr(
 _FUNCTION_NODE = getattr(torch.autograd.function, "BackwardCFunction", ())
 with torch.enable_grad():  # one node, made at import, to see which private attributes torch has
     _PROBE = (torch.ones(1, requires_grad=True) * torch.ones(1)).grad_fn
+# whether a node holds its Python object (the same object at each read): a reference beside the
+# one getrefcount takes (torch 2.4 holds none; then nodes are told by kind and number, _node_key)
+_NODE_OBJECT_KEPT = sys.getrefcount(_PROBE.next_functions[0][0]) > 1
 _GAPS = [
     f"this torch ({torch.__version__}) has no {api}: {fallback}"
     for api, fallback, present in (
@@ -213,6 +218,8 @@ _GAPS = [
          hasattr(torch.autograd.graph, "_engine_run_backward")),
         ("Node._input_metadata", "a straight-through form is said for any add of a value without "
          "history, whatever its size", hasattr(_PROBE, "_input_metadata")),
+        ("Python object kept with each node", "watch_cuts tells the loss's node by its kind and "
+         "sequence number", _NODE_OBJECT_KEPT),
     )
     if not present
 ]  # fmt: skip
@@ -5012,6 +5019,31 @@ def _floating(v) -> bool | None:
 _WATCHES: collections.deque = collections.deque(maxlen=8)  # the last watches, for why_no_grad
 _INSTRUMENTS = ("why_no_grad.py", "find_old_graph.py")
 _CHECKPOINT_FILE = str(Path("utils", "checkpoint.py"))
+_COMPILER_FILE = str(Path("_dynamo", "convert_frame.py"))  # torch.compile's tracer, compiling
+_FUNCTION_FORWARDS: dict = {}  # a code object -> whether it is a torch.autograd.Function's forward
+
+
+def _function_forward(frame) -> bool:
+    """Whether ``frame`` runs a ``torch.autograd.Function``'s forward. Up to torch 2.13,
+    ``Function.apply`` is Python: its frame in ``autograd/function.py`` is just above the forward;
+    from 2.14 it is in C and leaves no frame, so the forward is told by its code: the ``forward``
+    of one of ``Function``'s subclasses (a class made in a function too: it is alive while
+    applied)."""
+    code = frame.f_code
+    if code.co_name != "forward":
+        return False
+    if code not in _FUNCTION_FORWARDS:
+        found, seen, todo = False, set(), [torch.autograd.Function]
+        while todo and not found:
+            kind = todo.pop()
+            if kind in seen:
+                continue
+            seen.add(kind)
+            todo.extend(type.__subclasses__(kind))
+            own = kind.__dict__.get("forward")
+            found = getattr(getattr(own, "__func__", own), "__code__", None) is code
+        _FUNCTION_FORWARDS[code] = found
+    return _FUNCTION_FORWARDS[code]
 
 
 def _instrument_running(frame) -> bool:
@@ -5025,6 +5057,16 @@ def _instrument_running(frame) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _node_key(fn) -> object:
+    """What tells a node again later: its Python object's id where torch keeps that object alive
+    with the node (2.13); where it does not (2.4: each read of ``grad_fn`` may make a new object,
+    at another address), its kind and sequence number."""
+    if _NODE_OBJECT_KEPT:
+        return id(fn)
+    number = getattr(fn, "_sequence_nr", None)
+    return type(fn).__name__, number() if number is not None else id(fn)
 
 
 def _next_node_number() -> int | None:
@@ -5060,7 +5102,7 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         return None
     for watch in reversed(_WATCHES):
         low, high = watch.span
-        if low is None or high is None or not low <= n < high or id(fn) not in watch.made:
+        if low is None or high is None or not low <= n < high or _node_key(fn) not in watch.made:
             continue  # made in another thread, or outside this watch
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
@@ -5095,7 +5137,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.used_on: set = set()  # ids of leaves a call read with gradients on
         self.read_off: set = set()  # the same, with gradients off
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
-        self.made: set = set()  # ids of the nodes the calls seen made (the loss's, for _WATCHES)
+        self.made: set = set()  # keys of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
 
     def __enter__(self):
@@ -5255,7 +5297,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         if not mode:  # read with gradients off: no run is told from it, but it was read
             self.read_off.update(id(t) for t in tracked if t.grad_fn is None)
             return
-        self.made.update(id(r.grad_fn) for r in results if r.grad_fn is not None)
+        self.made.update(_node_key(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 
     def _record(self, book: dict, label: str, kind: str) -> None:
@@ -5270,16 +5312,18 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 self.hidden += book is self.cuts  # a reentrant checkpoint's first pass: not seen
                 return
             if file.startswith(_TORCH_DIRS):  # torch's own code calling the op; a Function
+                if file.endswith(_COMPILER_FILE):  # torch.compile tracing: torch 2.4 does not
+                    self.compiled += 1  # say is_compiling() there (its copies to fake tensors)
+                    return
                 if place is None and any(p in file for p in _BY_DESIGN):
                     return
                 if file.endswith("autograd/function.py") and frame.f_code.co_name == "apply":
-                    if not self._yours(place) or not inner.startswith(_TORCH_DIRS):
-                        return  # torch's code, or a Function's own forward
-                    if not torch.is_grad_enabled():  # torch's Function runs yours (checkpoint)
-                        self.hidden += book is self.cuts  # review 38 N2
+                    if self._in_function(place, inner, book):  # apply's frame (torch <= 2.13)
                         return
             elif file not in _THIS_FILES and place is None:
                 place, first = (file, frame.f_lineno), frame
+            if _function_forward(frame) and self._in_function(place, file, book):
+                return  # the forward itself (from torch 2.14 apply leaves no frame above it)
             if frame is self._home and frame is not first:
                 caller = (file, frame.f_lineno)
             frame, inner = frame.f_back, file
@@ -5290,6 +5334,18 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         else:
             code = linecache.getline(place[0], place[1]).strip()
             book[place] = [label, kind, code, caller, 1]
+
+    def _in_function(self, place, forward: str, book: dict) -> bool:
+        """At a ``torch.autograd.Function``'s forward (in file ``forward``): whether the op is not
+        reported: torch's code or a Function's own forward, which needs no history (apply gives its
+        output one); your code that torch's Function runs with gradients off (checkpoint) is
+        counted as hidden."""
+        if not self._yours(place) or not forward.startswith(_TORCH_DIRS):
+            return True  # torch's code, or a Function's own forward
+        if not torch.is_grad_enabled():  # torch's Function runs yours (checkpoint)
+            self.hidden += book is self.cuts  # review 38 N2
+            return True
+        return False
 
     @staticmethod
     def _yours(place) -> bool:

@@ -3796,6 +3796,71 @@ def test_validation_outputs_appended_with_their_graph_grow_memory_at_any_count()
     _three_checked_steps(loss_of, opt, lambda i: m(xs[i]).pow(2).mean(), m=m)
 
 
+def test_a_saved_tensor_changed_in_place_is_held_where_looking_unpacks_it(monkeypatch):
+    """versions16: where saved tensors show no hook (torch 2.9 and older) each is unpacked to
+    look at it, and one changed in place since saved (a weight after opt.step()) refuses:
+    find_old_graph raised torch's in-place error on validation outputs kept with their graph.
+    It counts as held, as its packed data shows on 2.10+; the verdict is the same."""
+    monkeypatch.setattr(fog, "UNPACKS_TO_LOOK", True)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    val_outs = []
+    for i in range(3):
+        mark_step()
+        loss = m(torch.randn(2, 4)).pow(2).mean()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "shows no saved tensor's hook"
+            report = find_old_graph(loss, m=m, opt=opt, val_outs=val_outs)
+        if i:
+            (carrier,) = report.carriers
+            assert carrier.verdict == "detach" and "graph is alive" in carrier.reason, report
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        val_outs.append(m(torch.randn(2, 4)))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        val_outs[0].sum().backward()  # what was held: backward through it would raise
+
+
+def test_a_node_is_told_again_by_its_kind_and_number_where_its_object_is_not_kept(monkeypatch):
+    """versions16: torch 2.4 keeps no Python object with a node: each read of ``grad_fn`` may make
+    a new one at another address, so a call could not tell the node a place held at the step
+    before (validation outputs kept with their graph read as "replaced at each step" at the third
+    step). There a node's key is its kind and sequence number; torch 2.13 keeps the object, and
+    the key by kind gives the same verdicts on it."""
+    x = torch.ones(2, requires_grad=True)
+    y, z = x * 2, x * 2
+    assert fog._node_key(y.grad_fn) == fog._node_key(y.grad_fn) != fog._node_key(z.grad_fn)
+    monkeypatch.setattr(fog, "_NODE_OBJECT_KEPT", False)
+    monkeypatch.setattr(fog, "_GAPS", [])
+    with pytest.warns(
+        UserWarning, match="has no Python object kept with each node: a node is told"
+    ):
+        assert fog._node_key(y.grad_fn) == ("MulBackward0", y.grad_fn._sequence_nr())
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    val_outs, seen = [], []
+    for i in range(4):
+        mark_step()
+        loss = m(torch.randn(2, 4)).pow(2).mean()
+        if i:
+            report = find_old_graph(loss, m=m, opt=opt, val_outs=val_outs)
+            (carrier,) = report.carriers
+            seen.append((carrier.path, carrier.verdict))
+            assert "by its kind and sequence number" in str(report)  # said in every report
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        val_outs.append(m(torch.randn(2, 4)))
+    assert seen == [
+        ("val_outs[0]", "detach"),
+        ("val_outs[0..1]", "detach"),
+        ("val_outs[0..2]", "detach"),
+    ]
+
+
 def test_a_running_max_and_average_of_the_loss_get_a_float_by_their_op():
     """Review 19 I6: a running max and an EMA of the loss were told to "add loss.item() to it".
     The fix is worded by the op; applied, nothing is carried and three checked steps train."""
@@ -12529,6 +12594,85 @@ def test_watch_cuts_is_silent_on_modules_torch_func_function_and_compile():
     assert a.grad_fn is not None and b.grad_fn is not None and set(g) == set(params)
     # fix39: with compiled code in the block, the report says it is not checked (was: "no op dropped")
     assert str(w).startswith("watch_cuts: code run by torch.compile is not checked"), str(w)
+
+
+def test_watch_cuts_knows_a_functions_forward_where_apply_leaves_no_frame(monkeypatch):
+    """versions16: from torch 2.14 ``Function.apply`` is C and leaves no frame above the forward;
+    a custom Function's own forward and torch.compile's compiled forward (a Function too) were
+    reported as cuts there. Run on 2.13 with apply made the C one, as 2.14 has it."""
+    from why_no_grad import watch_cuts
+
+    monkeypatch.setattr(torch.autograd.Function, "apply", torch._C._FunctionBase.__dict__["apply"])
+
+    class Twice(torch.autograd.Function):  # forward(ctx, ...)
+        @staticmethod
+        def forward(ctx, a):
+            return a.detach() * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class Thrice(torch.autograd.Function):  # forward(...) with setup_context: no ctx to see
+        @staticmethod
+        def forward(a):
+            return a.detach() * 3
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    net, x = _wng19_model()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda v: net(v).sum(), backend="aot_eager")
+    with watch_cuts(show=False) as w:
+        a, b = Twice.apply(net(x)).sum(), Thrice.apply(net(x)).sum()
+        c = compiled(x)
+    assert all(t.grad_fn is not None for t in (a, b, c))
+    assert str(w).startswith("watch_cuts: code run by torch.compile is not checked"), str(w)
+    with watch_cuts(show=False) as w:  # a copy in your code around the Function is still one
+        Twice.apply(net(x)).detach()
+    assert "1 place(s)" in str(w) and ".detach()" in str(w), str(w)
+
+
+def test_watch_cuts_does_not_report_what_torch_compile_runs_while_compiling():
+    """versions16: torch 2.4's compiler copies parameters to fake tensors (``.data``, in
+    ``copy.py``) with is_compiling() False; those reads were reported as your cut. A frame of
+    torch.compile's tracer (``_dynamo/convert_frame.py``) on the stack now counts as compiled
+    code: here a function given that file's name calls a copy in your code."""
+    from why_no_grad import watch_cuts
+
+    tracer = Path(torch.__file__).parent / "_dynamo" / "convert_frame.py"
+    scope: dict = {}
+    exec(compile("def trace(step):\n    return step()\n", str(tracer), "exec"), scope)
+    net, x = _wng19_model()
+    with watch_cuts(show=False) as w:
+        kept = scope["trace"](lambda: net(x).detach())
+    assert kept.grad_fn is None and w.compiled == 1
+    assert str(w).startswith("watch_cuts: code run by torch.compile is not checked"), str(w)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_watch_cuts_tells_the_losss_node_where_torch_keeps_no_object_for_it(monkeypatch, kept):
+    """versions16: what a watch saw is matched to the loss by its node; torch 2.4 keeps no Python
+    object with a node, so the id read in the watch and the one read later differ. There the
+    key is the node's kind and number: the same rule either way (run on 2.13 with that key)."""
+    import why_no_grad as wng
+    from why_no_grad import watch_cuts
+
+    monkeypatch.setattr(wng, "_NODE_OBJECT_KEPT", kept)
+    torch.manual_seed(0)
+    used, idle = nn.Linear(3, 1), nn.Linear(3, 1)
+    model = nn.ModuleDict(dict(used=used, idle=idle))
+    with watch_cuts(show=False):
+        loss = used(torch.randn(2, 3)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=model)["model.idle.weight"]
+    assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
 
 
 def test_watch_cuts_changes_nothing():
