@@ -12664,6 +12664,8 @@ def test_watch_cuts_tells_the_losss_node_where_torch_keeps_no_object_for_it(monk
     import why_no_grad as wng
     from why_no_grad import watch_cuts
 
+    if kept and not wng._NODE_OBJECT_KEPT:
+        pytest.skip("this torch keeps no object with a node: its id changes between reads")
     monkeypatch.setattr(wng, "_NODE_OBJECT_KEPT", kept)
     torch.manual_seed(0)
     used, idle = nn.Linear(3, 1), nn.Linear(3, 1)
