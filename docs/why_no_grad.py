@@ -1281,20 +1281,40 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
         fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
         twice = sorted({f"{_TWICE[n][0]} ({n})" for n in map(lambda f: type(f).__name__, g.nodes)
                         if n in _TWICE})  # fmt: skip
-        top = g.held["module"].get(id(t), "").partition(".")[0]
-        kin = top and any(g.held["module"].get(i, "").startswith(top + ".") for i in g.leaves)
-        if twice and kin:  # a loss made from a gradient through ReLU, of a model it trains
+        named = g.held["module"].get(id(t), "").split(".")
+        # kin: a tensor of the container that holds its module (model.4's is model; gan.G.0's is
+        # gan.G, not gan: a generator beside its critic in one container is not kin of it)
+        parent = ".".join(named[:-2]) or named[0]
+        kin = parent and any(g.held["module"].get(i, "").startswith(parent + ".") for i in g.leaves)
+        ops = sorted(
+            {_TWICE[n][0] for n in map(lambda f: type(f).__name__, g.nodes) if n in _TWICE}
+        )
+        if twice and kin and named[-1] == "bias":  # added after the last nonlinearity: in no u_x
+            why += (
+                f"; the loss's graph holds {', '.join(twice)}, a derivative differentiated again "
+                "(create_graph=True): a bias added after a model's last nonlinearity (an output "
+                "layer's bias) is in no derivative of the output to the input, whatever the "
+                "activation"
+            )
+            fix = (
+                "if it is added after the last nonlinearity and the term is a derivative of the "
+                "output (a PINN residual u_xx, a gradient penalty), None is right for this term, "
+                "with any activation: a term on the output itself (a boundary or data term) trains "
+                "it; else: " + fix
+            )
+        elif twice and kin:  # a loss made from a gradient through ReLU, of a model it trains
             why += (
                 f"; the loss's graph holds {', '.join(twice)}, the derivative of a piecewise-"
                 "linear op differentiated again (create_graph=True): its second derivative is "
                 "zero, and a tensor that reaches the loss only through it drops out of the graph "
-                "(a layer after the last ReLU, in a second derivative such as u_xx)"
+                f"(for example a layer after the last {' or '.join(ops)}, in a second derivative "
+                "such as u_xx)"
             )
             fix = (
-                "if the loss differentiates a gradient again (a PINN residual u_xx), a smooth "
-                "activation (nn.Tanh, nn.Softplus, nn.SiLU, nn.GELU) keeps it on the graph; if "
-                "the term does not depend on it (the last bias, in a gradient penalty), None is "
-                "right; else: " + fix
+                f"if it is after the last {' or '.join(ops)} and the loss differentiates a gradient "
+                "again (a PINN residual u_xx), a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU, "
+                "nn.GELU) in place of that op keeps it on the graph; if the term does not depend on "
+                "it (a first-order gradient penalty), None is right; else: " + fix
             )
         if grad is not None and grad.any() and _reentrant(g):
             return (

@@ -14074,8 +14074,9 @@ def test_fix42_a_relu_pinn_residual_is_zero_through_relus_second_derivative_and_
         "piecewise-linear op differentiated again (create_graph=True)" in last.why
     ), last
     assert last.fix.startswith(
-        "if the loss differentiates a gradient again (a PINN residual u_xx), a smooth activation "
-        "(nn.Tanh, nn.Softplus, nn.SiLU, nn.GELU) keeps it on the graph"
+        "if it is after the last ReLU and the loss differentiates a gradient again (a PINN "
+        "residual u_xx), a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU, nn.GELU) in place of "
+        "that op keeps it on the graph"
     ), last.fix
     apart = why_no_grad(loss, model=net, gen=nn.Linear(2, 2))["gen.weight"]  # another model
     assert "piecewise-linear" not in str(apart), apart
@@ -14299,3 +14300,81 @@ def test_fix42_a_penalty_made_from_dot_grad_is_told_and_the_autograd_grad_fix_tr
     start = {k: v.detach().clone() for k, v in model.named_parameters()}
     _three_checked_steps(loss_of, opt, reference, model=model)
     assert all(not v.equal(start[k]) for k, v in model.named_parameters())
+
+
+# review 44 F1, M1: the last bias of a PINN is in no derivative of u to x, whatever the activation
+def test_rev44_a_pinns_last_bias_is_told_none_is_right_and_tanh_trains_the_last_weight():
+    """ReLU PINN (u_xx + 1)^2: model.4.weight (after the last ReLU) goes back on the graph with
+    nn.Tanh; model.4.bias does not (u_xx does not depend on it with any activation) and is told so,
+    also behind a Tanh (Linear-ReLU-Linear-Tanh-Linear). A generator in one container beside a
+    ReLU critic (gan.G, gan.D) is not told of the critic's second derivative. The fix, nn.Tanh
+    with the residual alone, trains 3 steps against torch.func (jacfwd over jacrev, vmapped):
+    every parameter but the last bias moves; the last bias gets no gradient."""
+
+    def residual(net, x):
+        x = x.clone().requires_grad_()
+        u = net(x)
+        (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
+        (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
+        return (uxx + 1).pow(2).mean()
+
+    x = torch.linspace(-1, 1, 16).unsqueeze(1)
+    for second in (nn.ReLU, nn.Tanh):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 8), second(), nn.Linear(8, 1))
+        loss = residual(net, x)
+        loss.backward()
+        bias = why_no_grad(loss, model=net)["model.4.bias"]
+        assert (
+            "a bias added after a model's last nonlinearity (an output layer's bias) is in no "
+            "derivative of the output to the input, whatever the activation" in bias.why
+        ), bias.why
+        assert "drops out of the graph" not in bias.why and "keeps it on the graph" not in bias.fix
+        assert bias.fix.startswith(
+            "if it is added after the last nonlinearity and the term is a derivative of the output "
+            "(a PINN residual u_xx, a gradient penalty), None is right for this term, with any "
+            "activation: a term on the output itself (a boundary or data term) trains it"
+        ), bias.fix
+
+    class Gan(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
+            self.D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+
+    torch.manual_seed(0)
+    gan = Gan()
+    fake = gan.G(torch.randn(8, 2)).detach()
+    xi = fake.clone().requires_grad_()
+    (gx,) = torch.autograd.grad(gan.D(xi).sum(), xi, create_graph=True)
+    pen = (gx.norm(dim=1) - 1).pow(2).mean()
+    pen.backward()
+    told = why_no_grad(pen, gan=gan)
+    for name in ("gan.G.0.weight", "gan.G.2.weight"):
+        assert "piecewise-linear" not in str(told[name]), told[name]
+        assert "smooth activation" not in told[name].fix, told[name]
+    torch.manual_seed(0)
+    fixed = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    xs = [torch.rand(16, 1) * 2 - 1 for _ in range(3)]
+    trained = [p for n, p in fixed.named_parameters() if n != "4.bias"]
+    opt = torch.optim.SGD(trained, lr=0.01)
+
+    def reference(step):
+        p = dict(fixed.named_parameters())
+
+        def u(point):
+            return torch.func.functional_call(fixed, p, (point.reshape(1, 1),)).reshape(())
+
+        uxx = torch.vmap(torch.func.jacfwd(torch.func.jacrev(u)))(xs[step].reshape(-1))
+        return (uxx + 1).pow(2).mean()
+
+    last_bias = fixed[4].bias.detach().clone()
+    _three_checked_steps(
+        lambda i: residual(fixed, xs[i]),
+        opt,
+        reference,
+        l0=fixed[0],
+        l2=fixed[2],
+        w=fixed[4].weight,
+    )
+    assert fixed[4].bias.grad is None and fixed[4].bias.equal(last_bias)
