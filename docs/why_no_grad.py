@@ -854,6 +854,7 @@ class _Context:
     draws: list | None = None  # _module_draws of the modules named, once
     kept: dict | None = None  # _kept_from, once
     grad_read: str = ""  # a loss without graph assigned from a .grad: where (_grad_read)
+    stale: dict | None = None  # _stale_nodes, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -944,6 +945,44 @@ def _clamped(fn) -> str | None:
     return f"a clamp ({kind[0]}({shown})) that kept every value at its bound: its derivative is zero there"
 
 
+_INPLACE = "modified by an inplace operation"
+
+
+def _stale_nodes(g: _Context) -> dict:
+    """Nodes of the loss's graph whose saved tensor was changed in place after they saved it
+    (h = sigmoid(z); h.bernoulli_()): backward() raises at them. Read before backward only, by
+    ``_saved_<name>`` (which checks the version; ``_raw_saved_*`` does not), and only where no
+    unpack hook is set (reading would run it). Node -> the tensor op it saved for."""
+    found = {}
+    if not (g.alive and not g.ran and _SHOWS_HOOKS):
+        return found
+    for fn in g.nodes:
+        if isinstance(fn, _FUNCTION_NODE):
+            continue
+        attrs = _SAVED_ATTRS.get(type(fn))
+        if attrs is None:
+            attrs = _SAVED_ATTRS[type(fn)] = tuple(
+                a for a in dir(fn) if a.startswith("_raw_saved_")
+            )
+        for attr in attrs:
+            try:
+                raw = getattr(fn, attr)
+            except RuntimeError:
+                continue
+            items = raw if isinstance(raw, (list, tuple)) else [raw]
+            if not any(i is not None for i in items) or any(
+                i is not None and i.unpack_hook is not None for i in items
+            ):
+                continue
+            try:
+                getattr(fn, attr.replace("_raw_saved_", "_saved_"))
+            except RuntimeError as error:
+                if _INPLACE in str(error):
+                    found[fn] = re.sub(r"Backward\d*$", "", type(fn).__name__)
+                    break
+    return found
+
+
 def _zero_nodes(g: _Context) -> dict:
     """Nodes of the loss's graph that pass back no gradient, with what they are: a step op (floor,
     round, sign: by name, also after backward), a dead ReLU, a multiplication by an all-zero
@@ -963,8 +1002,10 @@ def _zero_nodes(g: _Context) -> dict:
                 f"{op}'s input is zero wherever defined (second derivative of a piecewise-linear op)"
             )
     if g.alive and not g.ran and _SHOWS_HOOKS:
+        if g.stale is None:
+            g.stale = _stale_nodes(g)
         for fn in g.nodes:  # an output exactly at its bound passes back exactly zero
-            bounds = _SATURATES.get(type(fn).__name__)
+            bounds = _SATURATES.get(type(fn).__name__) if fn not in g.stale else None
             raw = getattr(fn, "_raw_saved_result", None) if bounds else None
             data = raw.data if raw is not None and raw.unpack_hook is None else None
             if data is not None and data.is_floating_point() and data.numel():
@@ -4552,7 +4593,7 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     return (
         "read before backward"
         + (", or left out by a retained one" if g.with_grad else "")
-        + (f"; will be zero: {what}" if what else ""),
+        + (f"; {what}" if what == _RAISES else f"; will be zero: {what}" if what else ""),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
         "when backward() reaches it"
         + (
@@ -4565,13 +4606,16 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "writes no leaf's .grad)"
         )
         + (
-            f"; {cause}, so that gradient will be zero"
+            f"; {cause}"
+            if what == _RAISES
+            else f"; {cause}, so that gradient will be zero"
             if what
             else "; no zero cause it reads is on "
             "the way (a dead ReLU, a multiplication by zero, a saturated softmax, sigmoid or tanh, "
             "a clamp at its bound, an exact fit, a step op)" + _unread(g, node)
         ),
-        "call loss.backward() first, then read .grad"
+        (f"{fix}; then call loss.backward() and read .grad" if what == _RAISES else "")
+        or "call loss.backward() first, then read .grad"
         + (
             "; after one: include it in inputs=, or read .grad before zero_grad()"
             if g.with_grad
@@ -4624,6 +4668,35 @@ _ZERO_FIX = {
 }
 
 
+_DRAW_FIX = {  # the out-of-place form of each draw (_DRAWN), by its name
+    "normal_": "h.normal_(m, s) writes a draw over h that does not depend on h's values: to add "
+    "noise, h = h + s * torch.randn_like(h) + m (out of place, h's shape); a draw whose mean and "
+    "std train: mean + std * noise, the noise of the draw's full shape",
+    "uniform_": "h.uniform_(a, b) writes a draw over h that does not depend on h's values: to add "
+    "it, h = h + a + (b - a) * torch.rand_like(h) (out of place)",
+    "bernoulli_": "h.bernoulli_(p) writes 0s and 1s over h that do not depend on h's values: for "
+    "a mask that keeps each value with probability p, h = h * torch.bernoulli(torch.full_like(h, "
+    "p)) / p (F.dropout(h, 1 - p) does the same)",
+    "torch.bernoulli(p)": "a Bernoulli draw of a probability that trains: a relaxed draw "
+    "(torch.distributions.RelaxedBernoulli(t, probs=p).rsample()) or a score-function (REINFORCE) "
+    "term (Bernoulli(p).log_prob(draw) * cost.detach() added to the loss)",
+    "torch.poisson(rate)": "a Poisson draw of a rate that trains: a score-function (REINFORCE) "
+    "term (torch.distributions.Poisson(rate).log_prob(draw) * cost.detach() added to the loss), "
+    "or for a large rate the Gaussian stand-in rate + rate.sqrt() * torch.randn_like(rate)",
+}
+
+
+def _draw_fix(ops) -> str:
+    """The fix for the draws named (``normal_``, ``torch.poisson(rate)``...): each its own form;
+    another in-place draw is drawn into a new tensor and combined out of place."""
+    return "; ".join(
+        _DRAW_FIX.get(op)
+        or f"h.{op}(...) writes a draw over h that does not depend on h's values: draw into a new "
+        f"tensor and combine it out of place (h = h + torch.empty_like(h).{op}(...))"
+        for op in ops
+    )
+
+
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
@@ -4648,9 +4721,40 @@ def _step_fix(ops) -> str:
     return _ZERO_FIX["a step op"].replace("x + (torch.round(x) - x).detach()", "; ".join(lines))
 
 
+_RAISES = "backward() will raise"
+
+
+def _raises(g: _Context) -> tuple[str, str]:
+    """(why, fix) for a graph holding a saved tensor changed in place since (``g.stale``)."""
+    ops = sorted(set(g.stale.values()))
+    draws = sorted(
+        {
+            _DRAWN[type(fn).__name__]
+            for fn in g.nodes
+            if type(fn).__name__ in _DRAWN
+            and any(c in g.stale for c, _ in fn.next_functions if c is not None)
+        }
+    )
+    by = f" (by {', '.join(draws)}, a draw in place)" if draws else ""
+    why = (
+        f"{', '.join(ops)} saved a value for its backward that was changed in place after it{by}: "
+        "backward() raises 'one of the variables needed for gradient computation has been "
+        "modified by an inplace operation' before it writes any .grad (whatever that value "
+        "holds now, it is not what the op saw)"
+    )
+    fix = "make the op that changes it out of place (x = x + 1, not x.add_(1)), or change a clone"
+    if draws:
+        fix = _draw_fix(draws) + "; " + fix
+    return why, fix
+
+
 def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     """(what, why, fix) when every path from the loss to ``node`` passes through a node that
     passes back no gradient (``_zero_nodes``); empty strings otherwise."""
+    if g.stale is None:
+        g.stale = _stale_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
+    if g.stale and node is not None:  # backward() raises before it writes any .grad
+        return _RAISES, *_raises(g)
     if g.zero is None:  # read once per report
         g.zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
     zero = g.zero
@@ -4664,6 +4768,10 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
         {k.partition(" (zero derivative)")[0] for k in kinds if "(zero derivative)" in k}
     )
     fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
+    drawn = sorted({k.partition("a draw by ")[2].partition(" (drawn anew")[0] for k in kinds
+                    if "(drawn anew" in k})  # fmt: skip
+    drawn_fix = _ZERO_FIX["a draw that replaces the values"]
+    fix = fix.replace(drawn_fix, _draw_fix(drawn)) if drawn else fix
     return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
 
 
@@ -4674,6 +4782,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
         every = f"; {cause}, so every backward through this graph writes zero" if what else ""
+        every = f"; {cause}" if what == _RAISES else every
         every = every or _unread(g, node)
         if id(t) in g.cleared:  # non-zero when a call saw it: a backward only adds to .grad
             return (
@@ -4698,7 +4807,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             )
         return (
             "zero: left from before, or written by a retained backward"
-            + (f"; will be zero: {what}" if what else ""),
+            + (f"; {what}" if what == _RAISES else f"; will be zero: {what}" if what else ""),
             "no backward has freed this graph: none ran yet, and these zeros are left from before "
             "(zero_grad(set_to_none=False)), or one ran with retain_graph=True and wrote them"
             + every,
