@@ -601,7 +601,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     g.tensors, g.expected = tensors, expected
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
         g.producers = _producers(sys._getframe(1), loss)
-        g.grad_read = _grad_read(sys._getframe(1), loss)
+        g.grad_read, g.grad_beside = _grad_read(sys._getframe(1), loss)
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
         g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
@@ -854,6 +854,7 @@ class _Context:
     draws: list | None = None  # _module_draws of the modules named, once
     kept: dict | None = None  # _kept_from, once
     grad_read: str = ""  # a loss without graph assigned from a .grad: where (_grad_read)
+    grad_beside: list = field(default_factory=list)  # other operands without graph (_grad_read)
     stale: dict | None = None  # _stale_nodes, once
 
     def label(self, t: torch.Tensor) -> str:
@@ -1972,7 +1973,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "train on a differentiable loss (BCE or cross-entropy on the same outputs, or a "
             "differentiable surrogate of the metric) and keep the metric for monitoring",
         )
-    if g.loss.grad_fn is None and not g.loss.requires_grad and g.grad_read:
+    if g.loss.grad_fn is None and not g.loss.requires_grad and g.grad_read and not g.grad_beside:
         return (
             "not on the graph: the loss has no graph",
             "the loss has no graph (no grad_fn, requires_grad=False) and is made from a .grad "
@@ -1998,7 +1999,17 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "from torch.autograd.grad without create_graph=True), or no input "
             "required grad (name the object that computed it, metric=metric: one that says "
             "is_differentiable = False is told; with watch_cuts(): around the forward and loss "
-            "locates the cut)" + _where_cut(g),
+            "locates the cut)"
+            + _where_cut(g)
+            + (
+                f"; it reads a .grad ({g.grad_read}), which backward() writes without history "
+                "unless it ran with create_graph=True: one possible cut, beside "
+                f"{', '.join(g.grad_beside)}, which "
+                + ("has" if len(g.grad_beside) == 1 else "have")
+                + " no graph either"
+                if g.grad_read
+                else ""
+            ),
             _off_here_fix(g)
             + (
                 f"compute it with gradients enabled: {_INFERENCE_FIX}"
@@ -2706,10 +2717,13 @@ def _own_nodes(body: list):
             todo += list(ast.iter_child_nodes(n))
 
 
-def _grad_read(frame, loss: torch.Tensor) -> str:
+def _grad_read(frame, loss: torch.Tensor) -> tuple[str, list[str]]:
     """ "file:line: code" where the caller's last assignment (above its current line) of a name
     bound to the loss, or of a name that assignment reads, reads a ``.grad`` (``pen =
-    sum(p.grad.pow(2).sum() for p in params)``), read with ``ast`` and never run; "" if none."""
+    sum(p.grad.pow(2).sum() for p in params)``), read with ``ast`` and never run; "" if none.
+    With it, the names that the loss's assignment reads, bound in the caller to a tensor without
+    graph, whose own assignment reads no ``.grad`` (``out`` made under no_grad, a target): any of
+    them could be the cut as well."""
     try:
         names = {k for k, v in frame.f_locals.items() if v is loss}
         code, at = frame.f_code, frame.f_lineno
@@ -2722,7 +2736,7 @@ def _grad_read(frame, loss: torch.Tensor) -> str:
             body = root.body if isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
             at = at - start + 1
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
-        return ""
+        return "", []
     assigned = collections.defaultdict(list)
     for n in _own_nodes(body):
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
@@ -2730,15 +2744,29 @@ def _grad_read(frame, loss: torch.Tensor) -> str:
                 if isinstance(t, ast.Name) and n.end_lineno <= at:
                     assigned[t.id].append(n)
     todo = [max(assigned[k], key=lambda n: n.lineno) for k in names if assigned[k]]
+
+    def reads_grad(n) -> bool:
+        return any(isinstance(a, ast.Attribute) and a.attr == "grad" for a in ast.walk(n.value))
+
+    read = {a.id for n in todo for a in ast.walk(n.value) if isinstance(a, ast.Name)}
+    beside = sorted(
+        k
+        for k in read
+        if isinstance(v := frame.f_locals.get(k), torch.Tensor)
+        and v.is_floating_point()
+        and v.grad_fn is None
+        and not v.requires_grad
+        and not (assigned[k] and reads_grad(max(assigned[k], key=lambda n: n.lineno)))
+    )
     for depth in range(2):  # the loss's own assignment, then those of the names it reads
         for n in todo:
             for a in ast.walk(n.value):
                 if isinstance(a, ast.Attribute) and a.attr == "grad":
                     line = start + a.lineno - 1
-                    return f"{file}:{line}: {lines[a.lineno - 1].strip()}"
+                    return f"{file}:{line}: {lines[a.lineno - 1].strip()}", beside
         reads = {a.id for n in todo for a in ast.walk(n.value) if isinstance(a, ast.Name)}
         todo = [max(assigned[k], key=lambda n: n.lineno) for k in reads if assigned[k]]
-    return ""
+    return "", []
 
 
 def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:

@@ -14478,3 +14478,27 @@ def test_rev44_each_draw_gets_its_own_out_of_place_fix_and_it_trains(draw):
     start_w = {k: v.detach().clone() for k, v in fixed.named_parameters()}
     _three_checked_steps(loss_of, opt, reference, model=fixed)
     assert all(not v.equal(start_w[k]) for k, v in fixed.named_parameters())
+
+
+# review 44 F3: a loss made under no_grad, whose target is read from a .grad, is not blamed on it
+def test_rev44_a_no_grad_loss_with_a_grad_target_names_both_possible_cuts():
+    torch.manual_seed(0)
+    net, x = nn.Linear(3, 1), torch.randn(8, 3)
+    xx = x.clone().requires_grad_()
+    net(xx).sum().backward()
+    net.zero_grad()
+    target = xx.grad
+    with torch.no_grad():
+        out = net(x)
+    l3 = (out - target[:, :1]).pow(2).mean()
+    found = why_no_grad(l3, model=net)["model.weight"]
+    assert found.rule == "not on the graph: the loss has no graph", found
+    assert "is made from a .grad" not in found.why, found.why
+    assert "it was computed under torch.no_grad() or inference_mode" in found.why, found.why
+    assert "; it reads a .grad (test_instruments.py:" in found.why, found.why
+    assert "target = xx.grad), which backward() writes without history unless it ran with " in (
+        found.why
+    )
+    assert found.why.endswith("one possible cut, beside out, which has no graph either"), found.why
+    assert not found.fix.startswith("take the gradients as tensors"), found.fix
+    assert found.fix.startswith("compute it with gradients enabled"), found.fix
