@@ -1023,6 +1023,7 @@ def _zero_nodes(g: _Context) -> dict:
                 data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
                 if all(d is not None for d in data) and torch.equal(*data):
                     found[fn] = "a loss at its minimum (an exact fit: outputs equal the targets)"
+        twice = sorted({_TWICE[type(f).__name__][0] for f in g.nodes if type(f).__name__ in _TWICE})
         for fn in g.nodes:  # x * 0, or a matrix product with an all-zero operand: per edge
             names = {"MulBackward0": ("self", "other"), "MmBackward0": ("self", "mat2")}
             if type(fn).__name__ not in names:
@@ -1032,14 +1033,36 @@ def _zero_nodes(g: _Context) -> dict:
             kids = [c for c, _ in fn.next_functions]
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
-            what = (
-                "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
-            )
-            if zero and len(zero) == sum(c is not None for c in kids[:2]):
-                found[fn] = what
+            said = {i: _zero_factor(data[1 - i], g, twice) for i in zero}
+            if (
+                zero
+                and len(zero) == sum(c is not None for c in kids[:2])
+                and len(set(said.values())) == 1
+            ):
+                found[fn] = said[zero[0]]
             else:
-                found.update(((fn, i), what) for i in zero)
+                found.update(((fn, i), said[i]) for i in zero)
     return found
+
+
+def _zero_factor(data: torch.Tensor, g: _Context, twice: list) -> str:
+    """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
+    leaf's: zero-initialised), the zero of a piecewise-linear op's second derivative passed on
+    (a _TWICE node is on the graph and the factor is no leaf's), or a multiplication by zero."""
+    try:
+        at = data.untyped_storage().data_ptr()
+    except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
+        at = None
+    if at is not None and any(
+        v.requires_grad and v.untyped_storage().data_ptr() == at for v, _ in g.leaves.values()
+    ):
+        return "a product with a parameter that is all zero (initialised to 0)"
+    if twice:
+        return (
+            f"a product with the zero of {' or '.join(twice)}'s derivative differentiated again "
+            "(its second derivative, multiplied on)"
+        )
+    return "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
 
 
 def _on_the_way(g: _Context, node) -> list:
@@ -4679,6 +4702,9 @@ _ZERO_FIX = {
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
     "comparison (x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
+    "a parameter at zero": "a parameter initialised to 0: what it multiplies gets a gradient from "
+    "the second step on, once it has moved (if its own gradient is not zero); right if it was zero-initialised on purpose (a "
+    "zero-initialised output layer, as in ControlNet or adaLN-Zero); else initialise it non-zero",
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
     "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
     "it; check the inputs' range (normalise them)",
@@ -4728,7 +4754,7 @@ def _draw_fix(ops) -> str:
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"), ("a clamp at its bound", "a clamp ("),
+    ("a softmax over one element", "size 1"), ("a parameter at zero", "(initialised to 0)"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),

@@ -14502,3 +14502,55 @@ def test_rev44_a_no_grad_loss_with_a_grad_target_names_both_possible_cuts():
     assert found.why.endswith("one possible cut, beside out, which has no graph either"), found.why
     assert not found.fix.startswith("take the gradients as tensors"), found.fix
     assert found.fix.startswith("compute it with gradients enabled"), found.fix
+
+
+# review 44 M3, M4: an all-zero factor of a product is told by what it is: a second derivative's
+# zero passed on (a ReLU PINN), or a parameter initialised to 0 (a zero-initialised output layer)
+def test_rev44_a_zero_factor_is_told_as_a_second_derivative_or_a_zero_initialised_parameter():
+    """Before backward, a ReLU PINN's weights are told the second derivative only (no 'weight of
+    0.0, mask, state reset'). A zero-initialised output layer (Linear(8, 1, bias=False) by
+    nn.init.zeros_) is told as a parameter at 0, not 'a non-zero weight for that term'; its claim
+    is checked for 3 SGD steps against torch.func.grad: the first layer gets zero at step 0 and
+    a non-zero gradient from step 1 on, and every parameter has moved at the end."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    x = torch.linspace(-1, 1, 16).unsqueeze(1).requires_grad_()
+    u = net(x)
+    (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
+    (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
+    told = why_no_grad((uxx + 1).pow(2).mean(), model=net)
+    for name in ("model.0.weight", "model.2.weight", "model.0.bias"):
+        found = told[name]
+        assert found.rule == (
+            "read before backward; will be zero: a second derivative of a piecewise-linear op"
+        ), found
+        assert "multiplication by zero" not in found.why and "weight of 0.0" not in found.fix
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1, bias=False))
+    nn.init.zeros_(net[2].weight)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    found = why_no_grad((net(x) - y).pow(2).mean(), model=net)["model.0.weight"]
+    assert found.rule == "read before backward; will be zero: a parameter at zero", found
+    assert "a product with a parameter that is all zero (initialised to 0)" in found.why
+    assert found.fix.endswith(
+        "for the zero: a parameter initialised to 0: what it multiplies gets a gradient from the "
+        "second step on, once it has moved (if its own gradient is not zero); right if it was "
+        "zero-initialised on purpose (a zero-initialised output layer, as in ControlNet or "
+        "adaLN-Zero); else initialise it non-zero"
+    ), found.fix
+    assert "a non-zero weight for that term" not in found.fix
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    start = {k: v.detach().clone() for k, v in net.named_parameters()}
+
+    def pure(p):  # the same net, by hand
+        return (torch.tanh(x @ p["0.weight"].T + p["0.bias"]) @ p["2.weight"].T - y).pow(2).mean()
+
+    for step in range(3):
+        want = torch.func.grad(pure)({k: v.detach() for k, v in net.named_parameters()})
+        opt.zero_grad()
+        (net(x) - y).pow(2).mean().backward()
+        for k, p in net.named_parameters():
+            torch.testing.assert_close(p.grad, want[k])
+        assert bool(net[0].weight.grad.any()) == (step > 0), step  # zero at the first step only
+        opt.step()
+    assert all(not v.equal(start[k]) for k, v in net.named_parameters())
