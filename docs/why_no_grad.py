@@ -1024,6 +1024,7 @@ def _zero_nodes(g: _Context) -> dict:
                 if all(d is not None for d in data) and torch.equal(*data):
                     found[fn] = "a loss at its minimum (an exact fit: outputs equal the targets)"
         twice = sorted({_TWICE[type(f).__name__][0] for f in g.nodes if type(f).__name__ in _TWICE})
+        twice += ["abs"] if any(type(f).__name__ == "SgnBackward0" for f in g.nodes) else []
         for fn in g.nodes:  # x * 0, or a matrix product with an all-zero operand: per edge
             names = {"MulBackward0": ("self", "other"), "MmBackward0": ("self", "mat2")}
             if type(fn).__name__ not in names:
@@ -4772,7 +4773,19 @@ def _step_fix(ops) -> str:
         line += f" (x - fmod(x, 1) is a {real})" if op == "fmod" else ""
         if line not in lines:
             lines.append(line)
-    return _ZERO_FIX["a step op"].replace("x + (torch.round(x) - x).detach()", "; ".join(lines))
+    fix = _ZERO_FIX["a step op"].replace("x + (torch.round(x) - x).detach()", "; ".join(lines))
+    return f"{_ABS_FIX}; for a step op of yours: {fix}" if "sgn" in ops else fix
+
+
+_ABS_SGN = (  # SgnBackward0: torch.sgn, or abs's own derivative in a loss made from a gradient
+    "sgn is abs's derivative: a loss made from a gradient (create_graph=True, a PINN residual "
+    "u_xx) through abs differentiates it again, unless sgn is a torch.sgn of yours"
+)
+_ABS_FIX = (
+    "for abs differentiated again: a smooth stand-in, torch.sqrt(x * x + eps) (eps > 0, such as "
+    "1e-6), or a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU); a straight-through "
+    "sgn does not make the second derivative non-zero"
+)
 
 
 _RAISES = "backward() will raise"
@@ -4822,11 +4835,14 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
         {k.partition(" (zero derivative)")[0] for k in kinds if "(zero derivative)" in k}
     )
     fix = fix.replace(_ZERO_FIX["a step op"], _step_fix(steps)) if steps else fix
+    if steps == ["sgn"]:  # most likely abs's own derivative: not told as a step op
+        what = what.replace("a step op", "sgn, abs's derivative")
     drawn = sorted({k.partition("a draw by ")[2].partition(" (drawn anew")[0] for k in kinds
                     if "(drawn anew" in k})  # fmt: skip
     drawn_fix = _ZERO_FIX["a draw that replaces the values"]
     fix = fix.replace(drawn_fix, _draw_fix(drawn)) if drawn else fix
-    return what, "every path from the loss to it passes through " + ", ".join(kinds), fix
+    why = "every path from the loss to it passes through " + ", ".join(kinds)
+    return what, why + (f" ({_ABS_SGN})" if "sgn" in steps else ""), fix
 
 
 def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, str]:
@@ -4894,7 +4910,16 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         why = f"the gradient written is zero: {cause}"
     elif steps or jumps:
         why = "the gradient written is zero; on the way from the loss: " + "; ".join(
-            ([f"{', '.join(steps)}: piecewise constant, their derivative is zero"] if steps else [])
+            (
+                [
+                    f"{', '.join(steps)}: piecewise constant, "
+                    + ("their derivative is" if len(steps) > 1 else "its derivative is")
+                    + " zero"
+                    + (f" ({_ABS_SGN})" if "sgn" in steps else "")
+                ]
+                if steps
+                else []
+            )
             + ([f"{', '.join(jumps)}: x - x % 1 is a floor (zero derivative)"] if jumps else [])
         )
         fix = _step_fix([*steps, *jumps])

@@ -14554,3 +14554,72 @@ def test_rev44_a_zero_factor_is_told_as_a_second_derivative_or_a_zero_initialise
         assert bool(net[0].weight.grad.any()) == (step > 0), step  # zero at the first step only
         opt.step()
     assert all(not v.equal(start[k]) for k, v in net.named_parameters())
+
+
+# review 44 M2: abs differentiated twice is told as abs's derivative (sgn), with a smooth stand-in
+def test_rev44_abs_differentiated_twice_is_told_with_a_smooth_stand_in_that_trains():
+    """A PINN residual (u_xx + 1)^2 of an abs MLP: abs's derivative sgn (SgnBackward0) has zero
+    derivative, so u_xx gives the first layer zero. Told as abs's derivative, with the fix
+    torch.sqrt(x * x + eps) first (a straight-through sgn does not help); the fix trains 3 steps
+    in float64 against torch.func (jacfwd over jacrev, vmapped): every parameter but the last
+    bias (in no derivative of u) moves."""
+
+    class Abs(nn.Module):
+        def __init__(self, eps=None):
+            super().__init__()
+            self.eps = eps
+
+        def forward(self, x):
+            return x.abs() if self.eps is None else torch.sqrt(x * x + self.eps)
+
+    def mlp(**kw):
+        return nn.Sequential(
+            nn.Linear(1, 8), Abs(**kw), nn.Linear(8, 8), Abs(**kw), nn.Linear(8, 1)
+        )
+
+    def residual(net, x):
+        x = x.clone().requires_grad_()
+        u = net(x)
+        (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
+        (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
+        return (uxx + 1).pow(2).mean()
+
+    torch.manual_seed(0)
+    net = mlp()
+    loss = residual(net, torch.linspace(-1, 1, 16).unsqueeze(1))
+    loss.backward()
+    told = why_no_grad(loss, model=net)
+    bias = told["model.0.bias"]
+    assert bias.rule == "zero: sgn, abs's derivative", bias
+    assert "(sgn is abs's derivative: a loss made from a gradient (create_graph=True" in bias.why
+    assert bias.fix.startswith(
+        "for abs differentiated again: a smooth stand-in, torch.sqrt(x * x + eps) (eps > 0, such "
+        "as 1e-6), or a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU); a "
+        "straight-through sgn does not make the second derivative non-zero"
+    ), bias.fix
+    weight = told["model.0.weight"]
+    assert "sgn: piecewise constant, its derivative is zero (sgn is abs's derivative" in weight.why
+    assert weight.fix == bias.fix
+    torch.manual_seed(0)
+    fixed = mlp(eps=1e-6).double()
+    xs = [torch.rand(16, 1, dtype=torch.float64) * 2 - 1 for _ in range(3)]
+    opt = torch.optim.SGD([p for n, p in fixed.named_parameters() if n != "4.bias"], lr=1e-3)
+
+    def reference(step):
+        p = dict(fixed.named_parameters())
+
+        def u(point):
+            return torch.func.functional_call(fixed, p, (point.reshape(1, 1),)).reshape(())
+
+        uxx = torch.vmap(torch.func.jacfwd(torch.func.jacrev(u)))(xs[step].reshape(-1))
+        return (uxx + 1).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: residual(fixed, xs[i]),
+        opt,
+        reference,
+        l0=fixed[0],
+        l2=fixed[2],
+        w=fixed[4].weight,
+    )
+    assert fixed[4].bias.grad is None
