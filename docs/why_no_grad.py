@@ -4080,7 +4080,10 @@ _DISTRIBUTION = torch.distributions.Distribution
 _LAYOUT_READS = frozenset(("is_leaf", "grad_fn", "layout", "stride", "is_contiguous", "data_ptr",
                            "is_floating_point", "is_complex", "element_size", "nelement",
                            "storage_offset", "get_device", "untyped_storage", "is_sparse",
-                           "itemsize", "nbytes", "names", "output_nr", "is_set_to", "is_same_size"))  # fmt: skip
+                           "itemsize", "nbytes", "names", "output_nr", "is_set_to", "is_same_size",
+                           "type", "is_inference", "is_shared", "is_pinned", "is_meta",
+                           "is_quantized", "is_signed", "is_conj", "is_neg", "is_mkldnn",
+                           "is_nested", "is_sparse_csr", "is_xpu", "is_mps", "is_ipu"))  # fmt: skip
 
 
 def _value_names(expr, me: str | None = None, valued=None) -> set:
@@ -4691,7 +4694,8 @@ _ZERO_FIX = {
     "penalty), zero from this term is right",
     "a torch.normal draw": "reparameterise the draw: torch.distributions.Normal(mean, std, "
     "validate_args=False).rsample() (validate_args=False: Normal refuses a std of 0, which "
-    "torch.normal takes; a float or broadcast mean or std gives torch.normal's shape), or mean + "
+    "torch.normal takes; it also drops the check for a negative std, which torch.normal refuses: "
+    "keep std positive, as exp or softplus of a parameter; a float or broadcast mean or std gives torch.normal's shape), or mean + "
     "std * noise, the noise of the draw's full shape",
     "a draw that replaces the values": "h.normal_(m, s) (uniform_, bernoulli_...) writes a draw "
     "over h that does not depend on h's values: to add noise, h = h + s * torch.randn_like(h) + m "

@@ -14623,3 +14623,46 @@ def test_rev44_abs_differentiated_twice_is_told_with_a_smooth_stand_in_that_trai
         w=fixed[4].weight,
     )
     assert fixed[4].bias.grad is None
+
+
+# review 44 I6, I7: metadata calls in the watch are not value reads; Normal without validation
+# drops torch.normal's check for a negative std, and the fix says to keep std positive
+@pytest.mark.parametrize("call", ["type", "is_inference", "is_shared", "is_pinned"])
+def test_rev44_metadata_calls_in_the_watch_are_not_value_reads(call):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.aux = nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.body(x)
+
+    torch.manual_seed(0)
+    m = M()
+    with watch_cuts(show=False):
+        seen = [getattr(p, call)() for p in m.aux.parameters()]
+        loss = m(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    assert len(seen) == 2
+    found = why_no_grad(loss, model=m)["model.aux.weight"]
+    assert found.rule == (
+        "not on the graph: its module did not run with gradients on in the watch"
+    ), found
+
+
+def test_rev44_the_normal_fix_says_to_keep_std_positive():
+    torch.manual_seed(0)
+    mean, log_std = nn.Linear(3, 4), nn.Parameter(torch.zeros(()))
+    x = torch.randn(8, 3)
+    loss = torch.normal(mean(x), log_std.exp().expand(8, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=mean, log_std=log_std)["model.weight"]
+    assert found.rule == "zero: a torch.normal draw", found
+    assert (
+        "it also drops the check for a negative std, which torch.normal refuses: keep std "
+        "positive, as exp or softplus of a parameter" in found.fix
+    ), found.fix
+    with pytest.raises(RuntimeError, match="std >= 0"):
+        torch.normal(torch.zeros(2), -torch.ones(2))
+    drawn = torch.distributions.Normal(torch.zeros(2), -torch.ones(2), validate_args=False)
+    assert drawn.rsample().shape == (2,)  # no error: the sign is not checked
