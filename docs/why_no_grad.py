@@ -2000,10 +2000,17 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     if g.loss.grad_fn is None and not g.loss.requires_grad and g.grad_read and not g.grad_beside:
         return (
             "not on the graph: the loss has no graph",
-            "the loss has no graph (no grad_fn, requires_grad=False) and is made from a .grad "
-            f"({g.grad_read}): backward() writes .grad without history unless it ran with "
-            "create_graph=True, so a term made from it changes no gradient (alone, backward() "
-            "raises 'element 0 of tensors does not require grad')",
+            (
+                "the loss has no graph (no grad_fn, requires_grad=False) and is made from "
+                f"gradients taken by torch.autograd.grad ({g.grad_read}): without "
+                "create_graph=True it returns gradients without history"
+                if "autograd.grad(" in g.grad_read
+                else "the loss has no graph (no grad_fn, requires_grad=False) and is made from a "
+                f".grad ({g.grad_read}): backward() writes .grad without history unless it ran "
+                "with create_graph=True"
+            )
+            + ", so a term made from it changes no gradient (alone, backward() raises 'element 0 "
+            "of tensors does not require grad')",
             "take the gradients as tensors with a graph and build the term from those: grads = "
             "torch.autograd.grad(loss, params, create_graph=True), then penalty = "
             "sum(g.pow(2).sum() for g in grads), and backward() on loss + penalty (one pass)",
@@ -2745,6 +2752,8 @@ def _grad_read(frame, loss: torch.Tensor) -> tuple[str, list[str]]:
     """ "file:line: code" where the caller's last assignment (above its current line) of a name
     bound to the loss, or of a name that assignment reads, reads a ``.grad`` (``pen =
     sum(p.grad.pow(2).sum() for p in params)``), read with ``ast`` and never run; "" if none.
+    Only one step up: a name read by a name it reads, or a helper function that reads the
+    ``.grad``, is not followed (the generic rule is told).
     With it, the names that the loss's assignment reads, bound in the caller to a tensor without
     graph, whose own assignment reads no ``.grad`` (``out`` made under no_grad, a target): any of
     them could be the cut as well."""

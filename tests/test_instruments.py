@@ -14666,3 +14666,20 @@ def test_rev44_the_normal_fix_says_to_keep_std_positive():
         torch.normal(torch.zeros(2), -torch.ones(2))
     drawn = torch.distributions.Normal(torch.zeros(2), -torch.ones(2), validate_args=False)
     assert drawn.rsample().shape == (2,)  # no error: the sign is not checked
+
+
+# review 44 I5: gradients from torch.autograd.grad without create_graph are told as such
+def test_rev44_a_penalty_from_autograd_grad_without_create_graph_is_told_by_its_call():
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    loss2 = (net(x) - y).pow(2).mean()
+    gs = torch.autograd.grad(loss2, list(net.parameters()))
+    pen = sum(g.pow(2).sum() for g in gs)
+    found = why_no_grad(pen, model=net)["model.weight"]
+    assert found.rule == "not on the graph: the loss has no graph", found
+    assert (
+        "is made from gradients taken by torch.autograd.grad (test_instruments.py:" in found.why
+    ), found.why
+    assert "without create_graph=True it returns gradients without history" in found.why
+    assert "backward() writes .grad" not in found.why, found.why
+    assert found.fix.startswith("take the gradients as tensors with a graph"), found.fix
