@@ -878,6 +878,8 @@ _TWICE = {  # a piecewise-linear op's derivative, differentiated again (create_g
     "HardtanhBackwardBackward0": ("hardtanh or ReLU6", 1), "PreluKernelBackwardBackward0": ("PReLU", 1),
     "MaxPool2DWithIndicesBackwardBackward0": ("max-pooling", 1),
     "MaxPool3DWithIndicesBackwardBackward0": ("max-pooling", 1),
+    "RreluWithNoiseBackwardBackward0": ("RReLU", 1), "SoftshrinkBackwardBackward0": ("Softshrink", 1),
+    "HardshrinkBackwardBackward0": ("Hardshrink", 1),
 }  # fmt: skip
 _NORMAL = ("NormalBackward1", "NormalBackward2", "NormalBackward3")  # torch.normal(mean, std):
 # autograd's derivative to mean and std is zero (a draw, not reparameterised), also after backward
@@ -1360,13 +1362,16 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
                 f"; the loss's graph holds {', '.join(twice)}, a derivative differentiated again "
                 "(create_graph=True): a bias added after a model's last nonlinearity (an output "
                 "layer's bias) is in no derivative of the output to the input, whatever the "
-                "activation"
+                f"activation; one before the last {' or '.join(ops)} can drop out through that "
+                "op's zero second derivative"
             )
             fix = (
                 "if it is added after the last nonlinearity and the term is a derivative of the "
                 "output (a PINN residual u_xx, a gradient penalty), None is right for this term, "
                 "with any activation: a term on the output itself (a boundary or data term) trains "
-                "it; else: " + fix
+                f"it; if it is before the last {' or '.join(ops)}, a smooth activation (nn.Tanh, "
+                "nn.Softplus, nn.SiLU, nn.GELU) in place of that op puts it on the graph; else: "
+                + fix
             )
         elif twice and kin:  # a loss made from a gradient through ReLU, of a model it trains
             why += (

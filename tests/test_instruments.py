@@ -14683,3 +14683,34 @@ def test_rev44_a_penalty_from_autograd_grad_without_create_graph_is_told_by_its_
     assert "without create_graph=True it returns gradients without history" in found.why
     assert "backward() writes .grad" not in found.why, found.why
     assert found.fix.startswith("take the gradients as tensors with a graph"), found.fix
+
+
+# review 44 I2: RReLU, Softshrink and Hardshrink differentiated twice are named like ReLU
+@pytest.mark.parametrize(
+    "act, node",
+    [
+        (nn.RReLU, "RreluWithNoiseBackwardBackward0"),
+        (nn.Softshrink, "SoftshrinkBackwardBackward0"),
+        (nn.Hardshrink, "HardshrinkBackwardBackward0"),
+    ],
+)
+def test_rev44_shrink_and_rrelu_second_derivatives_are_named(act, node):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), act(), nn.Linear(8, 8), act(), nn.Linear(8, 1))
+    x = torch.linspace(-1, 1, 16).unsqueeze(1).requires_grad_()
+    u = net(x)
+    (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
+    (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
+    loss = (uxx + 1).pow(2).mean()
+    loss.backward()
+    assert not net[0].bias.grad.any() and net[2].bias.grad is None
+    told = why_no_grad(loss, model=net)
+    op = act.__name__
+    found = told["model.0.bias"]
+    assert found.rule == "zero: a second derivative of a piecewise-linear op", found
+    assert f"{op}'s derivative differentiated again ({node})" in found.why, found.why
+    between = told["model.2.bias"]
+    assert (
+        f"if it is before the last {op}, a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU, "
+        "nn.GELU) in place of that op puts it on the graph" in between.fix
+    ), between.fix
