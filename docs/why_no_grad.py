@@ -4800,8 +4800,9 @@ _ABS_SGN = (  # SgnBackward0: torch.sgn, or abs's own derivative in a loss made 
     "u_xx) through abs differentiates it again, unless sgn is a torch.sgn of yours"
 )
 _ABS_FIX = (
-    "for abs differentiated again: a smooth stand-in, torch.sqrt(x * x + eps) (eps > 0, such as "
-    "1e-6), or a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU); a straight-through "
+    "for abs differentiated again: a smooth stand-in, torch.sqrt(x * x + eps) (eps > 0 on the "
+    "scale of x, such as 1e-2: a tiny eps such as 1e-6 makes the curvature at 0 so sharp that "
+    "training stalls), or a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU or nn.GELU); a straight-through "
     "sgn does not make the second derivative non-zero"
 )
 
@@ -4824,13 +4825,14 @@ def _raises(g: _Context) -> tuple[str, str]:
     why = (
         f"{', '.join(ops)} saved a value for its backward that was changed in place after it{by}: "
         "backward() raises 'one of the variables needed for gradient computation has been "
-        "modified by an inplace operation' before it writes any .grad (whatever that value "
-        "holds now, it is not what the op saw)"
+        "modified by an inplace operation' when it reaches that op (the .grad of tensors nearer "
+        "the loss may be written already; whatever that value holds now, it is not what the op "
+        "saw)"
     )
-    fix = "make the op that changes it out of place (x = x + 1, not x.add_(1)), or change a clone"
-    if draws:
-        fix = _draw_fix(draws) + "; " + fix
-    return why, fix
+    fix = "make the op that changes it out of place (x = x + 1, not x.add_(1))"
+    if draws:  # a draw over a clone still replaces the values: its gradient is zero
+        return why, _draw_fix(draws) + "; " + fix
+    return why, fix + ", or change a clone"
 
 
 def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
@@ -4838,7 +4840,7 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     passes back no gradient (``_zero_nodes``); empty strings otherwise."""
     if g.stale is None:
         g.stale = _stale_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
-    if g.stale and node is not None:  # backward() raises before it writes any .grad
+    if g.stale and node is not None:  # backward() raises when it reaches that op
         return _RAISES, *_raises(g)
     if g.zero is None:  # read once per report
         g.zero = _zero_nodes(g) if g.loss is not None and g.loss.grad_fn is not None else {}
