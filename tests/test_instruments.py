@@ -2731,6 +2731,16 @@ def _three_checked_steps(loss_of, opt, reference, **trained):
     assert len(done) == 3
 
 
+def _pinn_residual(net, x):
+    """A PINN's loss (u_xx + 1)^2 by two autograd.grad calls with create_graph=True (the shape
+    the second-derivative tests share)."""
+    x = x.clone().requires_grad_()
+    u = net(x)
+    (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
+    (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
+    return (uxx + 1).pow(2).mean()
+
+
 def _variation(kind):
     """(report, name, rule, words its text must hold) for one way a reader writes it."""
     torch.manual_seed(0)
@@ -14034,12 +14044,7 @@ def test_fix42_a_relu_pinn_residual_is_zero_through_relus_second_derivative_and_
     def mlp(act):
         return nn.Sequential(nn.Linear(1, 16), act(), nn.Linear(16, 16), act(), nn.Linear(16, 1))
 
-    def residual(net, x):
-        x = x.clone().requires_grad_()
-        u = net(x)
-        (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
-        (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
-        return (uxx + 1).pow(2).mean()
+    residual = _pinn_residual
 
     torch.manual_seed(0)
     net, x = mlp(nn.ReLU), torch.linspace(-1, 1, 32).unsqueeze(1)
@@ -14311,12 +14316,7 @@ def test_rev44_a_pinns_last_bias_is_told_none_is_right_and_tanh_trains_the_last_
     with the residual alone, trains 3 steps against torch.func (jacfwd over jacrev, vmapped):
     every parameter but the last bias moves; the last bias gets no gradient."""
 
-    def residual(net, x):
-        x = x.clone().requires_grad_()
-        u = net(x)
-        (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
-        (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
-        return (uxx + 1).pow(2).mean()
+    residual = _pinn_residual
 
     x = torch.linspace(-1, 1, 16).unsqueeze(1)
     for second in (nn.ReLU, nn.Tanh):
@@ -14615,12 +14615,7 @@ def test_rev44_abs_differentiated_twice_is_told_with_a_smooth_stand_in_that_trai
             nn.Linear(1, 8), Abs(**kw), nn.Linear(8, 8), Abs(**kw), nn.Linear(8, 1)
         )
 
-    def residual(net, x):
-        x = x.clone().requires_grad_()
-        u = net(x)
-        (ux,) = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)
-        (uxx,) = torch.autograd.grad(ux, x, torch.ones_like(ux), create_graph=True)
-        return (uxx + 1).pow(2).mean()
+    residual = _pinn_residual
 
     torch.manual_seed(0)
     net = mlp()
