@@ -1036,7 +1036,7 @@ def _zero_nodes(g: _Context) -> dict:
             kids = [c for c, _ in fn.next_functions]
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
-            said = {i: _zero_factor(data[1 - i], g, twice) for i in zero}
+            said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
             if (
                 zero
                 and len(zero) == sum(c is not None for c in kids[:2])
@@ -1048,10 +1048,12 @@ def _zero_nodes(g: _Context) -> dict:
     return found
 
 
-def _zero_factor(data: torch.Tensor, g: _Context, twice: list) -> str:
+def _zero_factor(data: torch.Tensor, g: _Context, twice: list, maker=None) -> str:
     """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
     leaf's: zero-initialised), the zero of a piecewise-linear op's second derivative passed on
-    (a _TWICE node is on the graph and the factor is no leaf's), or a multiplication by zero."""
+    (the factor is no leaf's and its own graph, from ``maker``, its producer's node, holds a
+    _TWICE node: a factor made without one, such as a mask or weight of 0.0 beside a u_xx, is
+    not that zero), or a multiplication by zero."""
     try:
         at = data.untyped_storage().data_ptr()
     except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
@@ -1060,6 +1062,16 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list) -> str:
         v.requires_grad and v.untyped_storage().data_ptr() == at for v, _ in g.leaves.values()
     ):
         return "a product with a parameter that is all zero (initialised to 0)"
+    seen, todo, found = set(), [maker] if maker is not None else [], set()
+    while todo and twice:  # the second-derivative ops the factor's own graph holds
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        name = type(fn).__name__
+        found.add(_TWICE[name][0] if name in _TWICE else "abs" if name == "SgnBackward0" else "")
+        todo.extend(c for c, _ in fn.next_functions if c is not None)
+    twice = [op for op in twice if op in found]
     if twice:
         return (
             f"a product with the zero of {' or '.join(twice)}'s derivative differentiated again "
@@ -4847,7 +4859,8 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     zero = g.zero
     if not zero or node is None or not _cut_by(set(zero), g.loss.grad_fn, node, g.kids):
         return "", "", ""
-    kinds = sorted(set(zero.values()))
+    alone = [k for k in zero if _cut_by({k}, g.loss.grad_fn, node, g.kids)]
+    kinds = sorted({zero[k] for k in alone} or set(zero.values()))  # what cuts it by itself
     found = [name for name, word in _KINDS if any(word in k for k in kinds)]
     what = ", ".join(found)
     fix = "; ".join(_ZERO_FIX[name] for name in found)

@@ -14748,3 +14748,44 @@ def test_rev44_shrink_and_rrelu_second_derivatives_are_named(act, node):
         f"if it is before the last {op}, a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU, "
         "nn.GELU) in place of that op puts it on the graph" in between.fix
     ), between.fix
+
+
+# review 45 (fix46)
+def _weighted_pinn(act, weight: float):
+    """A PINN loss (w * (u_xx + 1)^2).mean() with the per-point weight w set to ``weight``
+    everywhere, on Linear-Tanh-Linear-act-Linear (rev45 N12)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 8), act(), nn.Linear(8, 1))
+    x = torch.linspace(-1, 1, 16).unsqueeze(1).requires_grad_()
+    u = net(x)
+    (ux,) = torch.autograd.grad(u.sum(), x, create_graph=True)
+    (uxx,) = torch.autograd.grad(ux.sum(), x, create_graph=True)
+    w = torch.full_like(x, weight)  # made without history: the reader's weight, not ReLU''
+    return net, (w * (uxx + 1).pow(2)).mean()
+
+
+@pytest.mark.parametrize("act", [nn.ReLU, nn.LeakyReLU, nn.Tanh])
+def test_rev45_a_weight_at_zero_is_not_the_second_derivative(act):
+    net, loss = _weighted_pinn(act, 0.0)
+    told = why_no_grad(loss, model=net)
+    for name in ("model.0.weight", "model.2.weight", "model.4.weight"):
+        found = told[name]
+        assert found.rule.endswith("will be zero: a multiplication by zero"), found
+        assert "differentiated again" not in found.why, found.why
+        assert "smooth activation" not in found.fix, found.fix
+    loss.backward()  # all zero, with any activation: the weight is the cause
+    assert not any(p.grad.any() for p in (net[0].weight, net[2].weight, net[4].weight))
+    net, loss = _weighted_pinn(act, 1.0)  # the weight non-zero: the ReLU edge alone cuts none
+    found = why_no_grad(loss, model=net)["model.0.weight"]
+    assert "will be zero" not in found.rule, found
+    loss.backward()
+    assert net[0].weight.grad.any()
+
+
+def test_rev45_the_second_derivative_is_still_told_where_it_is_the_cause():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    loss = _pinn_residual(net, torch.linspace(-1, 1, 16).unsqueeze(1))
+    found = why_no_grad(loss, model=net)["model.0.weight"]
+    assert "will be zero: a second derivative of a piecewise-linear op" in found.rule, found
+    assert "a multiplication by zero" not in found.rule, found
