@@ -951,13 +951,14 @@ def _clamped(fn) -> str | None:
 _INPLACE = "modified by an inplace operation"
 
 
-def _stale_nodes(g: _Context) -> dict:
+def _stale_nodes(g: _Context, after: bool = False) -> dict:
     """Nodes of the loss's graph whose saved tensor was changed in place after they saved it
-    (h = sigmoid(z); h.bernoulli_()): backward() raises at them. Read before backward only, by
+    (h = sigmoid(z); h.bernoulli_()): backward() raises at them. Read before backward (or,
+    ``after``, after a backward that raised: the node it raised at kept its saved values), by
     ``_saved_<name>`` (which checks the version; ``_raw_saved_*`` does not), and only where no
     unpack hook is set (reading would run it). Node -> the tensor op it saved for."""
     found = {}
-    if not (g.alive and not g.ran and _SHOWS_HOOKS):
+    if not ((after or g.alive and not g.ran) and _SHOWS_HOOKS):
         return found
     for fn in g.nodes:
         if isinstance(fn, _FUNCTION_NODE):
@@ -4651,6 +4652,8 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "torch.autograd.grad (which writes no leaf's .grad), or left out of backward(inputs=...)",
             "read .grad after backward() and before zero_grad(); with autograd.grad, use what it returns",
         )
+    if g.ran and node is not None and (raised := _raised_at(g, node)):
+        return raised
     if g.ran and g.with_grad:
         return (
             "not written by this pass",
@@ -4822,15 +4825,46 @@ _ABS_FIX = (
 _RAISES = "backward() will raise"
 
 
-def _raises(g: _Context) -> tuple[str, str]:
-    """(why, fix) for a graph holding a saved tensor changed in place since (``g.stale``)."""
-    ops = sorted(set(g.stale.values()))
+def _raised_at(g: _Context, node) -> tuple[str, str, str] | None:
+    """(rule, why, fix) after a backward, where ``node`` is below an op whose saved value was
+    changed in place since (``_stale_nodes(after=True)``): the backward raised there, before it
+    reached ``node``; None otherwise."""
+    stale = _stale_nodes(g, after=True)
+    below, todo = set(stale), list(stale)
+    while todo and node not in below:
+        for child in g.kids.get(todo.pop(), ()):
+            if child not in below:
+                below.add(child)
+                todo.append(child)
+    if node not in below:
+        return None
+    why, fix = _raises(g, stale)
+    left = (  # a pass with inputs= that left it out does not reach that op, and does not raise
+        "; or, if your backward did not raise, backward(inputs=[...]) left it out (that pass "
+        "does not reach the op): it raises once the pass includes it"
+        if g.with_grad
+        else ""
+    )
+    return (
+        "backward() raised before reaching it" + (", or inputs= left it out" if left else ""),
+        "the pass stopped at an op on the way from the loss to it, before it wrote this .grad; "
+        + why
+        + left,
+        f"{fix}; then run the forward again, call loss.backward() and read .grad",
+    )
+
+
+def _raises(g: _Context, stale: dict | None = None) -> tuple[str, str]:
+    """(why, fix) for a graph holding a saved tensor changed in place since (``stale``, else
+    ``g.stale``)."""
+    stale = stale or g.stale
+    ops = sorted(set(stale.values()))
     draws = sorted(
         {
             _DRAWN[type(fn).__name__]
             for fn in g.nodes
             if type(fn).__name__ in _DRAWN
-            and any(c in g.stale for c, _ in fn.next_functions if c is not None)
+            and any(c in stale for c, _ in fn.next_functions if c is not None)
         }
     )
     by = f" (by {', '.join(draws)}, a draw in place)" if draws else ""

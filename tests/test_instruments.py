@@ -14789,3 +14789,41 @@ def test_rev45_the_second_derivative_is_still_told_where_it_is_the_cause():
     found = why_no_grad(loss, model=net)["model.0.weight"]
     assert "will be zero: a second derivative of a piecewise-linear op" in found.rule, found
     assert "a multiplication by zero" not in found.rule, found
+
+
+@pytest.mark.parametrize("change", ["bernoulli_", "add_"])
+@pytest.mark.parametrize("with_head", [True, False])
+def test_rev45_read_after_the_backward_that_raised_names_the_in_place_op(change, with_head):
+    """Review 45 N15: read in the except of the backward that raised at an op whose saved value
+    was changed in place, the tensors below that op are told the pass raised there (not "not
+    written by this pass", not "replace the op its error names"), with the fix for the in-place
+    op (the tests above train both fixes); a pass with inputs= that left them out is named too."""
+    torch.manual_seed(0)
+    net, head, x = nn.Linear(4, 8), nn.Linear(8, 1), torch.randn(16, 4)
+
+    def loss_of():
+        h = torch.sigmoid(net(x))
+        getattr(h, change)(0.9) if change == "bernoulli_" else h.add_(1)
+        return head(h).pow(2).mean() if with_head else h.pow(2).mean()
+
+    loss = loss_of()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    told = why_no_grad(loss, model=net, head=head) if with_head else why_no_grad(loss, model=net)
+    found = told["model.weight"]
+    assert found.rule.startswith("backward() raised before reaching it"), found
+    assert "Sigmoid saved a value for its backward that was changed in place after it" in found.why
+    start = (
+        "h.bernoulli_(p) writes 0s and 1s over h"
+        if change == "bernoulli_"
+        else "make the op that changes it out of place (x = x + 1, not x.add_(1)), or change a clone"
+    )
+    assert found.fix.startswith(start), found.fix
+    assert "inputs=" not in found.fix and "replace the op its error names" not in found.fix
+    if with_head:
+        assert told["head.weight"].rule == "has a gradient"
+        net.zero_grad(), head.zero_grad()
+        loss = loss_of()
+        loss.backward(inputs=list(head.parameters()))  # does not reach Sigmoid: no raise
+        found = why_no_grad(loss, model=net, head=head)["model.weight"]
+        assert found.rule.endswith(", or inputs= left it out"), found
