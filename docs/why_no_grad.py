@@ -602,6 +602,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
         g.producers = _producers(sys._getframe(1), loss)
         g.grad_read, g.grad_beside = _grad_read(sys._getframe(1), loss)
+        if g.grad_read and _grads_kept(sys._getframe(1), g.grad_read, tensors):
+            g.grad_kept, g.grad_read, g.grad_beside = g.grad_read, "", []  # not the cut
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
         g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
@@ -855,6 +857,7 @@ class _Context:
     kept: dict | None = None  # _kept_from, once
     grad_read: str = ""  # a loss without graph assigned from a .grad: where (_grad_read)
     grad_beside: list = field(default_factory=list)  # other operands without graph (_grad_read)
+    grad_kept: str = ""  # grad_read, where the gradients it reads have history (_grads_kept)
     stale: dict | None = None  # _stale_nodes, once
 
     def label(self, t: torch.Tensor) -> str:
@@ -2051,6 +2054,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "locates the cut)"
             + _where_cut(g)
             + (
+                f"; the gradients it reads ({g.grad_kept}) have history (create_graph=True), "
+                "so they are not the cut: it is where the term is made from them (a "
+                "torch.no_grad() block there, or a .detach())"
+                if g.grad_kept
+                else ""
+            )
+            + (
                 f"; it reads a .grad ({g.grad_read}), which backward() writes without history "
                 "unless it ran with create_graph=True: one possible cut, beside "
                 f"{', '.join(g.grad_beside)}, which "
@@ -2060,6 +2070,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 else ""
             ),
             _off_here_fix(g)
+            + (
+                "make the term from those gradients with gradients on (outside the "
+                "torch.no_grad() block, no .detach()); "
+                if g.grad_kept
+                else ""
+            )
             + (
                 f"compute it with gradients enabled: {_INFERENCE_FIX}"
                 if g.loss.is_inference()
@@ -2818,6 +2834,29 @@ def _grad_read(frame, loss: torch.Tensor) -> tuple[str, list[str]]:
         reads = {a.id for n in todo for a in ast.walk(n.value) if isinstance(a, ast.Name)}
         todo = [max(assigned[k], key=lambda n: n.lineno) for k in reads if assigned[k]]
     return "", []
+
+
+def _grads_kept(frame, where: str, tensors: list) -> bool:
+    """Whether a gradient the line ``where`` (``_grad_read``) reads has history: ``name.grad``
+    of a tensor the caller binds (of the tensors named, where ``name`` is a loop variable such
+    as p in ``for p in net.parameters()``), or what ``torch.autograd.grad`` assigned to the
+    line's names; then create_graph=True was used and the cut is elsewhere (a no_grad block)."""
+    try:
+        code, scope = where.split(": ", 1)[1], {**frame.f_globals, **frame.f_locals}
+        grads = []
+        for name in re.findall(r"\b(\w+)\.grad\b(?!\s*\()", code):
+            v = scope.get(name)
+            if isinstance(v, torch.Tensor):
+                grads.append(v.grad)
+            elif v is None or name not in frame.f_locals:  # a loop variable: the tensors named
+                grads += [t.grad for _, t in tensors if t.is_leaf]
+        if "autograd.grad(" in code:
+            for name in re.findall(r"\w+", code.partition("=")[0]):
+                v = scope.get(name)
+                grads += list(v) if isinstance(v, (tuple, list)) else [v]
+        return any(isinstance(t, torch.Tensor) and t.grad_fn is not None for t in grads)
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return False
 
 
 def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:

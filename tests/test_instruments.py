@@ -14827,3 +14827,67 @@ def test_rev45_read_after_the_backward_that_raised_names_the_in_place_op(change,
         loss.backward(inputs=list(head.parameters()))  # does not reach Sigmoid: no raise
         found = why_no_grad(loss, model=net, head=head)["model.weight"]
         assert found.rule.endswith(", or inputs= left it out"), found
+
+
+@pytest.mark.parametrize("read", ["p.grad", "w.grad", "autograd.grad"])
+def test_rev45_gradients_with_history_are_not_the_cut_under_no_grad(read):
+    """Review 45 N16: gradients taken with create_graph=True (a .grad after
+    backward(create_graph=True), or what torch.autograd.grad returns) have history; a term made
+    from them under no_grad is cut by the no_grad, not by the .grad. The printed fix (make the
+    term with gradients on) trains 3 steps against loss + |dloss/dw|^2 + (dloss/db)^2 written in
+    closed form for a linear model (no autograd in the reference)."""
+
+    def by_autograd(loss, net):  # one function per way: the last assignment is the one run
+        grads = torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+        with torch.no_grad():
+            pen = sum(g.pow(2).sum() for g in grads)
+        return why_no_grad(pen, model=net)
+
+    def by_p_grad(loss, net):
+        loss.backward(create_graph=True)
+        with torch.no_grad():
+            pen = sum(p.grad.pow(2).sum() for p in net.parameters())
+        return why_no_grad(pen, model=net)
+
+    def by_w_grad(loss, net):
+        loss.backward(create_graph=True)
+        w = net.weight
+        with torch.no_grad():
+            pen = w.grad.pow(2).sum() + net.bias.grad.pow(2).sum()
+        return why_no_grad(pen, model=net)
+
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    told = {"autograd.grad": by_autograd, "p.grad": by_p_grad, "w.grad": by_w_grad}[read]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # backward(create_graph=True) warns of a reference cycle
+        found = told((net(x) - y).pow(2).mean(), net)["model.weight"]
+    assert "the loss has no graph" in found.why, found
+    assert "is made from a .grad" not in found.why and "without create_graph" not in found.fix
+    assert "have history (create_graph=True), so they are not the cut" in found.why, found.why
+    assert found.fix.startswith("make the term from those gradients with gradients on"), found.fix
+    net.zero_grad()
+
+    def loss_of(i):  # the fix: the term made with gradients on
+        loss = (net(xs[i]) - ys[i]).pow(2).mean()
+        grads = torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+        return loss + sum(g.pow(2).sum() for g in grads)
+
+    def reference(i):  # d/dw mean(r^2) = 2/N x^T r, d/db = 2/N sum r: by hand
+        r = xs[i] @ net.weight.T + net.bias - ys[i]
+        gw, gb = 2 / len(r) * (r.T @ xs[i]), 2 / len(r) * r.sum(0)
+        return r.pow(2).mean() + gw.pow(2).sum() + gb.pow(2).sum()
+
+    xs, ys = [torch.randn(8, 3) for _ in range(3)], [torch.randn(8, 1) for _ in range(3)]
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    _three_checked_steps(loss_of, opt, reference, net=net)
+
+
+def test_rev45_a_grad_without_history_is_still_the_cut():
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    (net(x) - y).pow(2).mean().backward()
+    pen = sum(p.grad.pow(2).sum() for p in net.parameters())
+    found = why_no_grad(pen, model=net)["model.weight"]
+    assert "is made from a .grad (test_instruments.py:" in found.why, found.why
+    assert "not the cut" not in found.why, found.why
