@@ -4893,6 +4893,36 @@ def _raised_at(g: _Context, node) -> tuple[str, str, str] | None:
     )
 
 
+def _stale_leaves(g: _Context, stale: dict) -> list[str]:
+    """The leaves that require grad (parameters) whose memory a saved value of a ``stale`` node
+    is (a weight's transpose saved by mm): changed in place after the graph saved them."""
+    at, found = {}, []
+    for v, _ in g.leaves.values():
+        try:
+            if v.requires_grad:
+                at.setdefault(v.untyped_storage().data_ptr(), v)
+        except RuntimeError:  # a tensor without storage: not a parameter's
+            continue
+    for fn in stale:
+        for attr in _SAVED_ATTRS.get(type(fn), ()):
+            try:
+                raw = getattr(fn, attr)
+                try:  # only the saved value that was changed: the one whose read raises
+                    getattr(fn, attr.replace("_raw_saved_", "_saved_"))
+                    continue
+                except RuntimeError as error:
+                    if _INPLACE not in str(error):
+                        continue
+                for item in raw if isinstance(raw, (list, tuple)) else [raw]:
+                    data = getattr(item, "data", None) if item is not None else None
+                    leaf = at.get(data.untyped_storage().data_ptr()) if data is not None else None
+                    if leaf is not None and g.label(leaf) not in found:
+                        found.append(g.label(leaf))
+            except RuntimeError:  # freed, or without storage
+                continue
+    return found
+
+
 def _raises(g: _Context, stale: dict | None = None) -> tuple[str, str]:
     """(why, fix) for a graph holding a saved tensor changed in place since (``stale``, else
     ``g.stale``)."""
@@ -4915,6 +4945,21 @@ def _raises(g: _Context, stale: dict | None = None) -> tuple[str, str]:
         "saw)"
     )
     fix = "make the op that changes it out of place (x = x + 1, not x.add_(1))"
+    trained = _stale_leaves(g, stale)
+    if trained:  # an optimizer's step (or p.clamp_ under no_grad) after the graph saved it
+        why = why.replace(
+            "changed in place after it",
+            f"changed in place after it ({_summary(trained)}, a tensor that trains: an "
+            "optimizer's step or another in-place update of it, such as clamp_ under no_grad)",
+            1,
+        )
+        return why, (
+            "the graph was built before that update: if it is an earlier step's, reached "
+            "through a value carried over (find_old_graph(loss, ...) names it), detach that "
+            "state at each step's start, or recompute it each step if it is built from weights "
+            "still training; if it is this step's, run the update after backward(), or the "
+            "forward after the update (a GAN: step D after G's backward through D)"
+        )
     if draws:  # a draw over a clone still replaces the values: its gradient is zero
         return why, _draw_fix(draws) + "; " + fix
     return why, fix + ", or change a clone"

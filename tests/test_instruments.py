@@ -14891,3 +14891,73 @@ def test_rev45_a_grad_without_history_is_still_the_cut():
     found = why_no_grad(pen, model=net)["model.weight"]
     assert "is made from a .grad (test_instruments.py:" in found.why, found.why
     assert "not the cut" not in found.why, found.why
+
+
+def test_rev45_a_weight_changed_by_the_step_under_a_kept_graph_gets_the_carried_state_fix():
+    """Review 45 N17: h carried across steps without detach, backward(retain_graph=True) and
+    opt.step() at step 0: at step 1, mm's saved weight was changed by the step. The fix told is
+    by what the graph is (an earlier step's, through a carried value: detach it; this step's:
+    order the update), not "out of place, or a clone"; read in the except too. The carried-state
+    fix trains 3 steps against a reference that carries its own state."""
+    torch.manual_seed(0)
+    lin, x = nn.Linear(4, 4, bias=False), torch.randn(8, 4)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    h = x.clone().requires_grad_()
+    for step in range(2):
+        h = torch.tanh(lin(h))
+        loss = h.pow(2).mean()
+        if step == 1:
+            break
+        loss.backward(retain_graph=True)
+        opt.step(), opt.zero_grad()
+    found = why_no_grad(loss, model=lin, opt=opt)["model.weight"]
+    assert found.rule.endswith("backward() will raise"), found
+    assert "changed in place after it (model.weight, a tensor that trains: an optimizer's step" in (
+        found.why
+    ), found.why
+    assert "change a clone" not in found.fix and "out of place" not in found.fix, found.fix
+    assert found.fix.startswith("the graph was built before that update: if it is an earlier "
+                                "step's, reached through a value carried over"), found.fix  # fmt: skip
+    assert "detach that state at each step's start" in found.fix, found.fix
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    after = why_no_grad(loss, model=lin, opt=opt)["model.weight"]
+    assert after.fix.startswith(found.fix.partition("; then")[0]), after.fix
+    state, ref = {"h": x}, {"h": x}
+
+    def loss_of(i):  # the fix: the carried state detached at each step's start
+        state["h"] = torch.tanh(lin(state["h"].detach()))
+        return state["h"].pow(2).mean()
+
+    def reference(i):  # its own carried state, the weights of this step
+        h = torch.tanh(ref["h"] @ lin.weight.T)
+        ref["h"] = h.detach()
+        return h.pow(2).mean()
+
+    opt.zero_grad()
+    _three_checked_steps(loss_of, opt, reference, lin=lin)
+
+
+@pytest.mark.parametrize("update", ["step", "clamp_"])
+def test_rev45_a_weight_changed_before_this_steps_backward_gets_the_order_fix(update):
+    """The same stale weight in one step: a critic's output made, then the critic updated (its
+    optimizer's step, or a WGAN clamp_ under no_grad), then a loss through that output."""
+    torch.manual_seed(0)
+    gen, critic, z = nn.Linear(2, 3), nn.Linear(3, 1), torch.randn(8, 2)
+    opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+    x = torch.randn(8, 3)
+    score = critic(gen(z))
+    critic(x).mean().backward()
+    if update == "step":
+        opt_c.step()
+    else:
+        with torch.no_grad():
+            critic.weight.clamp_(-0.01, 0.01)
+    g_loss = -score.mean()
+    found = why_no_grad(g_loss, gen=gen, critic=critic)["gen.weight"]
+    assert "changed in place after it (critic.weight, a tensor that trains" in found.why, found
+    assert "if it is this step's, run the update after backward(), or the forward after the " in (
+        found.fix
+    ), found.fix
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        g_loss.backward()
