@@ -604,6 +604,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         g.grad_read, g.grad_beside = _grad_read(sys._getframe(1), loss)
         if g.grad_read and _grads_kept(sys._getframe(1), g.grad_read, tensors):
             g.grad_kept, g.grad_read, g.grad_beside = g.grad_read, "", []  # not the cut
+        if g.grad_read:
+            g.grad_fix = _grad_fix(sys._getframe(1), g.grad_read, held["module"])
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
         g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
@@ -858,6 +860,7 @@ class _Context:
     grad_read: str = ""  # a loss without graph assigned from a .grad: where (_grad_read)
     grad_beside: list = field(default_factory=list)  # other operands without graph (_grad_read)
     grad_kept: str = ""  # grad_read, where the gradients it reads have history (_grads_kept)
+    grad_fix: str = ""  # the fix for grad_read written with the reader's own term (_grad_fix)
     stale: dict | None = None  # _stale_nodes, once
 
     def label(self, t: torch.Tensor) -> str:
@@ -2032,9 +2035,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             )
             + ", so a term made from it changes no gradient (alone, backward() raises 'element 0 "
             "of tensors does not require grad')",
-            "take the gradients as tensors with a graph and build the term from those: grads = "
-            "torch.autograd.grad(loss, params, create_graph=True), then penalty = "
-            "sum(g.pow(2).sum() for g in grads), and backward() on loss + penalty (one pass)",
+            g.grad_fix
+            or "take the gradients as tensors with a graph and build the term from those: grads = "
+            "torch.autograd.grad(loss, params, create_graph=True), then your term from grads in "
+            "place of the .grad (for a squared norm: sum(g.pow(2).sum() for g in grads)), and "
+            "backward() on loss + term (one pass)",
         )
     if g.loss.grad_fn is None and not g.loss.requires_grad and (inside := _cut_inside(g)):
         return inside
@@ -2857,6 +2862,47 @@ def _grads_kept(frame, where: str, tensors: list) -> bool:
         return any(isinstance(t, torch.Tensor) and t.grad_fn is not None for t in grads)
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
         return False
+
+
+def _grad_fix(frame, where: str, params: dict) -> str:
+    """The fix for a term made from gradients without history, written with the reader's own
+    line ``where`` (``_grad_read``): their torch.autograd.grad call with create_graph=True, or,
+    for ``x.grad`` of a tensor that is no parameter of the modules named (an input, as in a
+    WGAN-GP penalty), autograd.grad to that tensor and their term with ``g`` in place of
+    ``x.grad``; "" where the line cannot be read so (the parameters' form is told)."""
+    try:
+        code = where.split(": ", 1)[1]
+        tree = ast.parse(code.strip())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and ast.unparse(n.func).endswith("autograd.grad")]  # fmt: skip
+        if calls:
+            call = calls[0]
+            call.keywords = [k for k in call.keywords if k.arg != "create_graph"]
+            call.keywords.append(ast.keyword("create_graph", ast.Constant(True)))
+            return (
+                "take the gradients as tensors with a graph: your call with create_graph="
+                f"True, {ast.unparse(call)}; keep your term as it is, and backward() on loss + "
+                "term (one pass)"
+            )
+        names = set(re.findall(r"\b(\w+)\.grad\b(?!\s*\()", code))
+        scope = {**frame.f_globals, **frame.f_locals}
+        values = [scope.get(n) for n in names]
+        if len(names) != 1 or not all(
+            isinstance(v, torch.Tensor) and id(v) not in params for v in values
+        ):
+            return ""
+        (name,) = names
+        value = ast.unparse(tree.body[0].value) if isinstance(tree.body[0], ast.Assign) else ""
+        term = re.sub(rf"\b{name}\.grad\b", "g", value)
+        return (
+            f"take the gradients as tensors with a graph, here to {name}: (g,) = "
+            f"torch.autograd.grad(out, {name}, torch.ones_like(out), create_graph=True), where "
+            "out is what you called backward() on, then your term from g"
+            + (f" ({term})" if term else "")
+            + ", and backward() on loss + term (one pass)"
+        )
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return ""
 
 
 def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:

@@ -14961,3 +14961,45 @@ def test_rev45_a_weight_changed_before_this_steps_backward_gets_the_order_fix(up
     ), found.fix
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         g_loss.backward()
+
+
+def test_rev45_a_penalty_from_an_inputs_grad_gets_the_input_gradient_fix_with_its_own_term():
+    """Review 45 N8: a WGAN-GP penalty made from xh.grad (an input's, not a parameter's) is given
+    autograd.grad to xh with the reader's own term (not a parameter-gradient squared norm); a
+    penalty from torch.autograd.grad without create_graph=True is given the reader's own call
+    with create_graph=True. The input form trains 3 steps against a linear critic's closed form:
+    the gradient to each input row is the weight, so the term is (|w| - 1)^2."""
+    torch.manual_seed(0)
+    critic, x = nn.Linear(3, 1), torch.randn(8, 3)
+    xh = x.clone().requires_grad_()
+    critic(xh).sum().backward()
+    pen = (xh.grad.norm(dim=1) - 1).pow(2).mean()
+    found = why_no_grad(pen, critic=critic)["critic.weight"]
+    assert found.fix.startswith(
+        "take the gradients as tensors with a graph, here to xh: (g,) = torch.autograd.grad(out, "
+        "xh, torch.ones_like(out), create_graph=True), where out is what you called backward() "
+        "on, then your term from g ((g.norm(dim=1) - 1).pow(2).mean())"
+    ), found.fix
+    assert "for g in grads" not in found.fix, found.fix
+    g = torch.autograd.grad(critic(xh).sum(), xh)[0]
+    pen = 10 * (g.norm(dim=1) - 1).pow(2).mean()
+    found = why_no_grad(pen, critic=critic)["critic.weight"]
+    assert "torch.autograd.grad(critic(xh).sum(), xh, create_graph=True); keep your term" in (
+        found.fix
+    ), found.fix
+    critic.zero_grad()
+    xs = [torch.randn(8, 3) for _ in range(3)]
+    opt = torch.optim.SGD(critic.parameters(), lr=0.05)
+
+    def loss_of(i):  # the fix printed first, with the reader's term
+        xh = xs[i].clone().requires_grad_()
+        out = critic(xh).sum()
+        (g,) = torch.autograd.grad(out, xh, torch.ones_like(out), create_graph=True)
+        return critic(xs[i]).mean() + 10 * (g.norm(dim=1) - 1).pow(2).mean()
+
+    def reference(i):
+        return (xs[i] @ critic.weight.T + critic.bias).mean() + 10 * (critic.weight.norm() - 1).pow(
+            2
+        )
+
+    _three_checked_steps(loss_of, opt, reference, critic=critic)
