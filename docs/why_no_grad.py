@@ -4195,7 +4195,8 @@ _LAYOUT_READS = frozenset(("is_leaf", "grad_fn", "layout", "stride", "is_contigu
                            "itemsize", "nbytes", "names", "output_nr", "is_set_to", "is_same_size",
                            "type", "is_inference", "is_shared", "is_pinned", "is_meta",
                            "is_quantized", "is_signed", "is_conj", "is_neg", "is_mkldnn",
-                           "is_nested", "is_sparse_csr", "is_xpu", "is_mps", "is_ipu"))  # fmt: skip
+                           "is_nested", "is_sparse_csr", "is_xpu", "is_mps", "is_ipu",
+                           "_has_compatible_shallow_copy_type"))  # fmt: skip
 
 
 def _value_names(expr, me: str | None = None, valued=None) -> set:
@@ -5690,6 +5691,14 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         their module, and a module run under no_grad reads them the same way (review 40)."""
         results = [r for r in torch.utils._pytree.tree_leaves(out) if isinstance(r, torch.Tensor)]
         if name in _COPY_OPS:
+            return
+        if (  # p.to(device), .float(), .contiguous() that return p itself: no value read
+            results
+            and not name.endswith("_")
+            and not name.startswith("__i")
+            and name != "__setitem__"
+            and all(any(r is t for t in tracked) for r in results)
+        ):
             return
         if not results:  # torch.equal, allclose: a read with no tensor result (a shape is not)
             if name not in _SHAPE_READS | _LAYOUT_READS and (

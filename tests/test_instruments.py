@@ -15003,3 +15003,37 @@ def test_rev45_a_penalty_from_an_inputs_grad_gets_the_input_gradient_fix_with_it
         )
 
     _three_checked_steps(loss_of, opt, reference, critic=critic)
+
+
+@pytest.mark.parametrize("before", ["module.to", "module.float", "p.to", "shallow copy check"])
+def test_rev45_a_to_that_returns_the_tensor_itself_is_not_a_read(before):
+    """Review 45 N7: m.to(device), m.float() (a no-op p.to(...) inside, and torch's
+    _has_compatible_shallow_copy_type check) inside the watch are not reads of the parameters:
+    a head called under no_grad keeps "did not run with gradients on", with its call and switch."""
+
+    class Aux(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.aux = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            with torch.no_grad():
+                a = self.aux(x)
+            return self.body(x) + a
+
+    torch.manual_seed(0)
+    m, x = Aux(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        if before == "module.to":
+            m.to(x.device)
+        elif before == "module.float":
+            m.float()
+        elif before == "p.to":
+            m.aux.weight.to(x.device, x.dtype)
+        else:
+            torch._has_compatible_shallow_copy_type(m.aux.weight, m.aux.weight)
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.aux.weight"]
+    assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    assert "a = self.aux(x)" in found.fix and "with torch.no_grad()" in found.fix, found.fix
