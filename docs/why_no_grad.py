@@ -862,6 +862,7 @@ class _Context:
     grad_kept: str = ""  # grad_read, where the gradients it reads have history (_grads_kept)
     grad_fix: str = ""  # the fix for grad_read written with the reader's own term (_grad_fix)
     stale: dict | None = None  # _stale_nodes, once
+    stale_after: dict | None = None  # _stale_nodes(after=True), once (_raised_at)
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -4915,7 +4916,9 @@ def _raised_at(g: _Context, node) -> tuple[str, str, str] | None:
     """(rule, why, fix) after a backward, where ``node`` is below an op whose saved value was
     changed in place since (``_stale_nodes(after=True)``): the backward raised there, before it
     reached ``node``; None otherwise."""
-    stale = _stale_nodes(g, after=True)
+    if g.stale_after is None:
+        g.stale_after = _stale_nodes(g, after=True)
+    stale = g.stale_after
     below, todo = set(stale), list(stale)
     while todo and node not in below:
         for child in g.kids.get(todo.pop(), ()):
