@@ -5526,6 +5526,20 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
     return None
 
 
+def _in_forward() -> bool:
+    """Whether a module's forward is on the stack: a read without history (a comparison, a
+    torch.equal) counts as its module's run only there (a learned mask); the same read in the
+    loop (torch.isfinite(p), a NaN check) is a check, not a run (rev45 N7)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "forward" and isinstance(
+            frame.f_locals.get("self"), torch.nn.Module
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class CutWatch(torch.overrides.TorchFunctionMode):
     """Records, while active, each torch call that takes a tensor with history and returns a
     floating value without it, and where gradients were switched off. Use ``watch_cuts()``."""
@@ -5707,6 +5721,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             if name not in _SHAPE_READS | _LAYOUT_READS and (
                 not name.startswith("__") or name == "__bool__"
             ):
+                if mode and not _in_forward():  # a check in the loop (a NaN check): no run
+                    return
                 (self.used_on if mode else self.read_off).update(
                     id(t) for t in tracked if t.grad_fn is None
                 )
@@ -5714,6 +5730,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         if not mode:  # read with gradients off: no run is told from it, but it was read
             self.read_off.update(id(t) for t in tracked if t.grad_fn is None)
             return
+        if all(r.grad_fn is None for r in results) and not _in_forward():
+            return  # torch.isfinite(p) in the loop: a check, not a run of its module
         self.made.update(_node_key(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 

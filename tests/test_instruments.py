@@ -15037,3 +15037,34 @@ def test_rev45_a_to_that_returns_the_tensor_itself_is_not_a_read(before):
     found = why_no_grad(loss, model=m)["model.aux.weight"]
     assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
     assert "a = self.aux(x)" in found.fix and "with torch.no_grad()" in found.fix, found.fix
+
+
+@pytest.mark.parametrize("called", [True, False])
+def test_rev45_a_nan_check_in_the_loop_is_not_a_run_of_the_module(called):
+    """Review 45 N7: torch.isfinite(p) and torch.equal in the loop (a NaN check, with gradients
+    on) read the parameters without history: a head called under no_grad, or never called,
+    keeps "did not run with gradients on" (a comparison inside a forward still counts: rev41)."""
+
+    class Aux(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.aux = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            if not called:
+                return self.body(x)
+            with torch.no_grad():
+                a = self.aux(x)
+            return self.body(x) + a
+
+    torch.manual_seed(0)
+    m, x = Aux(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        assert all(bool(torch.isfinite(p).all()) for p in m.parameters())
+        assert torch.equal(m.aux.bias, m.aux.bias)
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.aux.weight"]
+    assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    if called:
+        assert "a = self.aux(x)" in found.fix and "with torch.no_grad()" in found.fix, found.fix
