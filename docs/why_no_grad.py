@@ -2810,13 +2810,26 @@ def _grad_read(frame, loss: torch.Tensor) -> tuple[str, list[str]]:
             at = at - start + 1
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
         return "", []
-    assigned = collections.defaultdict(list)
+    assigned, parents = collections.defaultdict(list), {}
     for n in _own_nodes(body):
+        for key, value in ast.iter_fields(n):
+            for child in value if isinstance(value, list) else ():
+                parents[id(child)] = (n, key)
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
             for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
                 if isinstance(t, ast.Name) and n.end_lineno <= at:
                     assigned[t.id].append(n)
     todo = [max(assigned[k], key=lambda n: n.lineno) for k in names if assigned[k]]
+    for last in todo:  # an assignment in a branch that does not hold this line may not have run
+        up = parents.get(id(last)) if sum(len(assigned[k]) for k in names) > 1 else None
+        while up is not None:
+            if not isinstance(up[0], (ast.With, ast.AsyncWith)):  # a with body always runs
+                block = getattr(*up)
+                starts = [getattr(s, "pattern", s) for s in block]
+                ends = [s.body[-1] if hasattr(s, "pattern") else s for s in block]
+                if not any(h.lineno <= at <= e.end_lineno for h, e in zip(starts, ends)):
+                    return "", []
+            up = parents.get(id(up[0]))
 
     def reads_grad(n) -> bool:
         return any(isinstance(a, ast.Attribute) and a.attr == "grad" for a in ast.walk(n.value))

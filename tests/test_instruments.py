@@ -15068,3 +15068,25 @@ def test_rev45_a_nan_check_in_the_loop_is_not_a_run_of_the_module(called):
     assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
     if called:
         assert "a = self.aux(x)" in found.fix and "with torch.no_grad()" in found.fix, found.fix
+
+
+@pytest.mark.parametrize("branch", ["no_grad", "grad"])
+def test_rev45_a_grad_read_in_a_branch_not_taken_is_not_named(branch):
+    """A ``pen = ...`` in an if/else branch below the call's block is not named as the line that
+    made the loss (found while answering review 45 N16): which branch ran is not read, and the
+    last one in the source need not be it; where the assignment and the call share a block, the
+    line is named as before."""
+    torch.manual_seed(0)
+    net, x = nn.Linear(3, 1), torch.randn(8, 3)
+    net(x).pow(2).mean().backward()
+    if branch == "no_grad":
+        with torch.no_grad():
+            pen = net(x).pow(2).sum()
+    else:
+        pen = sum(p.grad.pow(2).sum() for p in net.parameters())
+    found = why_no_grad(pen, model=net)["model.weight"]
+    assert "is made from a .grad" not in found.why, found.why
+    if branch == "grad":
+        pen = net.weight.grad.pow(2).sum()
+        inside = why_no_grad(pen, model=net)["model.weight"]
+        assert "is made from a .grad (test_instruments.py:" in inside.why, inside.why
