@@ -602,6 +602,10 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     if loss is not None and loss.grad_fn is None and not loss.requires_grad:
         g.producers = _producers(sys._getframe(1), loss)
         g.grad_read, g.grad_beside = _grad_read(sys._getframe(1), loss)
+        if g.grad_read and _grads_kept(sys._getframe(1), g.grad_read, tensors):
+            g.grad_kept, g.grad_read, g.grad_beside = g.grad_read, "", []  # not the cut
+        if g.grad_read:
+            g.grad_fix = _grad_fix(sys._getframe(1), g.grad_read, held["module"])
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
         g.subclassed = _subclass_leaves(sys._getframe(1))
     if loss is not None and loss.grad_fn is None and not torch.is_grad_enabled():
@@ -855,7 +859,10 @@ class _Context:
     kept: dict | None = None  # _kept_from, once
     grad_read: str = ""  # a loss without graph assigned from a .grad: where (_grad_read)
     grad_beside: list = field(default_factory=list)  # other operands without graph (_grad_read)
+    grad_kept: str = ""  # grad_read, where the gradients it reads have history (_grads_kept)
+    grad_fix: str = ""  # the fix for grad_read written with the reader's own term (_grad_fix)
     stale: dict | None = None  # _stale_nodes, once
+    stale_after: dict | None = None  # _stale_nodes(after=True), once (_raised_at)
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -951,13 +958,14 @@ def _clamped(fn) -> str | None:
 _INPLACE = "modified by an inplace operation"
 
 
-def _stale_nodes(g: _Context) -> dict:
+def _stale_nodes(g: _Context, after: bool = False) -> dict:
     """Nodes of the loss's graph whose saved tensor was changed in place after they saved it
-    (h = sigmoid(z); h.bernoulli_()): backward() raises at them. Read before backward only, by
+    (h = sigmoid(z); h.bernoulli_()): backward() raises at them. Read before backward (or,
+    ``after``, after a backward that raised: the node it raised at kept its saved values), by
     ``_saved_<name>`` (which checks the version; ``_raw_saved_*`` does not), and only where no
     unpack hook is set (reading would run it). Node -> the tensor op it saved for."""
     found = {}
-    if not (g.alive and not g.ran and _SHOWS_HOOKS):
+    if not ((after or g.alive and not g.ran) and _SHOWS_HOOKS):
         return found
     for fn in g.nodes:
         if isinstance(fn, _FUNCTION_NODE):
@@ -1036,7 +1044,7 @@ def _zero_nodes(g: _Context) -> dict:
             kids = [c for c, _ in fn.next_functions]
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
-            said = {i: _zero_factor(data[1 - i], g, twice) for i in zero}
+            said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
             if (
                 zero
                 and len(zero) == sum(c is not None for c in kids[:2])
@@ -1048,10 +1056,12 @@ def _zero_nodes(g: _Context) -> dict:
     return found
 
 
-def _zero_factor(data: torch.Tensor, g: _Context, twice: list) -> str:
+def _zero_factor(data: torch.Tensor, g: _Context, twice: list, maker=None) -> str:
     """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
     leaf's: zero-initialised), the zero of a piecewise-linear op's second derivative passed on
-    (a _TWICE node is on the graph and the factor is no leaf's), or a multiplication by zero."""
+    (the factor is no leaf's and its own graph, from ``maker``, its producer's node, holds a
+    _TWICE node: a factor made without one, such as a mask or weight of 0.0 beside a u_xx, is
+    not that zero), or a multiplication by zero."""
     try:
         at = data.untyped_storage().data_ptr()
     except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
@@ -1060,6 +1070,16 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list) -> str:
         v.requires_grad and v.untyped_storage().data_ptr() == at for v, _ in g.leaves.values()
     ):
         return "a product with a parameter that is all zero (initialised to 0)"
+    seen, todo, found = set(), [maker] if maker is not None else [], set()
+    while todo and twice:  # the second-derivative ops the factor's own graph holds
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        name = type(fn).__name__
+        found.add(_TWICE[name][0] if name in _TWICE else "abs" if name == "SgnBackward0" else "")
+        todo.extend(c for c, _ in fn.next_functions if c is not None)
+    twice = [op for op in twice if op in found]
     if twice:
         return (
             f"a product with the zero of {' or '.join(twice)}'s derivative differentiated again "
@@ -2016,9 +2036,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             )
             + ", so a term made from it changes no gradient (alone, backward() raises 'element 0 "
             "of tensors does not require grad')",
-            "take the gradients as tensors with a graph and build the term from those: grads = "
-            "torch.autograd.grad(loss, params, create_graph=True), then penalty = "
-            "sum(g.pow(2).sum() for g in grads), and backward() on loss + penalty (one pass)",
+            g.grad_fix
+            or "take the gradients as tensors with a graph and build the term from those: grads = "
+            "torch.autograd.grad(loss, params, create_graph=True), then your term from grads in "
+            "place of the .grad (for a squared norm: sum(g.pow(2).sum() for g in grads)), and "
+            "backward() on loss + term (one pass)",
         )
     if g.loss.grad_fn is None and not g.loss.requires_grad and (inside := _cut_inside(g)):
         return inside
@@ -2038,6 +2060,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "locates the cut)"
             + _where_cut(g)
             + (
+                f"; the gradients it reads ({g.grad_kept}) have history (create_graph=True), "
+                "so they are not the cut: it is where the term is made from them (a "
+                "torch.no_grad() block there, or a .detach())"
+                if g.grad_kept
+                else ""
+            )
+            + (
                 f"; it reads a .grad ({g.grad_read}), which backward() writes without history "
                 "unless it ran with create_graph=True: one possible cut, beside "
                 f"{', '.join(g.grad_beside)}, which "
@@ -2047,6 +2076,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 else ""
             ),
             _off_here_fix(g)
+            + (
+                "make the term from those gradients with gradients on (outside the "
+                "torch.no_grad() block, no .detach()); "
+                if g.grad_kept
+                else ""
+            )
             + (
                 f"compute it with gradients enabled: {_INFERENCE_FIX}"
                 if g.loss.is_inference()
@@ -2775,13 +2810,26 @@ def _grad_read(frame, loss: torch.Tensor) -> tuple[str, list[str]]:
             at = at - start + 1
     except Exception:  # noqa: BLE001 - reading the caller must never break its program
         return "", []
-    assigned = collections.defaultdict(list)
+    assigned, parents = collections.defaultdict(list), {}
     for n in _own_nodes(body):
+        for key, value in ast.iter_fields(n):
+            for child in value if isinstance(value, list) else ():
+                parents[id(child)] = (n, key)
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
             for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
                 if isinstance(t, ast.Name) and n.end_lineno <= at:
                     assigned[t.id].append(n)
     todo = [max(assigned[k], key=lambda n: n.lineno) for k in names if assigned[k]]
+    for last in todo:  # an assignment in a branch that does not hold this line may not have run
+        up = parents.get(id(last)) if sum(len(assigned[k]) for k in names) > 1 else None
+        while up is not None:
+            if not isinstance(up[0], (ast.With, ast.AsyncWith)):  # a with body always runs
+                block = getattr(*up)
+                starts = [getattr(s, "pattern", s) for s in block]
+                ends = [s.body[-1] if hasattr(s, "pattern") else s for s in block]
+                if not any(h.lineno <= at <= e.end_lineno for h, e in zip(starts, ends)):
+                    return "", []
+            up = parents.get(id(up[0]))
 
     def reads_grad(n) -> bool:
         return any(isinstance(a, ast.Attribute) and a.attr == "grad" for a in ast.walk(n.value))
@@ -2805,6 +2853,70 @@ def _grad_read(frame, loss: torch.Tensor) -> tuple[str, list[str]]:
         reads = {a.id for n in todo for a in ast.walk(n.value) if isinstance(a, ast.Name)}
         todo = [max(assigned[k], key=lambda n: n.lineno) for k in reads if assigned[k]]
     return "", []
+
+
+def _grads_kept(frame, where: str, tensors: list) -> bool:
+    """Whether a gradient the line ``where`` (``_grad_read``) reads has history: ``name.grad``
+    of a tensor the caller binds (of the tensors named, where ``name`` is a loop variable such
+    as p in ``for p in net.parameters()``), or what ``torch.autograd.grad`` assigned to the
+    line's names; then create_graph=True was used and the cut is elsewhere (a no_grad block)."""
+    try:
+        code, scope = where.split(": ", 1)[1], {**frame.f_globals, **frame.f_locals}
+        grads = []
+        for name in re.findall(r"\b(\w+)\.grad\b(?!\s*\()", code):
+            v = scope.get(name)
+            if isinstance(v, torch.Tensor):
+                grads.append(v.grad)
+            elif v is None or name not in frame.f_locals:  # a loop variable: the tensors named
+                grads += [t.grad for _, t in tensors if t.is_leaf]
+        if "autograd.grad(" in code:
+            for name in re.findall(r"\w+", code.partition("=")[0]):
+                v = scope.get(name)
+                grads += list(v) if isinstance(v, (tuple, list)) else [v]
+        return any(isinstance(t, torch.Tensor) and t.grad_fn is not None for t in grads)
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return False
+
+
+def _grad_fix(frame, where: str, params: dict) -> str:
+    """The fix for a term made from gradients without history, written with the reader's own
+    line ``where`` (``_grad_read``): their torch.autograd.grad call with create_graph=True, or,
+    for ``x.grad`` of a tensor that is no parameter of the modules named (an input, as in a
+    WGAN-GP penalty), autograd.grad to that tensor and their term with ``g`` in place of
+    ``x.grad``; "" where the line cannot be read so (the parameters' form is told)."""
+    try:
+        code = where.split(": ", 1)[1]
+        tree = ast.parse(code.strip())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and ast.unparse(n.func).endswith("autograd.grad")]  # fmt: skip
+        if calls:
+            call = calls[0]
+            call.keywords = [k for k in call.keywords if k.arg != "create_graph"]
+            call.keywords.append(ast.keyword("create_graph", ast.Constant(True)))
+            return (
+                "take the gradients as tensors with a graph: your call with create_graph="
+                f"True, {ast.unparse(call)}; keep your term as it is, and backward() on loss + "
+                "term (one pass)"
+            )
+        names = set(re.findall(r"\b(\w+)\.grad\b(?!\s*\()", code))
+        scope = {**frame.f_globals, **frame.f_locals}
+        values = [scope.get(n) for n in names]
+        if len(names) != 1 or not all(
+            isinstance(v, torch.Tensor) and id(v) not in params for v in values
+        ):
+            return ""
+        (name,) = names
+        value = ast.unparse(tree.body[0].value) if isinstance(tree.body[0], ast.Assign) else ""
+        term = re.sub(rf"\b{name}\.grad\b", "g", value)
+        return (
+            f"take the gradients as tensors with a graph, here to {name}: (g,) = "
+            f"torch.autograd.grad(out, {name}, torch.ones_like(out), create_graph=True), where "
+            "out is what you called backward() on, then your term from g"
+            + (f" ({term})" if term else "")
+            + ", and backward() on loss + term (one pass)"
+        )
+    except Exception:  # noqa: BLE001 - reading the caller must never break its program
+        return ""
 
 
 def _producers(frame, loss: torch.Tensor) -> list[tuple[str, object, list[tuple[str, str]]]]:
@@ -4097,7 +4209,8 @@ _LAYOUT_READS = frozenset(("is_leaf", "grad_fn", "layout", "stride", "is_contigu
                            "itemsize", "nbytes", "names", "output_nr", "is_set_to", "is_same_size",
                            "type", "is_inference", "is_shared", "is_pinned", "is_meta",
                            "is_quantized", "is_signed", "is_conj", "is_neg", "is_mkldnn",
-                           "is_nested", "is_sparse_csr", "is_xpu", "is_mps", "is_ipu"))  # fmt: skip
+                           "is_nested", "is_sparse_csr", "is_xpu", "is_mps", "is_ipu",
+                           "_has_compatible_shallow_copy_type"))  # fmt: skip
 
 
 def _value_names(expr, me: str | None = None, valued=None) -> set:
@@ -4639,6 +4752,8 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "torch.autograd.grad (which writes no leaf's .grad), or left out of backward(inputs=...)",
             "read .grad after backward() and before zero_grad(); with autograd.grad, use what it returns",
         )
+    if g.ran and node is not None and (raised := _raised_at(g, node)):
+        return raised
     if g.ran and g.with_grad:
         return (
             "not written by this pass",
@@ -4810,15 +4925,78 @@ _ABS_FIX = (
 _RAISES = "backward() will raise"
 
 
-def _raises(g: _Context) -> tuple[str, str]:
-    """(why, fix) for a graph holding a saved tensor changed in place since (``g.stale``)."""
-    ops = sorted(set(g.stale.values()))
+def _raised_at(g: _Context, node) -> tuple[str, str, str] | None:
+    """(rule, why, fix) after a backward, where ``node`` is below an op whose saved value was
+    changed in place since (``_stale_nodes(after=True)``): the backward raised there, before it
+    reached ``node``; None otherwise."""
+    if g.stale_after is None:
+        g.stale_after = _stale_nodes(g, after=True)
+    stale = g.stale_after
+    below, todo = set(stale), list(stale)
+    while todo and node not in below:
+        for child in g.kids.get(todo.pop(), ()):
+            if child not in below:
+                below.add(child)
+                todo.append(child)
+    if node not in below:
+        return None
+    why, fix = _raises(g, stale)
+    left = (  # a pass with inputs= that left it out does not reach that op, and does not raise
+        "; or, if your backward did not raise, backward(inputs=[...]) left it out (that pass "
+        "does not reach the op): it raises once the pass includes it"
+        if g.with_grad
+        else ""
+    )
+    return (
+        "backward() raised before reaching it" + (", or inputs= left it out" if left else ""),
+        "the pass stopped at an op on the way from the loss to it, before it wrote this .grad; "
+        + why
+        + left,
+        f"{fix}; then run the forward again, call loss.backward() and read .grad",
+    )
+
+
+def _stale_leaves(g: _Context, stale: dict) -> list[str]:
+    """The leaves that require grad (parameters) whose memory a saved value of a ``stale`` node
+    is (a weight's transpose saved by mm): changed in place after the graph saved them."""
+    at, found = {}, []
+    for v, _ in g.leaves.values():
+        try:
+            if v.requires_grad:
+                at.setdefault(v.untyped_storage().data_ptr(), v)
+        except RuntimeError:  # a tensor without storage: not a parameter's
+            continue
+    for fn in stale:
+        for attr in _SAVED_ATTRS.get(type(fn), ()):
+            try:
+                raw = getattr(fn, attr)
+                try:  # only the saved value that was changed: the one whose read raises
+                    getattr(fn, attr.replace("_raw_saved_", "_saved_"))
+                    continue
+                except RuntimeError as error:
+                    if _INPLACE not in str(error):
+                        continue
+                for item in raw if isinstance(raw, (list, tuple)) else [raw]:
+                    data = getattr(item, "data", None) if item is not None else None
+                    leaf = at.get(data.untyped_storage().data_ptr()) if data is not None else None
+                    if leaf is not None and g.label(leaf) not in found:
+                        found.append(g.label(leaf))
+            except RuntimeError:  # freed, or without storage
+                continue
+    return found
+
+
+def _raises(g: _Context, stale: dict | None = None) -> tuple[str, str]:
+    """(why, fix) for a graph holding a saved tensor changed in place since (``stale``, else
+    ``g.stale``)."""
+    stale = stale or g.stale
+    ops = sorted(set(stale.values()))
     draws = sorted(
         {
             _DRAWN[type(fn).__name__]
             for fn in g.nodes
             if type(fn).__name__ in _DRAWN
-            and any(c in g.stale for c, _ in fn.next_functions if c is not None)
+            and any(c in stale for c, _ in fn.next_functions if c is not None)
         }
     )
     by = f" (by {', '.join(draws)}, a draw in place)" if draws else ""
@@ -4830,6 +5008,21 @@ def _raises(g: _Context) -> tuple[str, str]:
         "saw)"
     )
     fix = "make the op that changes it out of place (x = x + 1, not x.add_(1))"
+    trained = _stale_leaves(g, stale)
+    if trained:  # an optimizer's step (or p.clamp_ under no_grad) after the graph saved it
+        why = why.replace(
+            "changed in place after it",
+            f"changed in place after it ({_summary(trained)}, a tensor that trains: an "
+            "optimizer's step or another in-place update of it, such as clamp_ under no_grad)",
+            1,
+        )
+        return why, (
+            "the graph was built before that update: if it is an earlier step's, reached "
+            "through a value carried over (find_old_graph(loss, ...) names it), detach that "
+            "state at each step's start, or recompute it each step if it is built from weights "
+            "still training; if it is this step's, run the update after backward(), or the "
+            "forward after the update (a GAN: step D after G's backward through D)"
+        )
     if draws:  # a draw over a clone still replaces the values: its gradient is zero
         return why, _draw_fix(draws) + "; " + fix
     return why, fix + ", or change a clone"
@@ -4847,7 +5040,8 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     zero = g.zero
     if not zero or node is None or not _cut_by(set(zero), g.loss.grad_fn, node, g.kids):
         return "", "", ""
-    kinds = sorted(set(zero.values()))
+    alone = [k for k in zero if _cut_by({k}, g.loss.grad_fn, node, g.kids)]
+    kinds = sorted({zero[k] for k in alone} or set(zero.values()))  # what cuts it by itself
     found = [name for name, word in _KINDS if any(word in k for k in kinds)]
     what = ", ".join(found)
     fix = "; ".join(_ZERO_FIX[name] for name in found)
@@ -5345,6 +5539,20 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
     return None
 
 
+def _in_forward() -> bool:
+    """Whether a module's forward is on the stack: a read without history (a comparison, a
+    torch.equal) counts as its module's run only there (a learned mask); the same read in the
+    loop (torch.isfinite(p), a NaN check) is a check, not a run (rev45 N7)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "forward" and isinstance(
+            frame.f_locals.get("self"), torch.nn.Module
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class CutWatch(torch.overrides.TorchFunctionMode):
     """Records, while active, each torch call that takes a tensor with history and returns a
     floating value without it, and where gradients were switched off. Use ``watch_cuts()``."""
@@ -5514,10 +5722,20 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         results = [r for r in torch.utils._pytree.tree_leaves(out) if isinstance(r, torch.Tensor)]
         if name in _COPY_OPS:
             return
+        if (  # p.to(device), .float(), .contiguous() that return p itself: no value read
+            results
+            and not name.endswith("_")
+            and not name.startswith("__i")
+            and name != "__setitem__"
+            and all(any(r is t for t in tracked) for r in results)
+        ):
+            return
         if not results:  # torch.equal, allclose: a read with no tensor result (a shape is not)
             if name not in _SHAPE_READS | _LAYOUT_READS and (
                 not name.startswith("__") or name == "__bool__"
             ):
+                if mode and not _in_forward():  # a check in the loop (a NaN check): no run
+                    return
                 (self.used_on if mode else self.read_off).update(
                     id(t) for t in tracked if t.grad_fn is None
                 )
@@ -5525,6 +5743,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         if not mode:  # read with gradients off: no run is told from it, but it was read
             self.read_off.update(id(t) for t in tracked if t.grad_fn is None)
             return
+        if all(r.grad_fn is None for r in results) and not _in_forward():
+            return  # torch.isfinite(p) in the loop: a check, not a run of its module
         self.made.update(_node_key(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 

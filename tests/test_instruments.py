@@ -14748,3 +14748,345 @@ def test_rev44_shrink_and_rrelu_second_derivatives_are_named(act, node):
         f"if it is before the last {op}, a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU, "
         "nn.GELU) in place of that op puts it on the graph" in between.fix
     ), between.fix
+
+
+# review 45 (fix46)
+def _weighted_pinn(act, weight: float):
+    """A PINN loss (w * (u_xx + 1)^2).mean() with the per-point weight w set to ``weight``
+    everywhere, on Linear-Tanh-Linear-act-Linear (rev45 N12)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 8), act(), nn.Linear(8, 1))
+    x = torch.linspace(-1, 1, 16).unsqueeze(1).requires_grad_()
+    u = net(x)
+    (ux,) = torch.autograd.grad(u.sum(), x, create_graph=True)
+    (uxx,) = torch.autograd.grad(ux.sum(), x, create_graph=True)
+    w = torch.full_like(x, weight)  # made without history: the reader's weight, not ReLU''
+    return net, (w * (uxx + 1).pow(2)).mean()
+
+
+@pytest.mark.parametrize("act", [nn.ReLU, nn.LeakyReLU, nn.Tanh])
+def test_rev45_a_weight_at_zero_is_not_the_second_derivative(act):
+    net, loss = _weighted_pinn(act, 0.0)
+    told = why_no_grad(loss, model=net)
+    for name in ("model.0.weight", "model.2.weight", "model.4.weight"):
+        found = told[name]
+        assert found.rule.endswith("will be zero: a multiplication by zero"), found
+        assert "differentiated again" not in found.why, found.why
+        assert "smooth activation" not in found.fix, found.fix
+    loss.backward()  # all zero, with any activation: the weight is the cause
+    assert not any(p.grad.any() for p in (net[0].weight, net[2].weight, net[4].weight))
+    net, loss = _weighted_pinn(act, 1.0)  # the weight non-zero: the ReLU edge alone cuts none
+    found = why_no_grad(loss, model=net)["model.0.weight"]
+    assert "will be zero" not in found.rule, found
+    loss.backward()
+    assert net[0].weight.grad.any()
+
+
+def test_rev45_the_second_derivative_is_still_told_where_it_is_the_cause():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    loss = _pinn_residual(net, torch.linspace(-1, 1, 16).unsqueeze(1))
+    found = why_no_grad(loss, model=net)["model.0.weight"]
+    assert "will be zero: a second derivative of a piecewise-linear op" in found.rule, found
+    assert "a multiplication by zero" not in found.rule, found
+
+
+@pytest.mark.parametrize("change", ["bernoulli_", "add_"])
+@pytest.mark.parametrize("with_head", [True, False])
+def test_rev45_read_after_the_backward_that_raised_names_the_in_place_op(change, with_head):
+    """Review 45 N15: read in the except of the backward that raised at an op whose saved value
+    was changed in place, the tensors below that op are told the pass raised there (not "not
+    written by this pass", not "replace the op its error names"), with the fix for the in-place
+    op (the tests above train both fixes); a pass with inputs= that left them out is named too."""
+    torch.manual_seed(0)
+    net, head, x = nn.Linear(4, 8), nn.Linear(8, 1), torch.randn(16, 4)
+
+    def loss_of():
+        h = torch.sigmoid(net(x))
+        getattr(h, change)(0.9) if change == "bernoulli_" else h.add_(1)
+        return head(h).pow(2).mean() if with_head else h.pow(2).mean()
+
+    loss = loss_of()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    told = why_no_grad(loss, model=net, head=head) if with_head else why_no_grad(loss, model=net)
+    found = told["model.weight"]
+    assert found.rule.startswith("backward() raised before reaching it"), found
+    assert "Sigmoid saved a value for its backward that was changed in place after it" in found.why
+    start = (
+        "h.bernoulli_(p) writes 0s and 1s over h"
+        if change == "bernoulli_"
+        else "make the op that changes it out of place (x = x + 1, not x.add_(1)), or change a clone"
+    )
+    assert found.fix.startswith(start), found.fix
+    assert "inputs=" not in found.fix and "replace the op its error names" not in found.fix
+    if with_head:
+        assert told["head.weight"].rule == "has a gradient"
+        net.zero_grad(), head.zero_grad()
+        loss = loss_of()
+        loss.backward(inputs=list(head.parameters()))  # does not reach Sigmoid: no raise
+        found = why_no_grad(loss, model=net, head=head)["model.weight"]
+        assert found.rule.endswith(", or inputs= left it out"), found
+
+
+@pytest.mark.parametrize("read", ["p.grad", "w.grad", "autograd.grad"])
+def test_rev45_gradients_with_history_are_not_the_cut_under_no_grad(read):
+    """Review 45 N16: gradients taken with create_graph=True (a .grad after
+    backward(create_graph=True), or what torch.autograd.grad returns) have history; a term made
+    from them under no_grad is cut by the no_grad, not by the .grad. The printed fix (make the
+    term with gradients on) trains 3 steps against loss + |dloss/dw|^2 + (dloss/db)^2 written in
+    closed form for a linear model (no autograd in the reference)."""
+
+    def by_autograd(loss, net):  # one function per way: the last assignment is the one run
+        grads = torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+        with torch.no_grad():
+            pen = sum(g.pow(2).sum() for g in grads)
+        return why_no_grad(pen, model=net)
+
+    def by_p_grad(loss, net):
+        loss.backward(create_graph=True)
+        with torch.no_grad():
+            pen = sum(p.grad.pow(2).sum() for p in net.parameters())
+        return why_no_grad(pen, model=net)
+
+    def by_w_grad(loss, net):
+        loss.backward(create_graph=True)
+        w = net.weight
+        with torch.no_grad():
+            pen = w.grad.pow(2).sum() + net.bias.grad.pow(2).sum()
+        return why_no_grad(pen, model=net)
+
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    told = {"autograd.grad": by_autograd, "p.grad": by_p_grad, "w.grad": by_w_grad}[read]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # backward(create_graph=True) warns of a reference cycle
+        found = told((net(x) - y).pow(2).mean(), net)["model.weight"]
+    assert "the loss has no graph" in found.why, found
+    assert "is made from a .grad" not in found.why and "without create_graph" not in found.fix
+    assert "have history (create_graph=True), so they are not the cut" in found.why, found.why
+    assert found.fix.startswith("make the term from those gradients with gradients on"), found.fix
+    net.zero_grad()
+
+    def loss_of(i):  # the fix: the term made with gradients on
+        loss = (net(xs[i]) - ys[i]).pow(2).mean()
+        grads = torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+        return loss + sum(g.pow(2).sum() for g in grads)
+
+    def reference(i):  # d/dw mean(r^2) = 2/N x^T r, d/db = 2/N sum r: by hand
+        r = xs[i] @ net.weight.T + net.bias - ys[i]
+        gw, gb = 2 / len(r) * (r.T @ xs[i]), 2 / len(r) * r.sum(0)
+        return r.pow(2).mean() + gw.pow(2).sum() + gb.pow(2).sum()
+
+    xs, ys = [torch.randn(8, 3) for _ in range(3)], [torch.randn(8, 1) for _ in range(3)]
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    _three_checked_steps(loss_of, opt, reference, net=net)
+
+
+def test_rev45_a_grad_without_history_is_still_the_cut():
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+    (net(x) - y).pow(2).mean().backward()
+    pen = sum(p.grad.pow(2).sum() for p in net.parameters())
+    found = why_no_grad(pen, model=net)["model.weight"]
+    assert "is made from a .grad (test_instruments.py:" in found.why, found.why
+    assert "not the cut" not in found.why, found.why
+
+
+def test_rev45_a_weight_changed_by_the_step_under_a_kept_graph_gets_the_carried_state_fix():
+    """Review 45 N17: h carried across steps without detach, backward(retain_graph=True) and
+    opt.step() at step 0: at step 1, mm's saved weight was changed by the step. The fix told is
+    by what the graph is (an earlier step's, through a carried value: detach it; this step's:
+    order the update), not "out of place, or a clone"; read in the except too. The carried-state
+    fix trains 3 steps against a reference that carries its own state."""
+    torch.manual_seed(0)
+    lin, x = nn.Linear(4, 4, bias=False), torch.randn(8, 4)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    h = x.clone().requires_grad_()
+    for step in range(2):
+        h = torch.tanh(lin(h))
+        loss = h.pow(2).mean()
+        if step == 1:
+            break
+        loss.backward(retain_graph=True)
+        opt.step(), opt.zero_grad()
+    found = why_no_grad(loss, model=lin, opt=opt)["model.weight"]
+    assert found.rule.endswith("backward() will raise"), found
+    assert "changed in place after it (model.weight, a tensor that trains: an optimizer's step" in (
+        found.why
+    ), found.why
+    assert "change a clone" not in found.fix and "out of place" not in found.fix, found.fix
+    assert found.fix.startswith("the graph was built before that update: if it is an earlier "
+                                "step's, reached through a value carried over"), found.fix  # fmt: skip
+    assert "detach that state at each step's start" in found.fix, found.fix
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    after = why_no_grad(loss, model=lin, opt=opt)["model.weight"]
+    assert after.fix.startswith(found.fix.partition("; then")[0]), after.fix
+    state, ref = {"h": x}, {"h": x}
+
+    def loss_of(i):  # the fix: the carried state detached at each step's start
+        state["h"] = torch.tanh(lin(state["h"].detach()))
+        return state["h"].pow(2).mean()
+
+    def reference(i):  # its own carried state, the weights of this step
+        h = torch.tanh(ref["h"] @ lin.weight.T)
+        ref["h"] = h.detach()
+        return h.pow(2).mean()
+
+    opt.zero_grad()
+    _three_checked_steps(loss_of, opt, reference, lin=lin)
+
+
+@pytest.mark.parametrize("update", ["step", "clamp_"])
+def test_rev45_a_weight_changed_before_this_steps_backward_gets_the_order_fix(update):
+    """The same stale weight in one step: a critic's output made, then the critic updated (its
+    optimizer's step, or a WGAN clamp_ under no_grad), then a loss through that output."""
+    torch.manual_seed(0)
+    gen, critic, z = nn.Linear(2, 3), nn.Linear(3, 1), torch.randn(8, 2)
+    opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+    x = torch.randn(8, 3)
+    score = critic(gen(z))
+    critic(x).mean().backward()
+    if update == "step":
+        opt_c.step()
+    else:
+        with torch.no_grad():
+            critic.weight.clamp_(-0.01, 0.01)
+    g_loss = -score.mean()
+    found = why_no_grad(g_loss, gen=gen, critic=critic)["gen.weight"]
+    assert "changed in place after it (critic.weight, a tensor that trains" in found.why, found
+    assert "if it is this step's, run the update after backward(), or the forward after the " in (
+        found.fix
+    ), found.fix
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        g_loss.backward()
+
+
+def test_rev45_a_penalty_from_an_inputs_grad_gets_the_input_gradient_fix_with_its_own_term():
+    """Review 45 N8: a WGAN-GP penalty made from xh.grad (an input's, not a parameter's) is given
+    autograd.grad to xh with the reader's own term (not a parameter-gradient squared norm); a
+    penalty from torch.autograd.grad without create_graph=True is given the reader's own call
+    with create_graph=True. The input form trains 3 steps against a linear critic's closed form:
+    the gradient to each input row is the weight, so the term is (|w| - 1)^2."""
+    torch.manual_seed(0)
+    critic, x = nn.Linear(3, 1), torch.randn(8, 3)
+    xh = x.clone().requires_grad_()
+    critic(xh).sum().backward()
+    pen = (xh.grad.norm(dim=1) - 1).pow(2).mean()
+    found = why_no_grad(pen, critic=critic)["critic.weight"]
+    assert found.fix.startswith(
+        "take the gradients as tensors with a graph, here to xh: (g,) = torch.autograd.grad(out, "
+        "xh, torch.ones_like(out), create_graph=True), where out is what you called backward() "
+        "on, then your term from g ((g.norm(dim=1) - 1).pow(2).mean())"
+    ), found.fix
+    assert "for g in grads" not in found.fix, found.fix
+    g = torch.autograd.grad(critic(xh).sum(), xh)[0]
+    pen = 10 * (g.norm(dim=1) - 1).pow(2).mean()
+    found = why_no_grad(pen, critic=critic)["critic.weight"]
+    assert "torch.autograd.grad(critic(xh).sum(), xh, create_graph=True); keep your term" in (
+        found.fix
+    ), found.fix
+    critic.zero_grad()
+    xs = [torch.randn(8, 3) for _ in range(3)]
+    opt = torch.optim.SGD(critic.parameters(), lr=0.05)
+
+    def loss_of(i):  # the fix printed first, with the reader's term
+        xh = xs[i].clone().requires_grad_()
+        out = critic(xh).sum()
+        (g,) = torch.autograd.grad(out, xh, torch.ones_like(out), create_graph=True)
+        return critic(xs[i]).mean() + 10 * (g.norm(dim=1) - 1).pow(2).mean()
+
+    def reference(i):
+        return (xs[i] @ critic.weight.T + critic.bias).mean() + 10 * (critic.weight.norm() - 1).pow(
+            2
+        )
+
+    _three_checked_steps(loss_of, opt, reference, critic=critic)
+
+
+@pytest.mark.parametrize("before", ["module.to", "module.float", "p.to", "shallow copy check"])
+def test_rev45_a_to_that_returns_the_tensor_itself_is_not_a_read(before):
+    """Review 45 N7: m.to(device), m.float() (a no-op p.to(...) inside, and torch's
+    _has_compatible_shallow_copy_type check) inside the watch are not reads of the parameters:
+    a head called under no_grad keeps "did not run with gradients on", with its call and switch."""
+
+    class Aux(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.aux = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            with torch.no_grad():
+                a = self.aux(x)
+            return self.body(x) + a
+
+    torch.manual_seed(0)
+    m, x = Aux(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        if before == "module.to":
+            m.to(x.device)
+        elif before == "module.float":
+            m.float()
+        elif before == "p.to":
+            m.aux.weight.to(x.device, x.dtype)
+        else:
+            torch._has_compatible_shallow_copy_type(m.aux.weight, m.aux.weight)
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.aux.weight"]
+    assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    assert "a = self.aux(x)" in found.fix and "with torch.no_grad()" in found.fix, found.fix
+
+
+@pytest.mark.parametrize("called", [True, False])
+def test_rev45_a_nan_check_in_the_loop_is_not_a_run_of_the_module(called):
+    """Review 45 N7: torch.isfinite(p) and torch.equal in the loop (a NaN check, with gradients
+    on) read the parameters without history: a head called under no_grad, or never called,
+    keeps "did not run with gradients on" (a comparison inside a forward still counts: rev41)."""
+
+    class Aux(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.aux = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            if not called:
+                return self.body(x)
+            with torch.no_grad():
+                a = self.aux(x)
+            return self.body(x) + a
+
+    torch.manual_seed(0)
+    m, x = Aux(), torch.randn(8, 4)
+    with watch_cuts(show=False):
+        assert all(bool(torch.isfinite(p).all()) for p in m.parameters())
+        assert torch.equal(m.aux.bias, m.aux.bias)
+        loss = m(x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.aux.weight"]
+    assert found.rule == "not on the graph: its module did not run with gradients on in the watch"
+    if called:
+        assert "a = self.aux(x)" in found.fix and "with torch.no_grad()" in found.fix, found.fix
+
+
+@pytest.mark.parametrize("branch", ["no_grad", "grad"])
+def test_rev45_a_grad_read_in_a_branch_not_taken_is_not_named(branch):
+    """A ``pen = ...`` in an if/else branch below the call's block is not named as the line that
+    made the loss (found while answering review 45 N16): which branch ran is not read, and the
+    last one in the source need not be it; where the assignment and the call share a block, the
+    line is named as before."""
+    torch.manual_seed(0)
+    net, x = nn.Linear(3, 1), torch.randn(8, 3)
+    net(x).pow(2).mean().backward()
+    if branch == "no_grad":
+        with torch.no_grad():
+            pen = net(x).pow(2).sum()
+    else:
+        pen = sum(p.grad.pow(2).sum() for p in net.parameters())
+    found = why_no_grad(pen, model=net)["model.weight"]
+    assert "is made from a .grad" not in found.why, found.why
+    if branch == "grad":
+        pen = net.weight.grad.pow(2).sum()
+        inside = why_no_grad(pen, model=net)["model.weight"]
+        assert "is made from a .grad (test_instruments.py:" in inside.why, inside.why
