@@ -2344,6 +2344,22 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     if kept_cut := _kept_cut(t, g):
         return kept_cut
+    if (seen := _watched_use(t, g)) in ("unread", "read off"):  # its module ran, others read
+        rule, why, fix = _watched_rule(seen, owner, g, t, "", "; ".join(_all_switches(g)[:3]))
+        key = g.held["module"].get(id(t), "").rpartition(".")[2]
+        unnamed = _never_named(type(module), key) if module is not None and key else ""
+        return rule, why + (f"; {unnamed}" if unnamed else ""), fix
+    if seen in ("tensor unread", "tensor read off"):  # a tensor of no module named
+        return (
+            "not on the graph: no call read it",
+            "inside the with watch_cuts() block that made the loss, no torch call read this "
+            "tensor with gradients on"
+            + (" (only with gradients off)" if seen == "tensor read off" else "")
+            + ": the loss is computed without it, or from a copy of it (.detach(), .data, "
+            ".item(), torch.tensor(...)), or it was read outside the block",
+            "None is right if the loss is not meant to use it; to train it, compute the loss "
+            "from the tensor itself, with gradients on",
+        )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -4011,6 +4027,37 @@ def _call_site_read(owner: str, g: _Context) -> str:
     return ""
 
 
+def _never_named(cls: type, key: str) -> str:
+    """The words "its source never names self.att_r" where ``cls.forward`` and the methods it calls
+    on ``self`` (read with ``ast``, never run) never name ``self.<key>``; "" where one does, or
+    where ``self`` is passed on (``run(self, x)``, ``getattr(self, k)``: any may be read)."""
+    try:
+        run = _methods_run(cls)
+    except Exception:  # noqa: BLE001 - any failure means "no source": nothing is said
+        return ""
+    if not run:
+        return ""
+    for *_, root, me, _where, _start in run:
+        for n in ast.walk(root):
+            if _attr_of(n, me) in (
+                key,
+                *_ANY_CHILD,
+                "parameters",
+                "named_parameters",
+                "_parameters",
+                "state_dict",
+            ):
+                return ""  # named, or reached by a loop over its tensors
+            if isinstance(n, ast.Constant) and n.value == key:
+                return ""
+            if isinstance(n, ast.Call) and any(
+                _attr_of(a, me, "") == "" for a in (*n.args, *(k.value for k in n.keywords))
+            ):
+                return ""  # self passed on: it may read any attribute
+    names = ", ".join(f"{cls.__name__}.{r[0]}()" for r in run)
+    return f"its source never names self.{key} ({names} read)"
+
+
 def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: str) -> tuple:
     """The rule for a module none of whose parameters is on the loss's graph, told by what
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
@@ -4029,11 +4076,13 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     if seen == "unread":
         return (
             "not on the graph: its module ran, this parameter was not read",
-            watched + "other parameters of its module were read, this one by no torch call: the "
-            "forward skips it (a branch not taken, a token or embedding the pooling drops), or "
-            "it is read only as a copy (.data, .detach())",
+            watched + "other parameters of its module were read, this one by no torch call: no "
+            "op read this parameter in the watched call; the forward skips it (a branch not "
+            "taken, a token or embedding the pooling drops, a line that reads another parameter "
+            "where it means this one), or reads it only as a copy (.data, .detach())",
             "None is right if it is not meant to train (skip it where you read .grad); to train "
-            "it, make the forward read it on the way to the loss",
+            "it, fix the code that should read it (in a library: its forward, or a release that "
+            "fixes it), so the forward reads it on the way to the loss",
         )
     if seen == "none":
         site = _call_site(owner, g)
@@ -5332,6 +5381,11 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         low, high = watch.span
         if low is None or high is None or not low <= n < high or _node_key(fn) not in watch.made:
             continue  # made in another thread, or outside this watch
+        if not g.held["module"].get(id(t)):  # a tensor of no module: read or not, by itself
+            mine = set(g.leaves) & (set(g.names) | set(g.held["module"]))
+            if watch.compiled or not mine or not mine <= watch.used_on or id(t) in watch.used_on:
+                return None
+            return "tensor read off" if id(t) in watch.read_off else "tensor unread"
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch

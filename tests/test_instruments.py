@@ -14748,3 +14748,83 @@ def test_rev44_shrink_and_rrelu_second_derivatives_are_named(act, node):
         f"if it is before the last {op}, a smooth activation (nn.Tanh, nn.Softplus, nn.SiLU, "
         "nn.GELU) in place of that op puts it on the graph" in between.fix
     ), between.fix
+
+
+# trial 16 and review 45 zero inits (fix47)
+
+
+class _TwoAtt(nn.Module):
+    """GAT-like scores from two attention vectors (PyG 1.6.1 GATConv's layout); ``bug``: the
+    forward reads att_l for both sides, as that release did (pyg-team/pytorch_geometric#1743)."""
+
+    def __init__(self, bug):
+        super().__init__()
+        self.bug, self.lin = bug, nn.Linear(3, 4, bias=False)
+        self.att_l, self.att_r = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        h = self.lin(x)
+        left = (h * self.att_l).sum(-1)
+        right = (h * (self.att_l if self.bug else self.att_r)).sum(-1)
+        alpha = torch.softmax(F.leaky_relu(left[:, None] + right[None, :], 0.2), dim=1)
+        return (alpha @ h).pow(2).mean()
+
+
+def test_fix47_a_parameter_no_op_read_in_a_module_that_ran_is_named_and_the_fix_trains():
+    """Trial 16 case 04: att_r of a module that ran (att_l on the graph) is read by no op: told
+    so per parameter, at a third step, through autograd.grad too; a plain tensor alike."""
+    torch.manual_seed(0)
+    m, x = _TwoAtt(bug=True), torch.randn(3, 5, 3)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    for i in range(3):
+        opt.zero_grad()
+        with watch_cuts(show=False):
+            loss = m(x[i])
+        loss.backward()
+        opt.step()
+    found = why_no_grad(loss, model=m, opt=opt)["model.att_r"]
+    assert found.rule == "not on the graph: its module ran, this parameter was not read", found
+    assert "no op read this parameter in the watched call" in found.why, found
+    assert "its source never names self.att_r (_TwoAtt.forward() read)" not in found.why  # it does
+    assert "a release that fixes it" in found.fix, found
+    with watch_cuts(show=False):
+        loss = m(x[0])
+    torch.autograd.grad(loss, [m.att_l])
+    assert why_no_grad(loss, model=m)["model.att_r"].rule == found.rule
+
+    class Unnamed(nn.Module):  # the forward never names att_r at all
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 4)
+            self.att_l, self.att_r = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return (self.lin(x) * self.att_l).sum()
+
+    u = Unnamed()
+    with watch_cuts(show=False):
+        loss = u(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=u)["model.att_r"]
+    assert "its source never names self.att_r (Unnamed.forward() read)" in found.why, found
+    w, v = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    with watch_cuts(show=False):
+        loss = (w * 2).sum() + v.detach().sum()
+    loss.backward()
+    found = why_no_grad(loss, w=w, v=v)["v"]
+    assert found.rule == "not on the graph: no call read it", found
+    loss = (w * 2).sum() + v.detach().sum()  # no watch: the general list, as before
+    assert why_no_grad(loss, w=w, v=v)["v"].rule == "not on the graph"
+
+    fixed = _TwoAtt(bug=False)
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def reference(i):  # the scores written out with einsum, from the parameters themselves
+        h = torch.einsum("nc,oc->no", x[i], fixed.lin.weight)
+        s = (
+            torch.einsum("no,o->n", h, fixed.att_l)[:, None]
+            + torch.einsum("no,o->n", h, fixed.att_r)[None, :]
+        )
+        return (torch.where(s > 0, s, 0.2 * s).softmax(1) @ h).pow(2).mean()
+
+    _three_checked_steps(lambda i: fixed(x[i]), opt, reference, model=fixed)
