@@ -1556,7 +1556,7 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
     if forward makes it anew on every call."""
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:  # seen at run time
         if where := _per_call(g.held["module"].get(id(t), ""), g):
-            return _recreated(where[0], _BY_OPT)
+            return _recreated(where[0], _BY_OPT, _rewrapped(g.held["module"][id(t)], g))
     if g.held["opt"] and t.is_leaf and id(t) in _fast_pairs(g):
         module = _fast_pairs(g)[id(t)]
         return (
@@ -1709,6 +1709,9 @@ def _read_assignments(cls: type) -> dict:
                     attr = _attr_of(left, me)
                     if attr and not _keeps(right, me, attr):
                         _found(found, attr, where, always)
+                    inner = _attr_of(getattr(left, "value", None), me)  # self.conv.weight = ...
+                    if inner and isinstance(left, ast.Attribute) and not _keeps_dotted(left, right):
+                        _found(found, f"{inner}.{left.attr}", where, always)
                     item = left.value if isinstance(left, ast.Subscript) else None
                     attr = _attr_of(item, me)  # self.layers[0] = ..., self.d["k"] = ...
                     func = right.func if isinstance(right, ast.Call) else None
@@ -1795,6 +1798,64 @@ def _found(found: dict, attr: str, where: str, always: bool) -> None:
         found[attr] = (where, always)
 
 
+def _keeps_dotted(left, value) -> bool:
+    """``value`` is ``left`` (``self.conv.weight``) or a call on it (``.to(d)``): the same back."""
+    func = value.func if isinstance(value, ast.Call) else None
+    return ast.dump(left, False) in (
+        ast.dump(value, False),
+        ast.dump(getattr(func, "value", value), False),
+    )
+
+
+def _rewraps(cls: type) -> list:
+    """[(attribute, ``file:line: code``, the value's source)] for each assignment in
+    ``cls.forward`` (and the methods it calls on ``self``) of ``self.<a>`` or ``self.<a>.<b>`` to
+    ``nn.Parameter(<a value computed in forward>)`` (a local name read inside the call:
+    ``self.conv.weight = nn.Parameter(W.squeeze())``): a new leaf, which cuts what made the
+    value; read with ``ast``, never run; empty where unreadable."""
+    try:
+        run = _methods_run(cls)
+    except Exception:  # noqa: BLE001 - any failure means "no source": nothing is said
+        return []
+    found = []
+    for _, fn, root, me, where, start in run:
+        for n in ast.walk(root):
+            if not isinstance(n, ast.Assign) or not isinstance(n.value, ast.Call):
+                continue
+            if getattr(n.value.func, "attr", getattr(n.value.func, "id", "")) != "Parameter":
+                continue
+            args = (*n.value.args, *(k.value for k in n.value.keywords))[:1]
+            local = any(
+                isinstance(a, ast.Name) and a.id != me and a.id not in _LIBRARIES
+                for arg in args for a in ast.walk(arg)
+            )  # fmt: skip
+            for t in n.targets if local else ():
+                inner = _attr_of(getattr(t, "value", None), me)
+                key = _attr_of(t, me) or (inner and f"{inner}.{t.attr}")
+                if key:
+                    line = _parsed(fn)[3][n.lineno - 1].strip()
+                    at = f"{where}:{start + n.lineno - 1}: {line}"
+                    found.append((key, at, ast.unparse(args[0])))
+    return found
+
+
+def _rewrapped(path: str, g: _Context, anywhere: bool = False) -> tuple[str, str]:
+    """(``file:line: code``, the value's source) where a forward above the parameter at
+    ``path`` assigns it ``nn.Parameter(<a value computed in forward>)`` (``_rewraps``); with
+    ``anywhere``, any such assignment in the forwards of ``path``'s module and those above it
+    (what ``path``'s module computes may be that value); ("", "") elsewhere."""
+    modules, parts = dict(g.modules), path.split(".")
+    for depth in range(len(parts) - (0 if anywhere else 1), 0, -1):
+        owner, key = modules.get(".".join(parts[:depth])), ".".join(parts[depth:])
+        for got, at, value in _rewraps(type(owner)) if owner is not None else ():
+            if anywhere or got == key:
+                return at, value
+    return "", ""
+
+
+_LIBRARIES = ("torch", "nn", "F", "np", "numpy", "math")
+
+
 def _keeps(value, me: str, attr: str) -> bool:
     """``value`` is ``self.<attr>`` or a call on it (``self.fc.to(d)``): the same object back."""
     func = value.func if isinstance(value, ast.Call) else None
@@ -1835,15 +1896,36 @@ def _per_call(path: str, g: _Context) -> tuple[str, str] | None:
     parts = path.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         owner = modules.get(".".join(parts[:depth]))
-        found = _assigned_per_call(type(owner)).get(parts[depth]) if owner is not None else None
+        key = ".".join(parts[depth:]) if len(parts) - depth == 2 else parts[depth]
+        got = _assigned_per_call(type(owner)) if owner is not None else {}
+        found, key = (got.get(key), key) if got.get(key) else (got.get(parts[depth]), parts[depth])
         if found:
             when = "on every call" if found[1] else "on some or all calls"
-            return f"{found[0]} assigns self.{parts[depth]} {when}", parts[depth]
+            return f"{found[0]} assigns self.{key} {when}", key
     return None
 
 
-def _recreated(where: str, evidence: str) -> tuple[str, str, str]:
-    """A replacement seen at run time (``evidence``) that forward's source makes (``where``)."""
+def _recreated(where: str, evidence: str, wrapped=("", "")) -> tuple[str, str, str]:
+    """A replacement seen at run time (``evidence``) that forward's source makes (``where``);
+    ``wrapped``: the line that wraps a value computed in forward in ``nn.Parameter``, and that
+    value (``_rewrapped``)."""
+    wrap, value = wrapped
+    if wrap:
+        key = where.split(" assigns self.")[1].split(" ")[0]
+        sub, _, attr = key.rpartition(".")
+        return (
+            "re-created in forward",
+            f"{where}, and {evidence}; {wrap}: nn.Parameter(...) makes a new leaf of a value "
+            "computed in forward, a cut: what computed it gets no gradient",
+            "use the value as a tensor, not a new nn.Parameter: pass it to the op that reads "
+            + (
+                f"{key} (torch.func.functional_call(self.{sub}, {{'{attr}': {value}}}, args))"
+                if sub
+                else f"self.{attr} (x @ {value}, F.linear(x, {value}))"
+            )
+            + "; keep the parameters made once in __init__ as they are (giving the new one to "
+            "the optimizer, or copying it in under no_grad, leaves the cut)",
+        )
     return (
         "re-created in forward",
         f"{where}, and {evidence}",
@@ -2089,7 +2171,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             name = g.held["module"].get(id(p))
             if name and id(p) not in g.held["opt"] and p.shape == t.shape:
                 if where := _per_call(name, g):
-                    return _recreated(where[0], _BY_OPT)
+                    return _recreated(where[0], _BY_OPT, _rewrapped(name, g))
     copy = _copy_on_graph(t, g)  # a copy (deepcopy, an EMA) first: it is no replacement
     name = g.held["module"].get(id(t))
     older = [  # the graph used a parameter of its shape that no module named holds now, and
@@ -2099,7 +2181,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         and (id(v) in g.held["opt"] or id(t) not in g.held["opt"])
     ]  # fmt: skip
     if name and older and not copy and (where := _per_call(name, g)):
-        return _recreated(where[0], _BY_GRAPH)
+        return _recreated(where[0], _BY_GRAPH, _rewrapped(name, g))
     if not (set(g.leaves) & (set(g.names) | set(g.held["module"]))):  # none of yours reached
         leaves = [v for v, _ in g.leaves.values()]
         shaped = next((v for v in leaves if _copy_shaped(v, t, g)), None)
@@ -4107,12 +4189,25 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             "(.data =, copy_, load_state_dict), compute the combination inside the forward "
             "(torch.func.functional_call); " + _PATCHED,
         )
+    wrap, value = _rewrapped(g.held["module"].get(id(t), ""), g, anywhere=True)
     return (
         "not on the graph: its output is unused or cut",
         watched + "a call read its parameters with gradients on (its forward, or other code), but "
         "nothing computed from them reaches the loss (a comparison or an integer result passes "
-        "none; torch.equal or torch.allclose returns a bool)",
-        f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
+        "none; torch.equal or torch.allclose returns a bool)"
+        + (
+            f"; {wrap}: nn.Parameter(...) makes a new leaf of a value computed in forward, a cut "
+            "that watch_cuts cannot see: if this module computes that value, that line is the cut"
+            if wrap
+            else ""
+        ),
+        (
+            f"if it is that line: use {value} as a tensor where the parameter is read, not a new "
+            "nn.Parameter (see that parameter's entry); "
+            if wrap
+            else ""
+        )
+        + f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
         + _cut_fix(g, t),
     )
 

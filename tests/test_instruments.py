@@ -14828,3 +14828,85 @@ def test_fix47_a_parameter_no_op_read_in_a_module_that_ran_is_named_and_the_fix_
         return (torch.where(s > 0, s, 0.2 * s).softmax(1) @ h).pow(2).mean()
 
     _three_checked_steps(lambda i: fixed(x[i]), opt, reference, model=fixed)
+
+
+class _Evolve(nn.Module):
+    """EvolveGCN-O's shape (pytorch_geometric_temporal#80): a GRU evolves the inner layer's
+    weight each call; ``bug``: the result is wrapped in a new nn.Parameter and assigned."""
+
+    def __init__(self, bug, direct=False):
+        super().__init__()
+        self.bug, self.direct = bug, direct
+        self.rnn, self.inner = nn.GRU(3, 3), nn.Linear(3, 3, bias=False)
+        self.head = nn.Linear(3, 1)
+
+    def forward(self, x):
+        W, _ = self.rnn(self.inner.weight[None])
+        if self.bug:
+            self.inner.weight = nn.Parameter(W.squeeze(0))
+            h = self.inner(x)
+        else:
+            h = torch.func.functional_call(self.inner, {"weight": W.squeeze(0)}, (x,))
+        return self.head(torch.tanh(h)).pow(2).mean()
+
+
+class _EvolveOwn(nn.Module):  # the same cut on the module's own parameter
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.weight = nn.GRU(3, 3), nn.Parameter(torch.randn(3, 3))
+
+    def forward(self, x):
+        W, _ = self.rnn(self.weight[None])
+        self.weight = nn.Parameter(W[0])
+        return (x @ self.weight).pow(2).mean()
+
+
+def test_fix47_a_computed_value_rewrapped_in_nn_parameter_is_named_as_the_cut_and_the_fix_trains():
+    """Trial 16 case 05: ``self.inner.weight = nn.Parameter(W)`` in forward, W a GRU's output,
+    makes a new leaf every call: the line is named as the cut, for the replaced parameter, the
+    one the optimizer holds and the GRU; the fix that trains is W used as a tensor."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 6, 3)
+    m = _Evolve(bug=True)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    gru = m.rnn.weight_ih_l0.detach().clone()
+    for i in range(3):
+        opt.zero_grad()
+        with watch_cuts(show=False):
+            loss = m(x[i])
+        loss.backward()
+        opt.step()
+    assert torch.equal(gru, m.rnn.weight_ih_l0)  # the bug: the GRU never trains
+    report = why_no_grad(loss, model=m, opt=opt)
+    line = "self.inner.weight = nn.Parameter(W.squeeze(0))"
+    for found in report["model.inner.weight"], report["opt.param_groups[0]['params'][4]"]:
+        assert found.rule == "re-created in forward", found
+        assert "_Evolve.forward() assigns self.inner.weight on some or all calls" in found.why
+        assert line in found.why and "a cut: what computed it gets no gradient" in found.why
+        assert "{'weight': W.squeeze(0)}" in found.fix and "add_param_group" not in found.fix
+    found = report["model.rnn.weight_ih_l0"]
+    assert found.rule == "not on the graph: its output is unused or cut", found
+    assert line in found.why and "use W.squeeze(0) as a tensor" in found.fix, found
+    own = _EvolveOwn()
+    opt_own = torch.optim.SGD(own.parameters(), lr=0.1)
+    loss = own(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=own, opt=opt_own)["model.weight"]
+    assert found.rule == "re-created in forward" and "x @ W[0]" in found.fix, found
+
+    fixed = _Evolve(bug=False)
+    opt = torch.optim.Adam(fixed.parameters(), lr=0.01)
+
+    def reference(i):  # one GRU step written out (gates r, z, n), then the layers as products
+        g, v = fixed.rnn, fixed.inner.weight
+        a = v @ g.weight_ih_l0.T + g.bias_ih_l0
+        b = g.bias_hh_l0.expand_as(a)  # the hidden state starts at zero
+        r = torch.sigmoid(a[:, :3] + b[:, :3])
+        z = torch.sigmoid(a[:, 3:6] + b[:, 3:6])
+        n = torch.tanh(a[:, 6:] + r * b[:, 6:])
+        W = (1 - z) * n
+        return (torch.tanh(x[i] @ W.T) @ fixed.head.weight.T + fixed.head.bias).pow(2).mean()
+
+    moving = [p for n, p in fixed.named_parameters() if n != "rnn.weight_hh_l0"]  # h0 = 0 and
+    # one step: the GRU's hidden-to-hidden weight gets a zero gradient by construction
+    _three_checked_steps(lambda i: fixed(x[i]), opt, reference, train=moving, model=fixed)
