@@ -1036,8 +1036,17 @@ def _zero_nodes(g: _Context) -> dict:
             kids = [c for c, _ in fn.next_functions]
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
-            said = {i: _zero_factor(data[1 - i], g, twice) for i in zero}
-            if (
+            said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
+            if len(zero) == 2 and all(
+                _AT_ZERO in said[i] for i in zero
+            ):  # two zero parameters, each the other's factor: neither ever gets a gradient
+                both = [v for i in zero for v in _zero_params(data[1 - i], g, kids[1 - i])]
+                found[fn] = (
+                    "a product of two parameters at zero ("
+                    + ", ".join(dict.fromkeys(g.label(v) for v in both))
+                    + ": the gradient of each passes through the other, so both stay zero)"
+                )
+            elif (
                 zero
                 and len(zero) == sum(c is not None for c in kids[:2])
                 and len(set(said.values())) == 1
@@ -1045,27 +1054,144 @@ def _zero_nodes(g: _Context) -> dict:
                 found[fn] = said[zero[0]]
             else:
                 found.update(((fn, i), said[i]) for i in zero)
+        for fn in g.nodes:  # a layer's weight at zero: x @ W.T + b, a convolution, a norm's gamma
+            for edge, saved, kid in _WEIGHTED.get(type(fn).__name__, ()):
+                raw = getattr(fn, f"_raw_saved_{saved}", None)
+                data = raw.data if raw is not None and raw.unpack_hook is None else None
+                kids = [c for c, _ in fn.next_functions]
+                if (
+                    edge < len(kids) and kids[edge] is not None and data is not None
+                    and data.is_floating_point() and data.numel() and not data.any()
+                ):  # fmt: skip
+                    found[(fn, edge)] = _zero_factor(data, g, twice, kids[kid])
     return found
 
 
-def _zero_factor(data: torch.Tensor, g: _Context, twice: list) -> str:
+# the edges (input index) whose gradient is a product with a saved weight (its name, its input
+# index): a Linear with a bias (addmm), bmm, a convolution, a batch or layer norm's gamma
+_WEIGHTED = {
+    "AddmmBackward0": ((1, "mat2", 2), (2, "mat1", 1)),
+    "BmmBackward0": ((0, "mat2", 1), (1, "self", 0)),
+    "ConvolutionBackward0": ((0, "weight", 1),),
+    "NativeBatchNormBackward0": ((0, "weight", 1),),
+    "NativeLayerNormBackward0": ((0, "weight", 1),),
+}
+_AT_ZERO = "at zero (zero-initialised, or set to zero since)"
+
+
+def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
     """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
-    leaf's: zero-initialised), the zero of a piecewise-linear op's second derivative passed on
-    (a _TWICE node is on the graph and the factor is no leaf's), or a multiplication by zero."""
-    try:
-        at = data.untyped_storage().data_ptr()
-    except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
-        at = None
-    if at is not None and any(
-        v.requires_grad and v.untyped_storage().data_ptr() == at for v, _ in g.leaves.values()
-    ):
-        return "a product with a parameter that is all zero (initialised to 0)"
+    leaf's, or the factor is made from leaves at 0 (``kid``, the node that made it: adaLN-Zero's
+    gate computed by a zero-initialised Linear), named by ``_at_zero``), the zero of a
+    piecewise-linear op's second derivative passed on (a _TWICE node is on the graph and the
+    factor is no leaf's), or a multiplication by zero."""
+    zeros = _zero_params(data, g, kid)
+    if zeros:
+        return _at_zero(zeros, g, computed=not _same_storage(data, zeros[0]))
     if twice:
         return (
             f"a product with the zero of {' or '.join(twice)}'s derivative differentiated again "
             "(its second derivative, multiplied on)"
         )
     return "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+
+
+_BIAS_EDGE = {"AddmmBackward0": 0, "ConvolutionBackward0": 2, "NativeBatchNormBackward0": 2,
+              "NativeLayerNormBackward0": 2, "AddBackward0": -1, "SubBackward0": -1}  # fmt: skip
+
+
+def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor, most: int = 400) -> list:
+    """After backward (the saved values freed, the leaves readable): the parameters at zero (all
+    zero, floating, not ``t``) that the ops on the way from the loss to ``node`` read, directly
+    or through what they are made from; a bias edge (addmm's, a convolution's or a norm's) and
+    a sum's operands are not followed: adding a zero blocks nothing."""
+    parents = collections.defaultdict(list)
+    for fn, kids in g.kids.items():
+        for child in kids:
+            parents[child].append(fn)
+    above, todo = {node}, [node]
+    while todo:
+        for up in parents[todo.pop()]:
+            if up not in above:
+                above.add(up)
+                todo.append(up)
+    found, seen = [], set()
+    todo = [c for fn in above for c in _product_inputs(fn) if c not in above]
+    while todo and len(seen) < most:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        v = getattr(fn, "variable", None)
+        if (
+            isinstance(v, torch.Tensor) and v is not t and v.is_floating_point() and v.numel()
+            and not v.any() and v.requires_grad
+        ):  # fmt: skip
+            found.append(v)
+        todo.extend(c for c in _product_inputs(fn) if c not in above)
+    return list(dict.fromkeys(found))
+
+
+def _product_inputs(fn) -> list:
+    """The inputs of ``fn`` a zero of which can zero its other inputs' gradient: not a bias edge,
+    not a sum's operands."""
+    skip = _BIAS_EDGE.get(type(fn).__name__)
+    if skip == -1:
+        return []
+    return [
+        c
+        for i, (c, _) in enumerate(getattr(fn, "next_functions", ()))
+        if c is not None and i != skip
+    ]
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
+        return False
+
+
+def _zero_params(data: torch.Tensor, g: _Context, kid) -> list:
+    """The parameters at zero an all-zero factor ``data`` is: the leaf whose storage it is, or
+    the leaves at zero the node that made it (``kid``) is made from (``_zero_leaves``)."""
+    leaf = next(
+        (v for v, _ in g.leaves.values() if v.requires_grad and _same_storage(data, v)), None
+    )
+    return [leaf] if leaf is not None else _zero_leaves(kid)
+
+
+def _zero_leaves(kid, most: int = 200) -> list:
+    """The leaves at zero (all-zero, floating, requiring grad) that the node ``kid`` (what made an
+    all-zero factor) is made from, through at most ``most`` nodes; [] where ``kid`` is None."""
+    seen, todo, found = set(), [kid] if kid is not None else [], []
+    while todo and len(seen) < most:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        v = getattr(fn, "variable", None)
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() and not v.any():
+            found.append(v)
+        todo.extend(c for c, _ in getattr(fn, "next_functions", ()) if c is not None)
+    return found
+
+
+def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
+    """A zero factor made by parameters at zero, named, and whether they can move: one in no
+    optimizer named never does, so what it multiplies never gets a gradient."""
+    names = ", ".join(dict.fromkeys(g.label(v) for v in zeros))
+    stuck = [v for v in zeros if g.held["opt"] and id(v) not in g.held["opt"]]
+    return (
+        ("a factor computed from " if computed else "a product with ")
+        + f"{names}, {'parameters' if ', ' in names else 'a parameter'} {_AT_ZERO}"
+        + (
+            f"; {', '.join(dict.fromkeys(g.label(v) for v in stuck))} is in no optimizer named: "
+            "it never moves, so the zero stays"
+            if stuck
+            else ""
+        )
+    )
 
 
 def _on_the_way(g: _Context, node) -> list:
@@ -4865,9 +4991,15 @@ _ZERO_FIX = {
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
     "comparison (x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
-    "a parameter at zero": "a parameter initialised to 0: what it multiplies gets a gradient from "
-    "the second step on, once it has moved (if its own gradient is not zero); right if it was zero-initialised on purpose (a "
-    "zero-initialised output layer, as in ControlNet or adaLN-Zero); else initialise it non-zero",
+    "a parameter at zero": "a parameter at zero blocks the gradient of what comes before it on "
+    "this step; right if the zero init is on purpose (a zero-initialised output layer, "
+    "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
+    "trains from the next step when its own gradient is not zero; else initialise it non-zero",
+    "a parameter at zero that cannot move": "a parameter at zero in no optimizer named never "
+    "moves, so what comes before it never gets a gradient: give it to the optimizer, or "
+    "initialise it non-zero",
+    "two parameters at zero": "two parameters at zero in one product keep each other at zero: "
+    "neither ever gets a gradient; initialise one of them non-zero (LoRA: A random, B zero)",
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
     "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
     "it; check the inputs' range (normalise them)",
@@ -4917,7 +5049,7 @@ def _draw_fix(ops) -> str:
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"), ("a parameter at zero", "(initialised to 0)"), ("a clamp at its bound", "a clamp ("),
+    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves, so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),
@@ -4993,6 +5125,8 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
         return "", "", ""
     kinds = sorted(set(zero.values()))
     found = [name for name, word in _KINDS if any(word in k for k in kinds)]
+    if {"a parameter at zero that cannot move", "two parameters at zero"} & set(found):
+        found = [k for k in found if k != "a parameter at zero"]  # it will not train next step
     what = ", ".join(found)
     fix = "; ".join(_ZERO_FIX[name] for name in found)
     steps = sorted(
@@ -5096,6 +5230,20 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "passes that way needs the values a backward freed (call why_no_grad before backward)"
         )
         fix = _ZERO_FIX["a second derivative of a piecewise-linear op"]
+    elif node is not None and g.loss is not None and (zeros := _zero_read_on_the_way(g, node, t)):
+        said = _at_zero(zeros, g, computed=False)
+        kind = (
+            "a parameter at zero that cannot move"
+            if "never moves" in said
+            else "a parameter at zero"
+        )
+        why = (
+            "the gradient written is zero; on the way from the loss an op reads "
+            + said.partition("a product with ")[2]
+            + ": if it multiplies what comes before it (a zero-initialised output layer, LoRA's B, "
+            "a zero gate or norm weight), it blocks that gradient on this step"
+        )
+        fix, what = _ZERO_FIX[kind], kind
     else:
         why = (
             "the gradient written is zero, and no op it can still read is zero by itself"

@@ -8867,6 +8867,12 @@ def test_fix28_a_zero_from_elsewhere_after_backward_says_call_it_before_backward
     for loss, named, name in cases:
         loss.backward()
         found = why_no_grad(loss, **named)[name]
+        if (
+            name != "w0"
+        ):  # fix47 (review 45 N13): the zero head and alpha, still readable, are named
+            assert found.rule == "zero: a parameter at zero", found
+            assert found.fix.startswith("a parameter at zero blocks the gradient"), found
+            continue
         assert found.rule == "zero", found
         assert found.fix.startswith("to see which, call why_no_grad(loss, ...) before backward()")
     logits = nn.Parameter(torch.zeros(3))
@@ -14569,12 +14575,15 @@ def test_rev44_a_zero_factor_is_told_as_a_second_derivative_or_a_zero_initialise
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     found = why_no_grad((net(x) - y).pow(2).mean(), model=net)["model.0.weight"]
     assert found.rule == "read before backward; will be zero: a parameter at zero", found
-    assert "a product with a parameter that is all zero (initialised to 0)" in found.why
+    assert (  # fix47: named, and "set to zero since" (the zero is seen, not its cause)
+        "a product with model.2.weight, a parameter at zero (zero-initialised, or set to zero "
+        "since)" in found.why
+    )
     assert found.fix.endswith(
-        "for the zero: a parameter initialised to 0: what it multiplies gets a gradient from the "
-        "second step on, once it has moved (if its own gradient is not zero); right if it was "
-        "zero-initialised on purpose (a zero-initialised output layer, as in ControlNet or "
-        "adaLN-Zero); else initialise it non-zero"
+        "for the zero: a parameter at zero blocks the gradient of what comes before it on this "
+        "step; right if the zero init is on purpose (a zero-initialised output layer, "
+        "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
+        "trains from the next step when its own gradient is not zero; else initialise it non-zero"
     ), found.fix
     assert "a non-zero weight for that term" not in found.fix
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -14910,3 +14919,122 @@ def test_fix47_a_computed_value_rewrapped_in_nn_parameter_is_named_as_the_cut_an
     moving = [p for n, p in fixed.named_parameters() if n != "rnn.weight_hh_l0"]  # h0 = 0 and
     # one step: the GRU's hidden-to-hidden weight gets a zero gradient by construction
     _three_checked_steps(lambda i: fixed(x[i]), opt, reference, train=moving, model=fixed)
+
+
+class _AdaLNZero(nn.Module):
+    """A DiT block's adaLN-Zero: shift, scale and gate from a zero-initialised Linear of c."""
+
+    def __init__(self, d=6):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 3 * d))
+        nn.init.zeros_(self.ada[1].weight)
+        nn.init.zeros_(self.ada[1].bias)
+
+    def forward(self, x, c):
+        shift, scale, gate = self.ada(c).chunk(3, dim=-1)
+        return x + gate * self.mlp(F.layer_norm(x, x.shape[-1:]) * (1 + scale) + shift)
+
+
+class _LoRA(nn.Module):
+    def __init__(self, a_zero=False):
+        super().__init__()
+        self.base = nn.Linear(6, 6).requires_grad_(False)
+        self.A = nn.Parameter(torch.zeros(2, 6) if a_zero else torch.randn(2, 6) * 0.3)
+        self.B = nn.Parameter(torch.zeros(6, 2))
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.A.T) @ self.B.T
+
+
+def test_fix47_a_parameter_at_zero_is_named_in_any_layer_and_whether_it_can_move():
+    """Review 45 N1, N2, N6, N13: a zero-initialised gate computed by a Linear (adaLN-Zero), a
+    zero Linear with a bias, a ControlNet zero conv, a BatchNorm gamma at zero, before backward:
+    'a parameter at zero', named, not 'a non-zero weight' nor 'no zero cause'; a zero B in no
+    optimizer, or A and B both zero, cannot move; after backward the zero B is still named. The
+    claims run three steps against torch.func.grad: zero at step 0 only; never, when stuck."""
+    torch.manual_seed(0)
+    x, c, y = torch.randn(3, 8, 6), torch.randn(3, 8, 6), torch.randn(3, 8, 6)
+    block = _AdaLNZero()
+    found = why_no_grad((block(x[0], c[0]) - y[0]).pow(2).mean(), model=block)["model.mlp.0.weight"]
+    assert found.rule == "read before backward; will be zero: a parameter at zero", found
+    assert (
+        "a factor computed from model.ada.1.weight, model.ada.1.bias, parameters at zero "
+        "(zero-initialised, or set to zero since)" in found.why
+    ), found.why
+    assert "a non-zero weight" not in found.fix and "trains from the next step" in found.fix
+    opt = torch.optim.SGD(block.parameters(), lr=0.1)
+    names = [n for n, _ in block.named_parameters()]
+
+    def pure(p, i):  # the block written with the functional ops, from a dict of tensors
+        ada = F.silu(c[i]) @ p["ada.1.weight"].T + p["ada.1.bias"]
+        shift, scale, gate = ada[:, :6], ada[:, 6:12], ada[:, 12:]
+        h = F.layer_norm(x[i], (6,)) * (1 + scale) + shift
+        h = F.gelu(h @ p["mlp.0.weight"].T + p["mlp.0.bias"]) @ p["mlp.2.weight"].T
+        return (x[i] + gate * (h + p["mlp.2.bias"]) - y[i]).pow(2).mean()
+
+    for i in range(3):  # the gate at zero blocks the MLP at step 0 only
+        want = torch.func.grad(pure)({n: p.detach() for n, p in block.named_parameters()}, i)
+        opt.zero_grad()
+        (block(x[i], c[i]) - y[i]).pow(2).mean().backward()
+        for n, p in block.named_parameters():
+            torch.testing.assert_close(p.grad, want[n])
+        assert bool(block.mlp[0].weight.grad.any()) == (i > 0), i
+        opt.step()
+    assert all(p.grad.any() for p in block.parameters())
+    assert set(names) == set(want)
+
+    head = nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 1))  # a zero layer with a bias
+    nn.init.zeros_(head[2].weight)
+    nn.init.zeros_(head[2].bias)
+    found = why_no_grad(head(x[0]).pow(2).mean(), model=head)["model.0.weight"]
+    assert found.rule.endswith("will be zero: a parameter at zero"), found
+    assert "a product with model.2.weight, a parameter at zero" in found.why, found
+    zero_conv = nn.Conv2d(4, 4, 1)  # ControlNet's zero conv after a trainable copy
+    nn.init.zeros_(zero_conv.weight)
+    nn.init.zeros_(zero_conv.bias)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.SiLU(), zero_conv)
+    found = why_no_grad(net(torch.randn(2, 3, 5, 5)).pow(2).mean(), model=net)["model.0.weight"]
+    assert "a product with model.2.weight, a parameter at zero" in found.why, found
+    res = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.BatchNorm2d(3))  # zero_init_residual
+    nn.init.zeros_(res[1].weight)
+    found = why_no_grad(res(torch.randn(2, 3, 5, 5)).pow(2).mean(), model=res)["model.0.weight"]
+    assert "a product with model.1.weight, a parameter at zero" in found.why, found
+
+    lora = _LoRA()
+    stuck = torch.optim.SGD([lora.A], lr=0.1)  # B in no optimizer: it never moves
+    found = why_no_grad((lora(x[0]) - y[0]).pow(2).mean(), model=lora, opt=stuck)["model.A"]
+    assert found.rule.endswith("will be zero: a parameter at zero that cannot move"), found
+    assert "model.B is in no optimizer named: it never moves" in found.why, found
+    assert "give it to the optimizer" in found.fix and "trains from the next step" not in found.fix
+    both = _LoRA(a_zero=True)
+    opt_both = torch.optim.SGD(both.parameters(), lr=0.1)
+    found = why_no_grad((both(x[0]) - y[0]).pow(2).mean(), model=both, opt=opt_both)["model.A"]
+    assert found.rule.endswith("will be zero: two parameters at zero"), found
+    assert "initialise one of them non-zero (LoRA: A random, B zero)" in found.fix, found
+    for i in range(3):  # neither ever moves; A never moves while B is in no optimizer
+        for m, o in ((lora, stuck), (both, opt_both)):
+            o.zero_grad()
+            (m(x[i]) - y[i]).pow(2).mean().backward()
+            o.step()
+    assert not lora.A.grad.any() and not both.A.any() and not both.B.any()
+    loss = (lora(x[0]) - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=lora, opt=stuck)["model.A"]  # after backward (N13)
+    assert found.rule == "zero: a parameter at zero that cannot move", found
+    assert "an op reads model.B, a parameter at zero" in found.why, found
+
+    fixed = _LoRA()  # the fix: B in the optimizer; from the second step on, all train
+    opt = torch.optim.SGD([fixed.A, fixed.B], lr=0.1)
+    opt.zero_grad()
+    (fixed(x[0]) - y[0]).pow(2).mean().backward()
+    assert not fixed.A.grad.any() and fixed.B.grad.any()  # step 0: B at zero blocks A
+    opt.step()
+
+    def reference(i):  # the low-rank update written as one matrix
+        w = fixed.base.weight + fixed.B @ fixed.A
+        return (x[i] @ w.T + fixed.base.bias - y[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, reference, A=fixed.A, B=fixed.B
+    )
