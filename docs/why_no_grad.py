@@ -1097,14 +1097,20 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
 
 
 _BIAS_EDGE = {"AddmmBackward0": 0, "ConvolutionBackward0": 2, "NativeBatchNormBackward0": 2,
-              "NativeLayerNormBackward0": 2, "AddBackward0": -1, "SubBackward0": -1}  # fmt: skip
+              "NativeLayerNormBackward0": 2, "MulBackward0": -1, "MmBackward0": -1,
+              "BmmBackward0": -1, "MvBackward0": -1}  # fmt: skip
+# ops whose result is zero where their input is: what a zero factor may be made by
+_KEEPS_ZERO = ("ViewBackward0", "UnsafeViewBackward0", "TBackward0", "TransposeBackward0",
+               "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
+               "SqueezeBackward1", "SplitBackward0", "SplitWithSizesBackward0", "SliceBackward0",
+               "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0")  # fmt: skip
 
 
-def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor, most: int = 400) -> list:
+def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
     """After backward (the saved values freed, the leaves readable): the parameters at zero (all
-    zero, floating, not ``t``) that the ops on the way from the loss to ``node`` read, directly
-    or through what they are made from; a bias edge (addmm's, a convolution's or a norm's) and
-    a sum's operands are not followed: adding a zero blocks nothing."""
+    zero, floating, not ``t``) that a product on the way from the loss to ``node`` reads
+    (``_BIAS_EDGE``), directly or through ops that keep a zero (``_zero_chain``); a bias edge is
+    not followed: adding a zero blocks nothing."""
     parents = collections.defaultdict(list)
     for fn, kids in g.kids.items():
         for child in kids:
@@ -1115,8 +1121,15 @@ def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor, most: int = 400) -
             if up not in above:
                 above.add(up)
                 todo.append(up)
-    found, seen = [], set()
-    todo = [c for fn in above for c in _product_inputs(fn) if c not in above]
+    starts = [c for fn in above for c in _product_inputs(fn) if c not in above]
+    return [v for v in _zero_chain(starts, above) if v is not t]
+
+
+def _zero_chain(starts: list, avoid=(), most: int = 400) -> list:
+    """The leaves at zero (all zero, floating, requiring grad) reached from the nodes ``starts``
+    through products and ops that keep a zero (``_KEEPS_ZERO``), not through ``avoid``, at most
+    ``most`` nodes: what a zero factor may be made by (an exp or a sum of them is not zero)."""
+    found, seen, todo = [], set(), list(starts)
     while todo and len(seen) < most:
         fn = todo.pop()
         if fn in seen:
@@ -1124,25 +1137,27 @@ def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor, most: int = 400) -
         seen.add(fn)
         v = getattr(fn, "variable", None)
         if (
-            isinstance(v, torch.Tensor) and v is not t and v.is_floating_point() and v.numel()
+            isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()
             and not v.any() and v.requires_grad
         ):  # fmt: skip
             found.append(v)
-        todo.extend(c for c in _product_inputs(fn) if c not in above)
+        kids = [c for c, _ in fn.next_functions if c is not None]
+        todo.extend(
+            c for c in (kids if type(fn).__name__ in (*_KEEPS_ZERO, "AddmmBackward0")
+                        else _product_inputs(fn))  # a Linear's output is zero: both zero
+            if c not in avoid
+        )  # fmt: skip
     return list(dict.fromkeys(found))
 
 
 def _product_inputs(fn) -> list:
-    """The inputs of ``fn`` a zero of which can zero its other inputs' gradient: not a bias edge,
-    not a sum's operands."""
+    """The inputs of a product ``fn`` (``_BIAS_EDGE``: x * y, a matrix product, a Linear, a
+    convolution, a norm's gamma) a zero of which zeroes its other inputs' gradient: not a bias
+    edge; none for another op."""
     skip = _BIAS_EDGE.get(type(fn).__name__)
-    if skip == -1:
+    if skip is None:
         return []
-    return [
-        c
-        for i, (c, _) in enumerate(getattr(fn, "next_functions", ()))
-        if c is not None and i != skip
-    ]
+    return [c for i, (c, _) in enumerate(fn.next_functions) if c is not None and i != skip]
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -1154,27 +1169,11 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _zero_params(data: torch.Tensor, g: _Context, kid) -> list:
     """The parameters at zero an all-zero factor ``data`` is: the leaf whose storage it is, or
-    the leaves at zero the node that made it (``kid``) is made from (``_zero_leaves``)."""
+    the leaves at zero the node that made it (``kid``) is made from (``_zero_chain``)."""
     leaf = next(
         (v for v, _ in g.leaves.values() if v.requires_grad and _same_storage(data, v)), None
     )
-    return [leaf] if leaf is not None else _zero_leaves(kid)
-
-
-def _zero_leaves(kid, most: int = 200) -> list:
-    """The leaves at zero (all-zero, floating, requiring grad) that the node ``kid`` (what made an
-    all-zero factor) is made from, through at most ``most`` nodes; [] where ``kid`` is None."""
-    seen, todo, found = set(), [kid] if kid is not None else [], []
-    while todo and len(seen) < most:
-        fn = todo.pop()
-        if fn in seen:
-            continue
-        seen.add(fn)
-        v = getattr(fn, "variable", None)
-        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() and not v.any():
-            found.append(v)
-        todo.extend(c for c, _ in getattr(fn, "next_functions", ()) if c is not None)
-    return found
+    return [leaf] if leaf is not None else _zero_chain([kid] if kid is not None else [])
 
 
 def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
