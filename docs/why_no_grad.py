@@ -131,6 +131,16 @@ Where it stops:
   unless one added exactly the opposite). Zeros behind a custom ``Function`` (named): its
   computation does not read that very tensor (an ``adjoint_params`` it never uses), or the
   outputs that depend on it are unused.
+* A parameter at zero: the all-zero factors it reads are those of ``x * y``, a matrix product
+  (``mm``, ``bmm``, a Linear's ``addmm``), a convolution's weight and a norm's gamma, while the
+  graph is alive, and a factor made from leaves at zero through views, splits and Linears
+  (adaLN-Zero's gate); after ``backward()``, the leaves at zero such products read. It blocks
+  what comes before it on that step: right if on purpose; in no optimizer named, or beside a
+  second zero in one product, it cannot move, and that is said.
+* With ``watch_cuts``: a parameter no call read while its module ran (others read) is told per
+  parameter, with whether the forward's source names it. ``self.a.b = nn.Parameter(<a value
+  computed in forward>)`` is read from the source as a cut (a new leaf); the watch cannot see
+  it (``nn.Parameter`` calls no torch function).
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -2518,12 +2528,25 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         switches = _switches(owner, g)
         if seen := _watched_use(t, g):
             return _watched_rule(seen, owner, g, t, unused, switches)
+        wrap, value = _rewrapped(g.held["module"].get(id(t), ""), g, anywhere=True)
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             "called for this loss (a branch not taken, a layer defined but unused), it runs but the "
-            f"loss does not use its output, or its output is cut before the loss ({_CUTS})",
-            "to see which, before the step: "
+            f"loss does not use its output, or its output is cut before the loss ({_CUTS})"
+            + (
+                f"; {wrap}: nn.Parameter(...) makes a new leaf of a value computed in forward, a "
+                "cut: if this module computes that value, that line is the cut"
+                if wrap
+                else ""
+            ),
+            (
+                f"if it is that line: use {value} as a tensor where the parameter is read, not a "
+                "new nn.Parameter; else "
+                if wrap
+                else ""
+            )
+            + "to see which, before the step: "
             + _probe(owner, module)
             + "; nothing printed: "
             + _silent(module)

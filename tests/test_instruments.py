@@ -14897,6 +14897,9 @@ def test_fix47_a_computed_value_rewrapped_in_nn_parameter_is_named_as_the_cut_an
     found = report["model.rnn.weight_ih_l0"]
     assert found.rule == "not on the graph: its output is unused or cut", found
     assert line in found.why and "use W.squeeze(0) as a tensor" in found.fix, found
+    unwatched = why_no_grad(m(x[0]), model=m, opt=opt)["model.rnn.weight_ih_l0"]  # no watch
+    assert unwatched.rule == "not on the graph: its module is not used or is cut", unwatched
+    assert line in unwatched.why and "use W.squeeze(0) as a tensor" in unwatched.fix, unwatched
     own = _EvolveOwn()
     opt_own = torch.optim.SGD(own.parameters(), lr=0.1)
     loss = own(x[0])
