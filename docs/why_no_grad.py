@@ -1960,6 +1960,9 @@ def _rewraps(cls: type) -> list:
             if getattr(n.value.func, "attr", getattr(n.value.func, "id", "")) != "Parameter":
                 continue
             args = (*n.value.args, *(k.value for k in n.value.keywords))[:1]
+            made = getattr(args[0], "func", None) if args else None
+            if getattr(made, "attr", getattr(made, "id", "")) in _FRESH:
+                continue  # a new tensor of a shape (torch.randn(n, d)): made, not computed
             local = any(
                 isinstance(a, ast.Name) and a.id != me and a.id not in _LIBRARIES
                 for arg in args for a in ast.walk(arg)
@@ -1989,6 +1992,10 @@ def _rewrapped(path: str, g: _Context, anywhere: bool = False) -> tuple[str, str
 
 
 _LIBRARIES = ("torch", "nn", "F", "np", "numpy", "math")
+_FRESH = ("randn", "rand", "zeros", "ones", "empty", "full", "eye", "arange", "linspace",
+          "tensor", "Tensor", "FloatTensor", "randn_like", "rand_like", "zeros_like",
+          "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty",
+          "new_full", "new_tensor", "normal")  # fmt: skip
 
 
 def _keeps(value, me: str, attr: str) -> bool:

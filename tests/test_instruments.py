@@ -14907,6 +14907,19 @@ def test_fix47_a_computed_value_rewrapped_in_nn_parameter_is_named_as_the_cut_an
     found = why_no_grad(loss, model=own, opt=opt_own)["model.weight"]
     assert found.rule == "re-created in forward" and "x @ W[0]" in found.fix, found
 
+    class Fresh(_EvolveOwn):  # a new random Parameter of a shape each call: made, not computed
+        def forward(self, x):
+            n = x.shape[-1]
+            self.weight = nn.Parameter(torch.randn(n, n))
+            return (x @ self.weight).pow(2).mean()
+
+    fresh = Fresh()
+    opt_fresh = torch.optim.SGD(fresh.parameters(), lr=0.1)
+    loss = fresh(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=fresh, opt=opt_fresh)["model.weight"]
+    assert found.rule == "re-created in forward" and "create it once in __init__" in found.fix
+
     fixed = _Evolve(bug=False)
     opt = torch.optim.Adam(fixed.parameters(), lr=0.01)
 
