@@ -131,6 +131,16 @@ Where it stops:
   unless one added exactly the opposite). Zeros behind a custom ``Function`` (named): its
   computation does not read that very tensor (an ``adjoint_params`` it never uses), or the
   outputs that depend on it are unused.
+* A parameter at zero: the all-zero factors it reads are those of ``x * y``, a matrix product
+  (``mm``, ``bmm``, a Linear's ``addmm``), a convolution's weight and a norm's gamma, while the
+  graph is alive, and a factor made from leaves at zero through views, splits and Linears
+  (adaLN-Zero's gate); after ``backward()``, the leaves at zero such products read. It blocks
+  what comes before it on that step: right if on purpose; in no optimizer named, or beside a
+  second zero in one product, it cannot move, and that is said.
+* With ``watch_cuts``: a parameter no call read while its module ran (others read) is told per
+  parameter, with whether the forward's source names it. ``self.a.b = nn.Parameter(<a value
+  computed in forward>)`` is read from the source as a cut (a new leaf); the watch cannot see
+  it (``nn.Parameter`` calls no torch function).
 * A compiled region (``torch.compile``: a ``CompiledFunctionBackward`` node) is opaque: a
   tensor reached only through one is said to be, with the method (run it without compile).
 * Saved tensors are read only where torch shows their unpack hook (torch 2.10 and newer): a
@@ -1045,7 +1055,16 @@ def _zero_nodes(g: _Context) -> dict:
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
             said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
-            if (
+            if len(zero) == 2 and all(
+                _AT_ZERO in said[i] for i in zero
+            ):  # two zero parameters, each the other's factor: neither ever gets a gradient
+                both = [v for i in zero for v in _zero_params(data[1 - i], g, kids[1 - i])]
+                found[fn] = (
+                    "a product of two parameters at zero ("
+                    + ", ".join(dict.fromkeys(g.label(v) for v in both))
+                    + ": the gradient of each passes through the other, so both stay zero)"
+                )
+            elif (
                 zero
                 and len(zero) == sum(c is not None for c in kids[:2])
                 and len(set(said.values())) == 1
@@ -1053,24 +1072,42 @@ def _zero_nodes(g: _Context) -> dict:
                 found[fn] = said[zero[0]]
             else:
                 found.update(((fn, i), said[i]) for i in zero)
+        for fn in g.nodes:  # a layer's weight at zero: x @ W.T + b, a convolution, a norm's gamma
+            for edge, saved, kid in _WEIGHTED.get(type(fn).__name__, ()):
+                raw = getattr(fn, f"_raw_saved_{saved}", None)
+                data = raw.data if raw is not None and raw.unpack_hook is None else None
+                kids = [c for c, _ in fn.next_functions]
+                if (
+                    edge < len(kids) and kids[edge] is not None and data is not None
+                    and data.is_floating_point() and data.numel() and not data.any()
+                ):  # fmt: skip
+                    found[(fn, edge)] = _zero_factor(data, g, twice, kids[kid])
     return found
 
 
-def _zero_factor(data: torch.Tensor, g: _Context, twice: list, maker=None) -> str:
+# the edges (input index) whose gradient is a product with a saved weight (its name, its input
+# index): a Linear with a bias (addmm), bmm, a convolution, a batch or layer norm's gamma
+_WEIGHTED = {
+    "AddmmBackward0": ((1, "mat2", 2), (2, "mat1", 1)),
+    "BmmBackward0": ((0, "mat2", 1), (1, "self", 0)),
+    "ConvolutionBackward0": ((0, "weight", 1),),
+    "NativeBatchNormBackward0": ((0, "weight", 1),),
+    "NativeLayerNormBackward0": ((0, "weight", 1),),
+}
+_AT_ZERO = "at zero (zero-initialised, or set to zero since)"
+
+
+def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
     """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
-    leaf's: zero-initialised), the zero of a piecewise-linear op's second derivative passed on
-    (the factor is no leaf's and its own graph, from ``maker``, its producer's node, holds a
-    _TWICE node: a factor made without one, such as a mask or weight of 0.0 beside a u_xx, is
-    not that zero), or a multiplication by zero."""
-    try:
-        at = data.untyped_storage().data_ptr()
-    except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
-        at = None
-    if at is not None and any(
-        v.requires_grad and v.untyped_storage().data_ptr() == at for v, _ in g.leaves.values()
-    ):
-        return "a product with a parameter that is all zero (initialised to 0)"
-    seen, todo, found = set(), [maker] if maker is not None else [], set()
+    leaf's, or the factor is made from leaves at 0 (``kid``, the node that made it: adaLN-Zero's
+    gate computed by a zero-initialised Linear), named by ``_at_zero``), the zero of a
+    piecewise-linear op's second derivative passed on (the factor is no leaf's and its own graph,
+    from ``kid``, holds a _TWICE node: a factor made without one, such as a mask or weight of 0.0
+    beside a u_xx, is not that zero), or a multiplication by zero."""
+    zeros = _zero_params(data, g, kid)
+    if zeros:
+        return _at_zero(zeros, g, computed=not _same_storage(data, zeros[0]))
+    seen, todo, found = set(), [kid] if kid is not None else [], set()
     while todo and twice:  # the second-derivative ops the factor's own graph holds
         fn = todo.pop()
         if fn in seen:
@@ -1086,6 +1123,103 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, maker=None) -> st
             "(its second derivative, multiplied on)"
         )
     return "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+
+
+_BIAS_EDGE = {"AddmmBackward0": 0, "ConvolutionBackward0": 2, "NativeBatchNormBackward0": 2,
+              "NativeLayerNormBackward0": 2, "MulBackward0": -1, "MmBackward0": -1,
+              "BmmBackward0": -1, "MvBackward0": -1}  # fmt: skip
+# ops whose result is zero where their input is: what a zero factor may be made by
+_KEEPS_ZERO = ("ViewBackward0", "UnsafeViewBackward0", "TBackward0", "TransposeBackward0",
+               "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
+               "SqueezeBackward1", "SplitBackward0", "SplitWithSizesBackward0", "SliceBackward0",
+               "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0")  # fmt: skip
+
+
+def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
+    """After backward (the saved values freed, the leaves readable): the parameters at zero (all
+    zero, floating, not ``t``) that a product on the way from the loss to ``node`` reads
+    (``_BIAS_EDGE``), directly or through ops that keep a zero (``_zero_chain``); a bias edge is
+    not followed: adding a zero blocks nothing."""
+    parents = collections.defaultdict(list)
+    for fn, kids in g.kids.items():
+        for child in kids:
+            parents[child].append(fn)
+    above, todo = {node}, [node]
+    while todo:
+        for up in parents[todo.pop()]:
+            if up not in above:
+                above.add(up)
+                todo.append(up)
+    starts = [c for fn in above for c in _product_inputs(fn) if c not in above]
+    return [v for v in _zero_chain(starts, above) if v is not t]
+
+
+def _zero_chain(starts: list, avoid=(), most: int = 400) -> list:
+    """The leaves at zero (all zero, floating, requiring grad) reached from the nodes ``starts``
+    through products and ops that keep a zero (``_KEEPS_ZERO``), not through ``avoid``, at most
+    ``most`` nodes: what a zero factor may be made by (an exp or a sum of them is not zero)."""
+    found, seen, todo = [], set(), list(starts)
+    while todo and len(seen) < most:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        v = getattr(fn, "variable", None)
+        if (
+            isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel()
+            and not v.any() and v.requires_grad
+        ):  # fmt: skip
+            found.append(v)
+        kids = [c for c, _ in fn.next_functions if c is not None]
+        todo.extend(
+            c for c in (kids if type(fn).__name__ in (*_KEEPS_ZERO, "AddmmBackward0")
+                        else _product_inputs(fn))  # a Linear's output is zero: both zero
+            if c not in avoid
+        )  # fmt: skip
+    return list(dict.fromkeys(found))
+
+
+def _product_inputs(fn) -> list:
+    """The inputs of a product ``fn`` (``_BIAS_EDGE``: x * y, a matrix product, a Linear, a
+    convolution, a norm's gamma) a zero of which zeroes its other inputs' gradient: not a bias
+    edge; none for another op."""
+    skip = _BIAS_EDGE.get(type(fn).__name__)
+    if skip is None:
+        return []
+    return [c for i, (c, _) in enumerate(fn.next_functions) if c is not None and i != skip]
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except RuntimeError:  # noqa: BLE001 - a tensor without storage: not a parameter's
+        return False
+
+
+def _zero_params(data: torch.Tensor, g: _Context, kid) -> list:
+    """The parameters at zero an all-zero factor ``data`` is: the leaf whose storage it is, or
+    the leaves at zero the node that made it (``kid``) is made from (``_zero_chain``)."""
+    leaf = next(
+        (v for v, _ in g.leaves.values() if v.requires_grad and _same_storage(data, v)), None
+    )
+    return [leaf] if leaf is not None else _zero_chain([kid] if kid is not None else [])
+
+
+def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
+    """A zero factor made by parameters at zero, named, and whether they can move: one in no
+    optimizer named never does, so what it multiplies never gets a gradient."""
+    names = ", ".join(dict.fromkeys(g.label(v) for v in zeros))
+    stuck = [v for v in zeros if g.held["opt"] and id(v) not in g.held["opt"]]
+    return (
+        ("a factor computed from " if computed else "a product with ")
+        + f"{names}, {'parameters' if ', ' in names else 'a parameter'} {_AT_ZERO}"
+        + (
+            f"; {', '.join(dict.fromkeys(g.label(v) for v in stuck))} is in no optimizer named: "
+            "it never moves, so the zero stays"
+            if stuck
+            else ""
+        )
+    )
 
 
 def _on_the_way(g: _Context, node) -> list:
@@ -1576,7 +1710,7 @@ def _trained(t: torch.Tensor, found: tuple[str, str, str], g: _Context) -> tuple
     if forward makes it anew on every call."""
     if g.held["opt"] and t.is_leaf and id(t) not in g.held["opt"]:  # seen at run time
         if where := _per_call(g.held["module"].get(id(t), ""), g):
-            return _recreated(where[0], _BY_OPT)
+            return _recreated(where[0], _BY_OPT, _rewrapped(g.held["module"][id(t)], g))
     if g.held["opt"] and t.is_leaf and id(t) in _fast_pairs(g):
         module = _fast_pairs(g)[id(t)]
         return (
@@ -1729,6 +1863,9 @@ def _read_assignments(cls: type) -> dict:
                     attr = _attr_of(left, me)
                     if attr and not _keeps(right, me, attr):
                         _found(found, attr, where, always)
+                    inner = _attr_of(getattr(left, "value", None), me)  # self.conv.weight = ...
+                    if inner and isinstance(left, ast.Attribute) and not _keeps_dotted(left, right):
+                        _found(found, f"{inner}.{left.attr}", where, always)
                     item = left.value if isinstance(left, ast.Subscript) else None
                     attr = _attr_of(item, me)  # self.layers[0] = ..., self.d["k"] = ...
                     func = right.func if isinstance(right, ast.Call) else None
@@ -1815,6 +1952,71 @@ def _found(found: dict, attr: str, where: str, always: bool) -> None:
         found[attr] = (where, always)
 
 
+def _keeps_dotted(left, value) -> bool:
+    """``value`` is ``left`` (``self.conv.weight``) or a call on it (``.to(d)``): the same back."""
+    func = value.func if isinstance(value, ast.Call) else None
+    return ast.dump(left, False) in (
+        ast.dump(value, False),
+        ast.dump(getattr(func, "value", value), False),
+    )
+
+
+def _rewraps(cls: type) -> list:
+    """[(attribute, ``file:line: code``, the value's source)] for each assignment in
+    ``cls.forward`` (and the methods it calls on ``self``) of ``self.<a>`` or ``self.<a>.<b>`` to
+    ``nn.Parameter(<a value computed in forward>)`` (a local name read inside the call:
+    ``self.conv.weight = nn.Parameter(W.squeeze())``): a new leaf, which cuts what made the
+    value; read with ``ast``, never run; empty where unreadable."""
+    try:
+        run = _methods_run(cls)
+    except Exception:  # noqa: BLE001 - any failure means "no source": nothing is said
+        return []
+    found = []
+    for _, fn, root, me, where, start in run:
+        for n in ast.walk(root):
+            if not isinstance(n, ast.Assign) or not isinstance(n.value, ast.Call):
+                continue
+            if getattr(n.value.func, "attr", getattr(n.value.func, "id", "")) != "Parameter":
+                continue
+            args = (*n.value.args, *(k.value for k in n.value.keywords))[:1]
+            made = getattr(args[0], "func", None) if args else None
+            if getattr(made, "attr", getattr(made, "id", "")) in _FRESH:
+                continue  # a new tensor of a shape (torch.randn(n, d)): made, not computed
+            local = any(
+                isinstance(a, ast.Name) and a.id != me and a.id not in _LIBRARIES
+                for arg in args for a in ast.walk(arg)
+            )  # fmt: skip
+            for t in n.targets if local else ():
+                inner = _attr_of(getattr(t, "value", None), me)
+                key = _attr_of(t, me) or (inner and f"{inner}.{t.attr}")
+                if key:
+                    line = _parsed(fn)[3][n.lineno - 1].strip()
+                    at = f"{where}:{start + n.lineno - 1}: {line}"
+                    found.append((key, at, ast.unparse(args[0])))
+    return found
+
+
+def _rewrapped(path: str, g: _Context, anywhere: bool = False) -> tuple[str, str]:
+    """(``file:line: code``, the value's source) where a forward above the parameter at
+    ``path`` assigns it ``nn.Parameter(<a value computed in forward>)`` (``_rewraps``); with
+    ``anywhere``, any such assignment in the forwards of ``path``'s module and those above it
+    (what ``path``'s module computes may be that value); ("", "") elsewhere."""
+    modules, parts = dict(g.modules), path.split(".")
+    for depth in range(len(parts) - (0 if anywhere else 1), 0, -1):
+        owner, key = modules.get(".".join(parts[:depth])), ".".join(parts[depth:])
+        for got, at, value in _rewraps(type(owner)) if owner is not None else ():
+            if anywhere or got == key:
+                return at, value
+    return "", ""
+
+
+_LIBRARIES = ("torch", "nn", "F", "np", "numpy", "math")
+_FRESH = ("randn", "rand", "zeros", "ones", "empty", "full", "eye", "arange", "linspace",
+          "tensor", "Tensor", "FloatTensor", "randn_like", "rand_like", "zeros_like",
+          "ones_like", "empty_like", "full_like", "new_zeros", "new_ones", "new_empty",
+          "new_full", "new_tensor", "normal")  # fmt: skip
+
+
 def _keeps(value, me: str, attr: str) -> bool:
     """``value`` is ``self.<attr>`` or a call on it (``self.fc.to(d)``): the same object back."""
     func = value.func if isinstance(value, ast.Call) else None
@@ -1855,15 +2057,36 @@ def _per_call(path: str, g: _Context) -> tuple[str, str] | None:
     parts = path.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         owner = modules.get(".".join(parts[:depth]))
-        found = _assigned_per_call(type(owner)).get(parts[depth]) if owner is not None else None
+        key = ".".join(parts[depth:]) if len(parts) - depth == 2 else parts[depth]
+        got = _assigned_per_call(type(owner)) if owner is not None else {}
+        found, key = (got.get(key), key) if got.get(key) else (got.get(parts[depth]), parts[depth])
         if found:
             when = "on every call" if found[1] else "on some or all calls"
-            return f"{found[0]} assigns self.{parts[depth]} {when}", parts[depth]
+            return f"{found[0]} assigns self.{key} {when}", key
     return None
 
 
-def _recreated(where: str, evidence: str) -> tuple[str, str, str]:
-    """A replacement seen at run time (``evidence``) that forward's source makes (``where``)."""
+def _recreated(where: str, evidence: str, wrapped=("", "")) -> tuple[str, str, str]:
+    """A replacement seen at run time (``evidence``) that forward's source makes (``where``);
+    ``wrapped``: the line that wraps a value computed in forward in ``nn.Parameter``, and that
+    value (``_rewrapped``)."""
+    wrap, value = wrapped
+    if wrap:
+        key = where.split(" assigns self.")[1].split(" ")[0]
+        sub, _, attr = key.rpartition(".")
+        return (
+            "re-created in forward",
+            f"{where}, and {evidence}; {wrap}: nn.Parameter(...) makes a new leaf of a value "
+            "computed in forward, a cut: what computed it gets no gradient",
+            "use the value as a tensor, not a new nn.Parameter: pass it to the op that reads "
+            + (
+                f"{key} (torch.func.functional_call(self.{sub}, {{'{attr}': {value}}}, args))"
+                if sub
+                else f"self.{attr} (x @ {value}, F.linear(x, {value}))"
+            )
+            + "; keep the parameters made once in __init__ as they are (giving the new one to "
+            "the optimizer, or copying it in under no_grad, leaves the cut)",
+        )
     return (
         "re-created in forward",
         f"{where}, and {evidence}",
@@ -2124,7 +2347,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             name = g.held["module"].get(id(p))
             if name and id(p) not in g.held["opt"] and p.shape == t.shape:
                 if where := _per_call(name, g):
-                    return _recreated(where[0], _BY_OPT)
+                    return _recreated(where[0], _BY_OPT, _rewrapped(name, g))
     copy = _copy_on_graph(t, g)  # a copy (deepcopy, an EMA) first: it is no replacement
     name = g.held["module"].get(id(t))
     older = [  # the graph used a parameter of its shape that no module named holds now, and
@@ -2134,7 +2357,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         and (id(v) in g.held["opt"] or id(t) not in g.held["opt"])
     ]  # fmt: skip
     if name and older and not copy and (where := _per_call(name, g)):
-        return _recreated(where[0], _BY_GRAPH)
+        return _recreated(where[0], _BY_GRAPH, _rewrapped(name, g))
     if not (set(g.leaves) & (set(g.names) | set(g.held["module"]))):  # none of yours reached
         leaves = [v for v, _ in g.leaves.values()]
         shaped = next((v for v in leaves if _copy_shaped(v, t, g)), None)
@@ -2346,12 +2569,25 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         switches = _switches(owner, g)
         if seen := _watched_use(t, g):
             return _watched_rule(seen, owner, g, t, unused, switches)
+        wrap, value = _rewrapped(g.held["module"].get(id(t), ""), g, anywhere=True)
         return (
             "not on the graph: its module is not used or is cut",
             "no parameter of its module is on the graph, while other modules' are: the module is not "
             "called for this loss (a branch not taken, a layer defined but unused), it runs but the "
-            f"loss does not use its output, or its output is cut before the loss ({_CUTS})",
-            "to see which, before the step: "
+            f"loss does not use its output, or its output is cut before the loss ({_CUTS})"
+            + (
+                f"; {wrap}: nn.Parameter(...) makes a new leaf of a value computed in forward, a "
+                "cut: if this module computes that value, that line is the cut"
+                if wrap
+                else ""
+            ),
+            (
+                f"if it is that line: use {value} as a tensor where the parameter is read, not a "
+                "new nn.Parameter; else "
+                if wrap
+                else ""
+            )
+            + "to see which, before the step: "
             + _probe(owner, module)
             + "; nothing printed: "
             + _silent(module)
@@ -2379,6 +2615,22 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     if kept_cut := _kept_cut(t, g):
         return kept_cut
+    if (seen := _watched_use(t, g)) in ("unread", "read off"):  # its module ran, others read
+        rule, why, fix = _watched_rule(seen, owner, g, t, "", "; ".join(_all_switches(g)[:3]))
+        key = g.held["module"].get(id(t), "").rpartition(".")[2]
+        unnamed = _never_named(type(module), key) if module is not None and key else ""
+        return rule, why + (f"; {unnamed}" if unnamed else ""), fix
+    if seen in ("tensor unread", "tensor read off"):  # a tensor of no module named
+        return (
+            "not on the graph: no call read it",
+            "inside the with watch_cuts() block that made the loss, no torch call read this "
+            "tensor with gradients on"
+            + (" (only with gradients off)" if seen == "tensor read off" else "")
+            + ": the loss is computed without it, or from a copy of it (.detach(), .data, "
+            ".item(), torch.tensor(...)), or it was read outside the block",
+            "None is right if the loss is not meant to use it; to train it, compute the loss "
+            "from the tensor itself, with gradients on",
+        )
     derived = any("BackwardBackward" in type(fn).__name__ for fn in g.nodes)  # create_graph=True
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
@@ -4123,6 +4375,37 @@ def _call_site_read(owner: str, g: _Context) -> str:
     return ""
 
 
+def _never_named(cls: type, key: str) -> str:
+    """The words "its source never names self.att_r" where ``cls.forward`` and the methods it calls
+    on ``self`` (read with ``ast``, never run) never name ``self.<key>``; "" where one does, or
+    where ``self`` is passed on (``run(self, x)``, ``getattr(self, k)``: any may be read)."""
+    try:
+        run = _methods_run(cls)
+    except Exception:  # noqa: BLE001 - any failure means "no source": nothing is said
+        return ""
+    if not run:
+        return ""
+    for *_, root, me, _where, _start in run:
+        for n in ast.walk(root):
+            if _attr_of(n, me) in (
+                key,
+                *_ANY_CHILD,
+                "parameters",
+                "named_parameters",
+                "_parameters",
+                "state_dict",
+            ):
+                return ""  # named, or reached by a loop over its tensors
+            if isinstance(n, ast.Constant) and n.value == key:
+                return ""
+            if isinstance(n, ast.Call) and any(
+                _attr_of(a, me, "") == "" for a in (*n.args, *(k.value for k in n.keywords))
+            ):
+                return ""  # self passed on: it may read any attribute
+    names = ", ".join(f"{cls.__name__}.{r[0]}()" for r in run)
+    return f"its source never names self.{key} ({names} read)"
+
+
 def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: str) -> tuple:
     """The rule for a module none of whose parameters is on the loss's graph, told by what
     ``watch_cuts`` saw in the forward (``_watched_use``) instead of three cases and a probe."""
@@ -4141,11 +4424,13 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     if seen == "unread":
         return (
             "not on the graph: its module ran, this parameter was not read",
-            watched + "other parameters of its module were read, this one by no torch call: the "
-            "forward skips it (a branch not taken, a token or embedding the pooling drops), or "
-            "it is read only as a copy (.data, .detach())",
+            watched + "other parameters of its module were read, this one by no torch call: no "
+            "op read this parameter in the watched call; the forward skips it (a branch not "
+            "taken, a token or embedding the pooling drops, a line that reads another parameter "
+            "where it means this one), or reads it only as a copy (.data, .detach())",
             "None is right if it is not meant to train (skip it where you read .grad); to train "
-            "it, make the forward read it on the way to the loss",
+            "it, fix the code that should read it (in a library: its forward, or a release that "
+            "fixes it), so the forward reads it on the way to the loss",
         )
     if seen == "none":
         site = _call_site(owner, g)
@@ -4170,12 +4455,25 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             "(.data =, copy_, load_state_dict), compute the combination inside the forward "
             "(torch.func.functional_call); " + _PATCHED,
         )
+    wrap, value = _rewrapped(g.held["module"].get(id(t), ""), g, anywhere=True)
     return (
         "not on the graph: its output is unused or cut",
         watched + "a call read its parameters with gradients on (its forward, or other code), but "
         "nothing computed from them reaches the loss (a comparison or an integer result passes "
-        "none; torch.equal or torch.allclose returns a bool)",
-        f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
+        "none; torch.equal or torch.allclose returns a bool)"
+        + (
+            f"; {wrap}: nn.Parameter(...) makes a new leaf of a value computed in forward, a cut "
+            "that watch_cuts cannot see: if this module computes that value, that line is the cut"
+            if wrap
+            else ""
+        ),
+        (
+            f"if it is that line: use {value} as a tensor where the parameter is read, not a new "
+            "nn.Parameter (see that parameter's entry); "
+            if wrap
+            else ""
+        )
+        + f"{unused}; else it is cut after it (watch_cuts names the place if it saw one): "
         + _cut_fix(g, t),
     )
 
@@ -4836,9 +5134,15 @@ _ZERO_FIX = {
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
     "comparison (x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
-    "a parameter at zero": "a parameter initialised to 0: what it multiplies gets a gradient from "
-    "the second step on, once it has moved (if its own gradient is not zero); right if it was zero-initialised on purpose (a "
-    "zero-initialised output layer, as in ControlNet or adaLN-Zero); else initialise it non-zero",
+    "a parameter at zero": "a parameter at zero blocks the gradient of what comes before it on "
+    "this step; right if the zero init is on purpose (a zero-initialised output layer, "
+    "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
+    "trains from the next step when its own gradient is not zero; else initialise it non-zero",
+    "a parameter at zero that cannot move": "a parameter at zero in no optimizer named never "
+    "moves, so what comes before it never gets a gradient: give it to the optimizer, or "
+    "initialise it non-zero",
+    "two parameters at zero": "two parameters at zero in one product keep each other at zero: "
+    "neither ever gets a gradient; initialise one of them non-zero (LoRA: A random, B zero)",
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
     "BCEWithLogitsLoss) instead of a softmax or sigmoid; lower the scale or temperature before "
     "it; check the inputs' range (normalise them)",
@@ -4888,7 +5192,7 @@ def _draw_fix(ops) -> str:
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"), ("a parameter at zero", "(initialised to 0)"), ("a clamp at its bound", "a clamp ("),
+    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves, so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),
@@ -5043,6 +5347,8 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
     alone = [k for k in zero if _cut_by({k}, g.loss.grad_fn, node, g.kids)]
     kinds = sorted({zero[k] for k in alone} or set(zero.values()))  # what cuts it by itself
     found = [name for name, word in _KINDS if any(word in k for k in kinds)]
+    if {"a parameter at zero that cannot move", "two parameters at zero"} & set(found):
+        found = [k for k in found if k != "a parameter at zero"]  # it will not train next step
     what = ", ".join(found)
     fix = "; ".join(_ZERO_FIX[name] for name in found)
     steps = sorted(
@@ -5146,6 +5452,20 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
             "passes that way needs the values a backward freed (call why_no_grad before backward)"
         )
         fix = _ZERO_FIX["a second derivative of a piecewise-linear op"]
+    elif node is not None and g.loss is not None and (zeros := _zero_read_on_the_way(g, node, t)):
+        said = _at_zero(zeros, g, computed=False)
+        kind = (
+            "a parameter at zero that cannot move"
+            if "never moves" in said
+            else "a parameter at zero"
+        )
+        why = (
+            "the gradient written is zero; on the way from the loss an op reads "
+            + said.partition("a product with ")[2]
+            + ": if it multiplies what comes before it (a zero-initialised output layer, LoRA's B, "
+            "a zero gate or norm weight), it blocks that gradient on this step"
+        )
+        fix, what = _ZERO_FIX[kind], kind
     else:
         why = (
             "the gradient written is zero, and no op it can still read is zero by itself"
@@ -5526,6 +5846,11 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         low, high = watch.span
         if low is None or high is None or not low <= n < high or _node_key(fn) not in watch.made:
             continue  # made in another thread, or outside this watch
+        if not g.held["module"].get(id(t)):  # a tensor of no module: read or not, by itself
+            mine = set(g.leaves) & (set(g.names) | set(g.held["module"]))
+            if watch.compiled or not mine or not mine <= watch.used_on or id(t) in watch.used_on:
+                return None
+            return "tensor read off" if id(t) in watch.read_off else "tensor unread"
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch

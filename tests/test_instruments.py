@@ -6143,7 +6143,8 @@ def test_paths_that_cancel_are_said_only_for_x_plus_c_minus_x_with_no_other_caus
     loss = ((att(h) * gate @ att(h).T).softmax(-1) @ h).sum()
     loss.backward()
     found = why_no_grad(loss, att=att, gate=gate)["att.weight"]
-    assert found.rule == "zero" and "cancel" not in found.why + found.fix, found
+    assert "cancel" not in found.why + found.fix, found
+    assert found.rule == "zero: a parameter at zero", found  # fix47: the zero gate, named
     for make in (
         lambda m: Normal(m, torch.ones(16, 2)),
         lambda m: MultivariateNormal(m, torch.eye(2)),
@@ -8867,6 +8868,12 @@ def test_fix28_a_zero_from_elsewhere_after_backward_says_call_it_before_backward
     for loss, named, name in cases:
         loss.backward()
         found = why_no_grad(loss, **named)[name]
+        if (
+            name != "w0"
+        ):  # fix47 (review 45 N13): the zero head and alpha, still readable, are named
+            assert found.rule == "zero: a parameter at zero", found
+            assert found.fix.startswith("a parameter at zero blocks the gradient"), found
+            continue
         assert found.rule == "zero", found
         assert found.fix.startswith("to see which, call why_no_grad(loss, ...) before backward()")
     logits = nn.Parameter(torch.zeros(3))
@@ -14569,12 +14576,15 @@ def test_rev44_a_zero_factor_is_told_as_a_second_derivative_or_a_zero_initialise
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     found = why_no_grad((net(x) - y).pow(2).mean(), model=net)["model.0.weight"]
     assert found.rule == "read before backward; will be zero: a parameter at zero", found
-    assert "a product with a parameter that is all zero (initialised to 0)" in found.why
+    assert (  # fix47: named, and "set to zero since" (the zero is seen, not its cause)
+        "a product with model.2.weight, a parameter at zero (zero-initialised, or set to zero "
+        "since)" in found.why
+    )
     assert found.fix.endswith(
-        "for the zero: a parameter initialised to 0: what it multiplies gets a gradient from the "
-        "second step on, once it has moved (if its own gradient is not zero); right if it was "
-        "zero-initialised on purpose (a zero-initialised output layer, as in ControlNet or "
-        "adaLN-Zero); else initialise it non-zero"
+        "for the zero: a parameter at zero blocks the gradient of what comes before it on this "
+        "step; right if the zero init is on purpose (a zero-initialised output layer, "
+        "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
+        "trains from the next step when its own gradient is not zero; else initialise it non-zero"
     ), found.fix
     assert "a non-zero weight for that term" not in found.fix
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -15090,3 +15100,300 @@ def test_rev45_a_grad_read_in_a_branch_not_taken_is_not_named(branch):
         pen = net.weight.grad.pow(2).sum()
         inside = why_no_grad(pen, model=net)["model.weight"]
         assert "is made from a .grad (test_instruments.py:" in inside.why, inside.why
+
+
+# trial 16 and review 45 zero inits (fix47)
+
+
+class _TwoAtt(nn.Module):
+    """GAT-like scores from two attention vectors (PyG 1.6.1 GATConv's layout); ``bug``: the
+    forward reads att_l for both sides, as that release did (pyg-team/pytorch_geometric#1743)."""
+
+    def __init__(self, bug):
+        super().__init__()
+        self.bug, self.lin = bug, nn.Linear(3, 4, bias=False)
+        self.att_l, self.att_r = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        h = self.lin(x)
+        left = (h * self.att_l).sum(-1)
+        right = (h * (self.att_l if self.bug else self.att_r)).sum(-1)
+        alpha = torch.softmax(F.leaky_relu(left[:, None] + right[None, :], 0.2), dim=1)
+        return (alpha @ h).pow(2).mean()
+
+
+def test_fix47_a_parameter_no_op_read_in_a_module_that_ran_is_named_and_the_fix_trains():
+    """Trial 16 case 04: att_r of a module that ran (att_l on the graph) is read by no op: told
+    so per parameter, at a third step, through autograd.grad too; a plain tensor alike."""
+    torch.manual_seed(0)
+    m, x = _TwoAtt(bug=True), torch.randn(3, 5, 3)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    for i in range(3):
+        opt.zero_grad()
+        with watch_cuts(show=False):
+            loss = m(x[i])
+        loss.backward()
+        opt.step()
+    found = why_no_grad(loss, model=m, opt=opt)["model.att_r"]
+    assert found.rule == "not on the graph: its module ran, this parameter was not read", found
+    assert "no op read this parameter in the watched call" in found.why, found
+    assert "its source never names self.att_r (_TwoAtt.forward() read)" not in found.why  # it does
+    assert "a release that fixes it" in found.fix, found
+    with watch_cuts(show=False):
+        loss = m(x[0])
+    torch.autograd.grad(loss, [m.att_l])
+    assert why_no_grad(loss, model=m)["model.att_r"].rule == found.rule
+
+    class Unnamed(nn.Module):  # the forward never names att_r at all
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 4)
+            self.att_l, self.att_r = nn.Parameter(torch.randn(4)), nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return (self.lin(x) * self.att_l).sum()
+
+    u = Unnamed()
+    with watch_cuts(show=False):
+        loss = u(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=u)["model.att_r"]
+    assert "its source never names self.att_r (Unnamed.forward() read)" in found.why, found
+    w, v = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    with watch_cuts(show=False):
+        loss = (w * 2).sum() + v.detach().sum()
+    loss.backward()
+    found = why_no_grad(loss, w=w, v=v)["v"]
+    assert found.rule == "not on the graph: no call read it", found
+    loss = (w * 2).sum() + v.detach().sum()  # no watch: the general list, as before
+    assert why_no_grad(loss, w=w, v=v)["v"].rule == "not on the graph"
+
+    fixed = _TwoAtt(bug=False)
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def reference(i):  # the scores written out with einsum, from the parameters themselves
+        h = torch.einsum("nc,oc->no", x[i], fixed.lin.weight)
+        s = (
+            torch.einsum("no,o->n", h, fixed.att_l)[:, None]
+            + torch.einsum("no,o->n", h, fixed.att_r)[None, :]
+        )
+        return (torch.where(s > 0, s, 0.2 * s).softmax(1) @ h).pow(2).mean()
+
+    _three_checked_steps(lambda i: fixed(x[i]), opt, reference, model=fixed)
+
+
+class _Evolve(nn.Module):
+    """EvolveGCN-O's shape (pytorch_geometric_temporal#80): a GRU evolves the inner layer's
+    weight each call; ``bug``: the result is wrapped in a new nn.Parameter and assigned."""
+
+    def __init__(self, bug, direct=False):
+        super().__init__()
+        self.bug, self.direct = bug, direct
+        self.rnn, self.inner = nn.GRU(3, 3), nn.Linear(3, 3, bias=False)
+        self.head = nn.Linear(3, 1)
+
+    def forward(self, x):
+        W, _ = self.rnn(self.inner.weight[None])
+        if self.bug:
+            self.inner.weight = nn.Parameter(W.squeeze(0))
+            h = self.inner(x)
+        else:
+            h = torch.func.functional_call(self.inner, {"weight": W.squeeze(0)}, (x,))
+        return self.head(torch.tanh(h)).pow(2).mean()
+
+
+class _EvolveOwn(nn.Module):  # the same cut on the module's own parameter
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.weight = nn.GRU(3, 3), nn.Parameter(torch.randn(3, 3))
+
+    def forward(self, x):
+        W, _ = self.rnn(self.weight[None])
+        self.weight = nn.Parameter(W[0])
+        return (x @ self.weight).pow(2).mean()
+
+
+def test_fix47_a_computed_value_rewrapped_in_nn_parameter_is_named_as_the_cut_and_the_fix_trains():
+    """Trial 16 case 05: ``self.inner.weight = nn.Parameter(W)`` in forward, W a GRU's output,
+    makes a new leaf every call: the line is named as the cut, for the replaced parameter, the
+    one the optimizer holds and the GRU; the fix that trains is W used as a tensor."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 6, 3)
+    m = _Evolve(bug=True)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    gru = m.rnn.weight_ih_l0.detach().clone()
+    for i in range(3):
+        opt.zero_grad()
+        with watch_cuts(show=False):
+            loss = m(x[i])
+        loss.backward()
+        opt.step()
+    assert torch.equal(gru, m.rnn.weight_ih_l0)  # the bug: the GRU never trains
+    report = why_no_grad(loss, model=m, opt=opt)
+    line = "self.inner.weight = nn.Parameter(W.squeeze(0))"
+    for found in report["model.inner.weight"], report["opt.param_groups[0]['params'][4]"]:
+        assert found.rule == "re-created in forward", found
+        assert "_Evolve.forward() assigns self.inner.weight on some or all calls" in found.why
+        assert line in found.why and "a cut: what computed it gets no gradient" in found.why
+        assert "{'weight': W.squeeze(0)}" in found.fix and "add_param_group" not in found.fix
+    found = report["model.rnn.weight_ih_l0"]
+    assert found.rule == "not on the graph: its output is unused or cut", found
+    assert line in found.why and "use W.squeeze(0) as a tensor" in found.fix, found
+    unwatched = why_no_grad(m(x[0]), model=m, opt=opt)["model.rnn.weight_ih_l0"]  # no watch
+    assert unwatched.rule == "not on the graph: its module is not used or is cut", unwatched
+    assert line in unwatched.why and "use W.squeeze(0) as a tensor" in unwatched.fix, unwatched
+    own = _EvolveOwn()
+    opt_own = torch.optim.SGD(own.parameters(), lr=0.1)
+    loss = own(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=own, opt=opt_own)["model.weight"]
+    assert found.rule == "re-created in forward" and "x @ W[0]" in found.fix, found
+
+    class Fresh(_EvolveOwn):  # a new random Parameter of a shape each call: made, not computed
+        def forward(self, x):
+            n = x.shape[-1]
+            self.weight = nn.Parameter(torch.randn(n, n))
+            return (x @ self.weight).pow(2).mean()
+
+    fresh = Fresh()
+    opt_fresh = torch.optim.SGD(fresh.parameters(), lr=0.1)
+    loss = fresh(x[0])
+    loss.backward()
+    found = why_no_grad(loss, model=fresh, opt=opt_fresh)["model.weight"]
+    assert found.rule == "re-created in forward" and "create it once in __init__" in found.fix
+
+    fixed = _Evolve(bug=False)
+    opt = torch.optim.Adam(fixed.parameters(), lr=0.01)
+
+    def reference(i):  # one GRU step written out (gates r, z, n), then the layers as products
+        g, v = fixed.rnn, fixed.inner.weight
+        a = v @ g.weight_ih_l0.T + g.bias_ih_l0
+        b = g.bias_hh_l0.expand_as(a)  # the hidden state starts at zero
+        r = torch.sigmoid(a[:, :3] + b[:, :3])
+        z = torch.sigmoid(a[:, 3:6] + b[:, 3:6])
+        n = torch.tanh(a[:, 6:] + r * b[:, 6:])
+        W = (1 - z) * n
+        return (torch.tanh(x[i] @ W.T) @ fixed.head.weight.T + fixed.head.bias).pow(2).mean()
+
+    moving = [p for n, p in fixed.named_parameters() if n != "rnn.weight_hh_l0"]  # h0 = 0 and
+    # one step: the GRU's hidden-to-hidden weight gets a zero gradient by construction
+    _three_checked_steps(lambda i: fixed(x[i]), opt, reference, train=moving, model=fixed)
+
+
+class _AdaLNZero(nn.Module):
+    """A DiT block's adaLN-Zero: shift, scale and gate from a zero-initialised Linear of c."""
+
+    def __init__(self, d=6):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(d, 3 * d))
+        nn.init.zeros_(self.ada[1].weight)
+        nn.init.zeros_(self.ada[1].bias)
+
+    def forward(self, x, c):
+        shift, scale, gate = self.ada(c).chunk(3, dim=-1)
+        return x + gate * self.mlp(F.layer_norm(x, x.shape[-1:]) * (1 + scale) + shift)
+
+
+class _LoRA(nn.Module):
+    def __init__(self, a_zero=False):
+        super().__init__()
+        self.base = nn.Linear(6, 6).requires_grad_(False)
+        self.A = nn.Parameter(torch.zeros(2, 6) if a_zero else torch.randn(2, 6) * 0.3)
+        self.B = nn.Parameter(torch.zeros(6, 2))
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.A.T) @ self.B.T
+
+
+def test_fix47_a_parameter_at_zero_is_named_in_any_layer_and_whether_it_can_move():
+    """Review 45 N1, N2, N6, N13: a zero-initialised gate computed by a Linear (adaLN-Zero), a
+    zero Linear with a bias, a ControlNet zero conv, a BatchNorm gamma at zero, before backward:
+    'a parameter at zero', named, not 'a non-zero weight' nor 'no zero cause'; a zero B in no
+    optimizer, or A and B both zero, cannot move; after backward the zero B is still named. The
+    claims run three steps against torch.func.grad: zero at step 0 only; never, when stuck."""
+    torch.manual_seed(0)
+    x, c, y = torch.randn(3, 8, 6), torch.randn(3, 8, 6), torch.randn(3, 8, 6)
+    block = _AdaLNZero()
+    found = why_no_grad((block(x[0], c[0]) - y[0]).pow(2).mean(), model=block)["model.mlp.0.weight"]
+    assert found.rule == "read before backward; will be zero: a parameter at zero", found
+    assert (
+        "a factor computed from model.ada.1.weight, model.ada.1.bias, parameters at zero "
+        "(zero-initialised, or set to zero since)" in found.why
+    ), found.why
+    assert "a non-zero weight" not in found.fix and "trains from the next step" in found.fix
+    opt = torch.optim.SGD(block.parameters(), lr=0.1)
+    names = [n for n, _ in block.named_parameters()]
+
+    def pure(p, i):  # the block written with the functional ops, from a dict of tensors
+        ada = F.silu(c[i]) @ p["ada.1.weight"].T + p["ada.1.bias"]
+        shift, scale, gate = ada[:, :6], ada[:, 6:12], ada[:, 12:]
+        h = F.layer_norm(x[i], (6,)) * (1 + scale) + shift
+        h = F.gelu(h @ p["mlp.0.weight"].T + p["mlp.0.bias"]) @ p["mlp.2.weight"].T
+        return (x[i] + gate * (h + p["mlp.2.bias"]) - y[i]).pow(2).mean()
+
+    for i in range(3):  # the gate at zero blocks the MLP at step 0 only
+        want = torch.func.grad(pure)({n: p.detach() for n, p in block.named_parameters()}, i)
+        opt.zero_grad()
+        (block(x[i], c[i]) - y[i]).pow(2).mean().backward()
+        for n, p in block.named_parameters():
+            torch.testing.assert_close(p.grad, want[n])
+        assert bool(block.mlp[0].weight.grad.any()) == (i > 0), i
+        opt.step()
+    assert all(p.grad.any() for p in block.parameters())
+    assert set(names) == set(want)
+
+    head = nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 1))  # a zero layer with a bias
+    nn.init.zeros_(head[2].weight)
+    nn.init.zeros_(head[2].bias)
+    found = why_no_grad(head(x[0]).pow(2).mean(), model=head)["model.0.weight"]
+    assert found.rule.endswith("will be zero: a parameter at zero"), found
+    assert "a product with model.2.weight, a parameter at zero" in found.why, found
+    zero_conv = nn.Conv2d(4, 4, 1)  # ControlNet's zero conv after a trainable copy
+    nn.init.zeros_(zero_conv.weight)
+    nn.init.zeros_(zero_conv.bias)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.SiLU(), zero_conv)
+    found = why_no_grad(net(torch.randn(2, 3, 5, 5)).pow(2).mean(), model=net)["model.0.weight"]
+    assert "a product with model.2.weight, a parameter at zero" in found.why, found
+    res = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.BatchNorm2d(3))  # zero_init_residual
+    nn.init.zeros_(res[1].weight)
+    found = why_no_grad(res(torch.randn(2, 3, 5, 5)).pow(2).mean(), model=res)["model.0.weight"]
+    assert "a product with model.1.weight, a parameter at zero" in found.why, found
+
+    lora = _LoRA()
+    stuck = torch.optim.SGD([lora.A], lr=0.1)  # B in no optimizer: it never moves
+    found = why_no_grad((lora(x[0]) - y[0]).pow(2).mean(), model=lora, opt=stuck)["model.A"]
+    assert found.rule.endswith("will be zero: a parameter at zero that cannot move"), found
+    assert "model.B is in no optimizer named: it never moves" in found.why, found
+    assert "give it to the optimizer" in found.fix and "trains from the next step" not in found.fix
+    both = _LoRA(a_zero=True)
+    opt_both = torch.optim.SGD(both.parameters(), lr=0.1)
+    found = why_no_grad((both(x[0]) - y[0]).pow(2).mean(), model=both, opt=opt_both)["model.A"]
+    assert found.rule.endswith("will be zero: two parameters at zero"), found
+    assert "initialise one of them non-zero (LoRA: A random, B zero)" in found.fix, found
+    for i in range(3):  # neither ever moves; A never moves while B is in no optimizer
+        for m, o in ((lora, stuck), (both, opt_both)):
+            o.zero_grad()
+            (m(x[i]) - y[i]).pow(2).mean().backward()
+            o.step()
+    assert not lora.A.grad.any() and not both.A.any() and not both.B.any()
+    loss = (lora(x[0]) - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=lora, opt=stuck)["model.A"]  # after backward (N13)
+    assert found.rule == "zero: a parameter at zero that cannot move", found
+    assert "an op reads model.B, a parameter at zero" in found.why, found
+
+    fixed = _LoRA()  # the fix: B in the optimizer; from the second step on, all train
+    opt = torch.optim.SGD([fixed.A, fixed.B], lr=0.1)
+    opt.zero_grad()
+    (fixed(x[0]) - y[0]).pow(2).mean().backward()
+    assert not fixed.A.grad.any() and fixed.B.grad.any()  # step 0: B at zero blocks A
+    opt.step()
+
+    def reference(i):  # the low-rank update written as one matrix
+        w = fixed.base.weight + fixed.B @ fixed.A
+        return (x[i] @ w.T + fixed.base.bias - y[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, reference, A=fixed.A, B=fixed.B
+    )
