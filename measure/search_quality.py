@@ -20,7 +20,8 @@ query set or another file (``--queries FILE``, either format).
 
 ``measure/heldout_*.toml`` are held-out sets of real queries: ``heldout_queries.toml`` (set 12,
 scored, then joined to the tuning set), ``_13`` and ``_14`` (each scored once, then joined),
-``_15`` (scored once after the change that joined them). None
+``_15`` (each scored once, then joined), ``_16`` (scored once after the change that joined
+``_15``). None
 is run against the search until the lead releases it
 (``HELDOUT_QUERIES=run``), so that the ranking is never tuned on it. Every entry point here refuses
 a ``measure/heldout_*`` file before that.
