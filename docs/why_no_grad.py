@@ -136,7 +136,8 @@ Where it stops:
   graph is alive, and a factor made from leaves at zero through views, splits and Linears
   (adaLN-Zero's gate); after ``backward()``, the leaves at zero such products read. It blocks
   what comes before it on that step: right if on purpose; in no optimizer named, or beside a
-  second zero in one product, it cannot move, and that is said.
+  second zero in one product (a chain of two zero Linears too) that no other path moves, it
+  cannot move, and that is said.
 * With ``watch_cuts``: a parameter no call read while its module ran (others read) is told per
   parameter, with whether the forward's source names it. ``self.a.b = nn.Parameter(<a value
   computed in forward>)`` is read from the source as a cut (a new leaf); the watch cannot see
@@ -1055,15 +1056,10 @@ def _zero_nodes(g: _Context) -> dict:
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
             said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
-            if len(zero) == 2 and all(
-                _AT_ZERO in said[i] for i in zero
+            if len(zero) == 2 and (
+                both := _stuck({i: (data[1 - i], kids[1 - i]) for i in zero}, fn, said, g)
             ):  # two zero parameters, each the other's factor: neither ever gets a gradient
-                both = [v for i in zero for v in _zero_params(data[1 - i], g, kids[1 - i])]
-                found[fn] = (
-                    "a product of two parameters at zero ("
-                    + ", ".join(dict.fromkeys(g.label(v) for v in both))
-                    + ": the gradient of each passes through the other, so both stay zero)"
-                )
+                found[fn] = both
             elif (
                 zero
                 and len(zero) == sum(c is not None for c in kids[:2])
@@ -1073,6 +1069,7 @@ def _zero_nodes(g: _Context) -> dict:
             else:
                 found.update(((fn, i), said[i]) for i in zero)
         for fn in g.nodes:  # a layer's weight at zero: x @ W.T + b, a convolution, a norm's gamma
+            factors = {}
             for edge, saved, kid in _WEIGHTED.get(type(fn).__name__, ()):
                 raw = getattr(fn, f"_raw_saved_{saved}", None)
                 data = raw.data if raw is not None and raw.unpack_hook is None else None
@@ -1081,8 +1078,71 @@ def _zero_nodes(g: _Context) -> dict:
                     edge < len(kids) and kids[edge] is not None and data is not None
                     and data.is_floating_point() and data.numel() and not data.any()
                 ):  # fmt: skip
+                    factors[edge] = (data, kids[kid])
                     found[(fn, edge)] = _zero_factor(data, g, twice, kids[kid])
+            said = {e: found[(fn, e)] for e in factors}
+            if len(factors) == 2 and (both := _stuck(factors, fn, said, g)):
+                found.update(((fn, e), both) for e in factors)  # two zero layers in a chain
     return found
+
+
+def _stuck(factors: dict, fn, said: dict, g: _Context) -> str:
+    """Two zero factors of the product ``fn`` ({edge: (the factor, the node that made it)}), each
+    made by parameters at zero: "a product of two parameters at zero (...)" where neither can
+    ever move: each factor stays zero while those parameters do (``_zero_by``), and every path
+    from the loss to each of them passes through these two zero edges (no other path gives one a
+    gradient); "" otherwise."""
+    if not all(_AT_ZERO in said[e] for e in factors):
+        return ""
+    zeros = {id(v): v for data, kid in factors.values() for v in _zero_params(data, g, kid)}
+    made = [kid for _, kid in factors.values()]
+    if not zeros or not all(k is not None and _zero_by(k, zeros) for k in made):
+        return ""
+    edges = {(fn, e) for e in factors}
+    if not all(
+        i in g.leaves and _cut_by(edges, g.loss.grad_fn, g.leaves[i][1], g.kids) for i in zeros
+    ):
+        return ""
+    return (
+        "a product of two parameters at zero ("
+        + ", ".join(dict.fromkeys(g.label(v) for v in zeros.values()))
+        + ": the gradient of each passes through the other zero factor, so none ever moves)"
+    )
+
+
+def _zero_by(fn, zeros: dict, most: int = 200) -> bool:
+    """Whether the value the node ``fn`` makes is zero whenever the leaves ``zeros`` ({id: leaf})
+    are: one of them, an op that keeps a zero (``_KEEPS_ZERO``) of such a value, a product with
+    one, a Linear or convolution whose factor and bias (if any) are; no for another op."""
+    seen = {}
+
+    def by(f) -> bool:
+        if f is None or len(seen) > most:
+            return False
+        if f in seen:
+            return seen[f]
+        seen[f] = False  # a cycle cannot occur; a repeat is answered once
+        name, kids = type(f).__name__, [c for c, _ in f.next_functions]
+        v = getattr(f, "variable", None)
+        if v is not None:
+            out = id(v) in zeros
+        elif name in _KEEPS_ALL:
+            out = bool(kids) and all(by(c) for c in kids)
+        elif name in _KEEPS_ZERO:
+            out = bool(kids) and by(kids[0])
+        elif name in ("MulBackward0", "MmBackward0", "BmmBackward0", "MvBackward0"):
+            out = any(by(c) for c in kids[:2])
+        elif name == "AddmmBackward0":
+            out = by(kids[0]) and (by(kids[1]) or by(kids[2]))
+        elif name == "ConvolutionBackward0":
+            bias = getattr(f, "_saved_bias_sym_sizes_opt", None)
+            out = (by(kids[0]) or by(kids[1])) and (bias in (None, (0,)) or by(kids[2]))
+        else:
+            out = False
+        seen[f] = out
+        return out
+
+    return by(fn)
 
 
 # the edges (input index) whose gradient is a product with a saved weight (its name, its input
@@ -1133,6 +1193,7 @@ _KEEPS_ZERO = ("ViewBackward0", "UnsafeViewBackward0", "TBackward0", "TransposeB
                "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
                "SqueezeBackward1", "SplitBackward0", "SplitWithSizesBackward0", "SliceBackward0",
                "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0")  # fmt: skip
+_KEEPS_ALL = ()  # ops whose result is zero where all their inputs are (a cat of zeros)
 
 
 def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:

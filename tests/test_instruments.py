@@ -15397,3 +15397,86 @@ def test_fix47_a_parameter_at_zero_is_named_in_any_layer_and_whether_it_can_move
     _three_checked_steps(
         lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, reference, A=fixed.A, B=fixed.B
     )
+
+
+# review 46 (fix49)
+
+
+class _Adapter(nn.Module):
+    """A trainable base beside a down and an up Linear, both zero-initialised (biases too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.base, self.down, self.up = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(2, 4)
+        for layer in (self.down, self.up):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x):
+        return self.base(x) + self.up(self.down(x))
+
+
+def test_fix49_two_parameters_at_zero_only_where_no_other_path_moves_them():
+    """Review 46 R1, R6: two zero factors of one product are told 'cannot move' only where no
+    other path gives either a gradient: a second use of a (a * c) moves a at step 0 and b from
+    step 1; two zero Linears in a chain (an adapter, biases included) never move, while the up
+    bias does."""
+    torch.manual_seed(0)
+    a, b = torch.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    c, xs = torch.randn(3, requires_grad=True), torch.randn(3, 3)
+    opt = torch.optim.SGD([a, b, c], lr=0.1)
+    report = why_no_grad((a * b * xs[0]).sum() + (a * c).sum(), a=a, b=b, c=c, opt=opt)
+    assert "two parameters" not in str(report), report
+    assert report["b"].rule.endswith("will be zero: a parameter at zero"), report["b"]
+    assert "a product with a, a parameter at zero" in report["b"].why, report["b"]
+    assert "will be zero" not in report["a"].rule, report["a"]
+
+    def reference(i):  # the same loss, written with the product of a and b taken first
+        return (xs[i] * (a * b)).sum() + (c * a).sum()
+
+    from outcome import checked
+
+    moved = []
+    with checked(opt, reference, train=[a], a=a, b=b, c=c) as done:  # b, c: zero at step 0
+        for i in range(3):
+            opt.zero_grad()
+            ((a * b * xs[i]).sum() + (a * c).sum()).backward()
+            moved.append(bool(b.grad.any()))
+            opt.step()
+    assert len(done) == 3 and moved == [False, True, True] and b.any()
+
+    torch.manual_seed(0)
+    m, x, y = _Adapter(), torch.randn(3, 8, 4), torch.randn(3, 8, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    report = why_no_grad((m(x[0]) - y[0]).pow(2).mean(), model=m, opt=opt)
+    for name in ("model.down.weight", "model.down.bias", "model.up.weight"):
+        found = report[name]
+        assert found.rule.endswith("will be zero: two parameters at zero"), found
+        assert "initialise one of them non-zero" in found.fix, found
+        assert "trains from the next step" not in found.fix, found
+    assert "will be zero" not in report["model.up.bias"].rule, report["model.up.bias"]
+    bias = m.up.bias.detach().clone()
+    for i in range(3):
+        opt.zero_grad()
+        (m(x[i]) - y[i]).pow(2).mean().backward()
+        opt.step()
+    assert not any(p.any() for p in (m.down.weight, m.down.bias, m.up.weight))
+    assert not torch.equal(m.up.bias, bias)
+
+    fixed = _Adapter()  # the fix: down random, up zero: from the second step on, all train
+    nn.init.normal_(fixed.down.weight, std=0.3)
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+    opt.zero_grad()
+    (fixed(x[0]) - y[0]).pow(2).mean().backward()
+    opt.step()
+    report = why_no_grad((fixed(x[1]) - y[1]).pow(2).mean(), model=fixed, opt=opt)
+    assert "will be zero" not in str(report), report
+
+    def adapted(i):  # the adapter written as one matrix on the input
+        w = fixed.base.weight + fixed.up.weight @ fixed.down.weight
+        b = fixed.base.bias + fixed.up.weight @ fixed.down.bias + fixed.up.bias
+        return (x[i] @ w.T + b - y[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, adapted, **dict(fixed.named_parameters())
+    )
