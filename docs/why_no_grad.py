@@ -1127,7 +1127,7 @@ def _zero_by(fn, zeros: dict, most: int = 200) -> bool:
         if v is not None:
             out = id(v) in zeros
         elif name in _KEEPS_ALL:
-            out = bool(kids) and all(by(c) for c in kids)
+            out = bool(kids) and all(c is not None and by(c) for c in kids)
         elif name in _KEEPS_ZERO:
             out = bool(kids) and by(kids[0])
         elif name in ("MulBackward0", "MmBackward0", "BmmBackward0", "MvBackward0"):
@@ -1188,12 +1188,21 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
 _BIAS_EDGE = {"AddmmBackward0": 0, "ConvolutionBackward0": 2, "NativeBatchNormBackward0": 2,
               "NativeLayerNormBackward0": 2, "MulBackward0": -1, "MmBackward0": -1,
               "BmmBackward0": -1, "MvBackward0": -1}  # fmt: skip
-# ops whose result is zero where their input is: what a zero factor may be made by
+# ops whose result is zero where their input is (0 to 0: sigmoid, cos, exp are not; the first
+# input: a gather's or an embedding's table): what a zero factor may be made by
 _KEEPS_ZERO = ("ViewBackward0", "UnsafeViewBackward0", "TBackward0", "TransposeBackward0",
                "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
                "SqueezeBackward1", "SplitBackward0", "SplitWithSizesBackward0", "SliceBackward0",
-               "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0")  # fmt: skip
-_KEEPS_ALL = ()  # ops whose result is zero where all their inputs are (a cat of zeros)
+               "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0", "RepeatBackward0",
+               "UnbindBackward0", "AsStridedBackward0", "DiagonalBackward0", "FlipBackward0",
+               "RollBackward0", "ToCopyBackward0", "AliasBackward0", "IndexBackward0",
+               "IndexSelectBackward0", "GatherBackward0", "EmbeddingBackward0", "NegBackward0",
+               "TanhBackward0", "SinBackward0", "SinhBackward0", "AtanBackward0", "AsinBackward0",
+               "AsinhBackward0", "AtanhBackward0", "ErfBackward0", "ReluBackward0",
+               "GeluBackward0", "SiluBackward0", "SumBackward0", "SumBackward1", "MeanBackward0",
+               "MeanBackward1", "CatBackward0", "StackBackward0")  # fmt: skip
+# of those, the ops whose result is zero only where all their inputs are (a cat of zeros)
+_KEEPS_ALL = ("CatBackward0", "StackBackward0")
 
 
 def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:

@@ -15480,3 +15480,73 @@ def test_fix49_two_parameters_at_zero_only_where_no_other_path_moves_them():
     _three_checked_steps(
         lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, adapted, **dict(fixed.named_parameters())
     )
+
+
+class _TanhGate(nn.Module):
+    """Flamingo's gated cross-attention, reduced: x + tanh(alpha) * layer(x), alpha at zero."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn, self.alpha = nn.Linear(4, 4), nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return x + self.alpha.tanh() * self.attn(x)
+
+
+class _RepeatedGate(nn.Module):
+    """adaLN-Zero's gate from a zero Linear, repeated over the tokens and joined by a cat."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp, self.ada = nn.Linear(4, 4), nn.Linear(4, 8)
+        nn.init.zeros_(self.ada.weight)
+        nn.init.zeros_(self.ada.bias)
+
+    def forward(self, x, c):
+        shift, gate = self.ada(c).unsqueeze(1).repeat(1, x.shape[1], 1).chunk(2, dim=-1)
+        gate = torch.cat([gate[..., :2], -gate[..., 2:].sin()], dim=-1)
+        return x + gate * self.mlp(x + shift)
+
+
+def test_fix49_a_gate_at_zero_through_ops_that_keep_zero_is_a_parameter_at_zero():
+    """Review 46 R9, R10: a gate made from a parameter at zero by ops that map 0 to 0 (tanh,
+    repeat, cat, sin, neg) is 'a factor computed from' that parameter, not 'a weight of 0.0';
+    it trains from the next step, and so does what it gates (checked 3 steps). A sigmoid gate
+    (0.5 at zero) is no zero."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x, y, c = torch.randn(3, 2, 3, 4), torch.randn(3, 2, 3, 4), torch.randn(3, 2, 4)
+    tanh_gate, repeated = _TanhGate(), _RepeatedGate()
+    cases = (
+        (tanh_gate, lambda i: (tanh_gate(x[i]) - y[i]).pow(2).mean(), "model.alpha", "attn"),
+        (repeated, lambda i: (repeated(x[i], c[i]) - y[i]).pow(2).mean(), "model.ada.", "mlp"),
+    )
+    for m, loss_of, zero, gated in cases:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        found = why_no_grad(loss_of(0), model=m, opt=opt)[f"model.{gated}.weight"]
+        assert found.rule.endswith("will be zero: a parameter at zero"), found
+        assert f"a factor computed from {zero}" in found.why, found
+        assert "a weight of 0.0" not in found.fix and "trains from the next step" in found.fix
+
+        def reference(i, m=m):  # the same loss by torch.func on the module's parameters
+            params = {k: p.detach().requires_grad_() for k, p in m.named_parameters()}
+            args = (x[i],) if m is tanh_gate else (x[i], c[i])
+            out = torch.func.functional_call(m, params, args)
+            grads = torch.autograd.grad((out - y[i]).pow(2).mean(), list(params.values()))
+            return sum((g * p).sum() for g, p in zip(grads, m.parameters()))
+
+        trains = [p for n, p in m.named_parameters() if not n.startswith(gated)]
+        moved = []
+        with checked(opt, reference, train=trains, model=m) as done:
+            for i in range(3):
+                opt.zero_grad()
+                loss_of(i).backward()
+                moved.append(bool(getattr(m, gated).weight.grad.any()))
+                opt.step()
+        assert len(done) == 3 and moved == [False, True, True], moved
+
+    sig = _TanhGate()
+    sig.forward = lambda x: x + sig.alpha.sigmoid() * sig.attn(x)
+    report = why_no_grad((sig(x[0]) - y[0]).pow(2).mean(), model=sig)
+    assert "will be zero" not in str(report), report
