@@ -1056,6 +1056,8 @@ def _zero_nodes(g: _Context) -> dict:
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
             said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
+            if said.get(1) == _TIMES and _linear_weight(fn):  # F.linear(x, W): x is all zero
+                said[1] = _zero_input(kids[0], g)
             if len(zero) == 2 and (
                 both := _stuck({i: (data[1 - i], kids[1 - i]) for i in zero}, fn, said, g)
             ):  # two zero parameters, each the other's factor: neither ever gets a gradient
@@ -1080,6 +1082,8 @@ def _zero_nodes(g: _Context) -> dict:
                 ):  # fmt: skip
                     factors[edge] = (data, kids[kid])
                     found[(fn, edge)] = _zero_factor(data, g, twice, kids[kid])
+                    if edge == _INPUT_EDGE.get(type(fn).__name__) and found[(fn, edge)] == _TIMES:
+                        found[(fn, edge)] = _zero_input(kids[kid], g)
             said = {e: found[(fn, e)] for e in factors}
             if len(factors) == 2 and (both := _stuck(factors, fn, said, g)):
                 found.update(((fn, e), both) for e in factors)  # two zero layers in a chain
@@ -1182,7 +1186,39 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
             f"a product with the zero of {' or '.join(twice)}'s derivative differentiated again "
             "(its second derivative, multiplied on)"
         )
-    return "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+    return _TIMES
+
+
+_TIMES = "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+# the edge of a layer's weight whose gradient is a product with the layer's input (x @ W.T + b)
+_INPUT_EDGE = {"AddmmBackward0": 2}
+
+
+def _linear_weight(fn) -> bool:
+    """``fn`` is x @ W.T (``F.linear`` without a bias): a matrix product whose second factor is
+    the transpose of a leaf."""
+    kid = fn.next_functions[1][0] if len(fn.next_functions) > 1 else None
+    return (
+        type(fn).__name__ == "MmBackward0" and type(kid).__name__ == "TBackward0"
+        and hasattr(kid.next_functions[0][0], "variable")
+    )  # fmt: skip
+
+
+def _zero_input(kid, g: _Context) -> str:
+    """A layer's weight edge whose zero factor is the layer's input (made by ``kid``): a ReLU the
+    report flags as dead (``g.dead``) reached through ops that keep a zero, named; else zero
+    features."""
+    seen, todo = set(), [kid]
+    while todo and len(seen) < 200:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if fn in g.dead:
+            return "a layer whose input is all zero: a ReLU before it is all zero (dead)"
+        if type(fn).__name__ in _KEEPS_ZERO:
+            todo.extend(c for c, _ in fn.next_functions)
+    return "a layer whose input is all zero (a dead ReLU or zero features before it)"
 
 
 _BIAS_EDGE = {"AddmmBackward0": 0, "ConvolutionBackward0": 2, "NativeBatchNormBackward0": 2,
@@ -5204,6 +5240,10 @@ _ZERO_FIX = {
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
     "comparison (x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
+    "an input all zero": "an all-zero input gives the layer's weight no gradient on this "
+    "batch: right for features that are zero in it; else find what zeroes it (a ReLU before it "
+    "that died: a lower learning rate, another initialisation, or LeakyReLU; a mask or padding "
+    "that covers every value)",
     "a parameter at zero": "a parameter at zero blocks the gradient of what comes before it on "
     "this step; right if the zero init is on purpose (a zero-initialised output layer, "
     "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
@@ -5263,7 +5303,7 @@ _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its descr
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
     ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves, so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
-    ("a torch.normal draw", "torch.normal("),
+    ("a torch.normal draw", "torch.normal("), ("an input all zero", "whose input is all zero ("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),
 )  # fmt: skip

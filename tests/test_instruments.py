@@ -15550,3 +15550,56 @@ def test_fix49_a_gate_at_zero_through_ops_that_keep_zero_is_a_parameter_at_zero(
     sig.forward = lambda x: x + sig.alpha.sigmoid() * sig.attn(x)
     report = why_no_grad((sig(x[0]) - y[0]).pow(2).mean(), model=sig)
     assert "will be zero" not in str(report), report
+
+
+def test_fix49_a_layer_whose_input_is_all_zero_is_told_so():
+    """Review 46 R5: a Linear's weight behind a dead ReLU is 'a layer whose input is all zero: a
+    ReLU before it is all zero (dead)' (the dead ReLU's fix), not 'a weight of 0.0'; zero
+    features without a ReLU are 'an input all zero'. Checked 3 steps: behind the dead ReLU only
+    the last bias trains; with LeakyReLU (the fix) every parameter does."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 16, 4), torch.randn(3, 16, 1)
+    for leaky in (False, True):
+        net = nn.Sequential(
+            nn.Linear(4, 8), nn.LeakyReLU() if leaky else nn.ReLU(), nn.Linear(8, 1)
+        )
+        with torch.no_grad():
+            net[0].bias.fill_(-100.0)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        report = why_no_grad((net(x[0]) - y[0]).pow(2).mean(), model=net)
+        if leaky:
+            assert "will be zero" not in str(report), report
+
+            def reference(i, net=net):  # the same net written with F; LeakyReLU slope 0.01
+                h = x[i] @ net[0].weight.T + net[0].bias
+                h = torch.where(h > 0, h, 0.01 * h)
+                return (h @ net[2].weight.T + net[2].bias - y[i]).pow(2).mean()
+
+            _three_checked_steps(
+                lambda i, net=net: (net(x[i]) - y[i]).pow(2).mean(), opt, reference, model=net
+            )
+            continue
+        found = report["model.2.weight"]
+        assert found.rule.endswith("will be zero: dead ReLU"), found
+        assert "a layer whose input is all zero: a ReLU before it is all zero (dead)" in found.why
+        assert "a weight of 0.0" not in found.fix and "LeakyReLU" in found.fix, found
+
+        def plain(i, net=net):  # the dead net written with F
+            h = (x[i] @ net[0].weight.T + net[0].bias).clamp_min(0)
+            return (h @ net[2].weight.T + net[2].bias - y[i]).pow(2).mean()
+
+        with checked(opt, plain, train=[net[2].bias], model=net) as done:
+            for i in range(3):
+                opt.zero_grad()
+                (net(x[i]) - y[i]).pow(2).mean().backward()
+                assert not any(p.grad.any() for p in (net[0].weight, net[0].bias, net[2].weight))
+                opt.step()
+        assert len(done) == 3
+
+    lin = nn.Linear(4, 1)
+    found = why_no_grad((lin(torch.zeros(16, 4)) - y[0]).pow(2).mean(), lin=lin)["lin.weight"]
+    assert found.rule.endswith("will be zero: an input all zero"), found
+    assert "a layer whose input is all zero (a dead ReLU or zero features before it)" in found.why
+    assert "right for features that are zero in it" in found.fix, found
