@@ -2088,6 +2088,11 @@ def _rewraps(cls: type) -> list:
             made = getattr(args[0], "func", None) if args else None
             if getattr(made, "attr", getattr(made, "id", "")) in _FRESH:
                 continue  # a new tensor of a shape (torch.randn(n, d)): made, not computed
+            if _detached(args[0] if args else None) or any(
+                k.arg == "requires_grad" and getattr(k.value, "value", True) is False
+                for k in n.value.keywords
+            ):  # a value cut on purpose (.detach()), or a parameter that never trains: no cut
+                continue
             local = any(
                 isinstance(a, ast.Name) and a.id != me and a.id not in _LIBRARIES
                 for arg in args for a in ast.walk(arg)
@@ -2100,6 +2105,17 @@ def _rewraps(cls: type) -> list:
                     at = f"{where}:{start + n.lineno - 1}: {line}"
                     found.append((key, at, ast.unparse(args[0])))
     return found
+
+
+def _detached(value) -> bool:
+    """``value`` is a chain of calls and attributes with ``.detach()`` in it (``h.mean(0).detach()``,
+    ``h.detach().clone()``): cut on purpose."""
+    while isinstance(value, (ast.Call, ast.Attribute, ast.Subscript)):
+        func = value.func if isinstance(value, ast.Call) else None
+        if getattr(func, "attr", "") in ("detach", "detach_"):
+            return True
+        value = getattr(func, "value", None) if func is not None else value.value
+    return False
 
 
 def _rewrapped(path: str, g: _Context, anywhere: bool = False) -> tuple[str, str]:

@@ -15603,3 +15603,42 @@ def test_fix49_a_layer_whose_input_is_all_zero_is_told_so():
     assert found.rule.endswith("will be zero: an input all zero"), found
     assert "a layer whose input is all zero (a dead ReLU or zero features before it)" in found.why
     assert "right for features that are zero in it" in found.fix, found
+
+
+class _Bank(nn.Module):
+    """A memory bank rewritten in forward as a parameter that never trains, from a detached
+    value; a layer defined but never called."""
+
+    def __init__(self, frozen=True):
+        super().__init__()
+        self.enc, self.aux, self.frozen = nn.Linear(3, 4), nn.Linear(4, 2), frozen
+        self.bank = nn.Parameter(torch.zeros(4), requires_grad=False)
+
+    def forward(self, x):
+        h = self.enc(x)
+        if self.frozen:
+            self.bank = nn.Parameter(h.mean(0), requires_grad=False)
+        else:
+            self.bank = nn.Parameter(h.mean(0).detach().clone())
+        return h
+
+
+def test_fix49_a_frozen_or_detached_rewrap_is_no_cut():
+    """Review 46 R7: nn.Parameter(..., requires_grad=False) or of a value ending in .detach()
+    written in forward is not named as a possible cut for a layer never called; the encoder
+    trains (3 steps checked)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 3)
+    for frozen in (True, False):
+        m = _Bank(frozen)
+        opt = torch.optim.SGD(m.enc.parameters(), lr=0.1)
+        loss = m(x[0]).pow(2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=m, opt=opt)["model.aux.weight"]
+        assert "nn.Parameter(...) makes a new leaf" not in found.why, found
+        assert "nn.Parameter" not in found.fix, found
+
+        def reference(i, m=m):  # the encoder alone, written with F
+            return (x[i] @ m.enc.weight.T + m.enc.bias).pow(2).mean()
+
+        _three_checked_steps(lambda i, m=m: m(x[i]).pow(2).mean(), opt, reference, enc=m.enc)
