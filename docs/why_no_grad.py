@@ -1321,7 +1321,7 @@ def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
         + f"{names}, {'parameters' if ', ' in names else 'a parameter'} {_AT_ZERO}"
         + (
             f"; {', '.join(dict.fromkeys(g.label(v) for v in stuck))} is in no optimizer named: "
-            "it never moves, so the zero stays"
+            "it never moves by the optimizers named (one not named may hold it), so the zero stays"
             if stuck
             else ""
         )
@@ -2687,7 +2687,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             return _read_under_detach(owner, line, module)
         if kept_cut := _kept_cut(t, g):
             return kept_cut
-        unused = _unused_fix(owner, g)
+        unused = _unused_fix(owner, g, t)
         switches = _switches(owner, g)
         if seen := _watched_use(t, g):
             return _watched_rule(seen, owner, g, t, unused, switches)
@@ -4600,11 +4600,16 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     )
 
 
-def _unused_fix(owner: str, g: _Context) -> str:
+def _unused_fix(owner: str, g: _Context, t=None) -> str:
     """The fix by purpose for a module that runs while the loss does not use its output: the
     topmost module above ``owner`` (or itself) whose parameters are all off the graph is the
-    one to freeze or drop."""
+    one to freeze or drop; where ``owner`` has parameters on the graph (``model.logits`` beside
+    ``model.fc``), the parameter ``t`` alone."""
     modules, top = dict(g.modules), owner
+    mine = list(modules[owner].parameters()) if owner in modules else []
+    name = g.held["module"].get(id(t), "") if t is not None else ""
+    if name and any(id(p) in g.leaves for p in mine):
+        top = name  # freezing the module would freeze the parameters that train
     parts = owner.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:depth])
@@ -5264,9 +5269,9 @@ _ZERO_FIX = {
     "this step; right if the zero init is on purpose (a zero-initialised output layer, "
     "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
     "trains from the next step when its own gradient is not zero; else initialise it non-zero",
-    "a parameter at zero that cannot move": "a parameter at zero in no optimizer named never "
-    "moves, so what comes before it never gets a gradient: give it to the optimizer, or "
-    "initialise it non-zero",
+    "a parameter at zero that cannot move": "a parameter at zero in no optimizer named is "
+    "never moved by them, so what comes before it never gets a gradient (unless an optimizer "
+    "not named holds it): give it to the optimizer, or initialise it non-zero",
     "two parameters at zero": "two parameters at zero in one product keep each other at zero: "
     "neither ever gets a gradient; initialise one of them non-zero (LoRA: A random, B zero)",
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
@@ -5318,7 +5323,7 @@ def _draw_fix(ops) -> str:
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves, so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
+    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves by the optimizers named"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("), ("an input all zero", "whose input is all zero ("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),

@@ -15642,3 +15642,60 @@ def test_fix49_a_frozen_or_detached_rewrap_is_no_cut():
             return (x[i] @ m.enc.weight.T + m.enc.bias).pow(2).mean()
 
         _three_checked_steps(lambda i, m=m: m(x[i]).pow(2).mean(), opt, reference, enc=m.enc)
+
+
+class _Masked(nn.Module):
+    """A mask made by a comparison of a parameter on the root module, beside a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return self.fc(x) * (self.logits > 0).float()
+
+
+def test_fix49_freeze_the_parameter_not_the_root_and_other_optimizers():
+    """Review 46 R11: a parameter of the root module cut before the loss is frozen alone
+    (model.logits.requires_grad_(False)), not the whole model; done so, the Linear trains (3
+    steps checked). A zero B held by another optimizer than the one named: 'never moves by the
+    optimizers named (one not named may hold it)'; with both optimizers, A and B train."""
+    from why_no_grad import watch_cuts
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    m = _Masked()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with watch_cuts():
+        loss = m(x[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m, opt=opt)["model.logits"]
+    assert "freeze it (model.logits.requires_grad_(False))" in found.fix, found
+    assert "(model.requires_grad_(False))" not in found.fix, found
+    m.logits.requires_grad_(False)
+    mask = (m.logits > 0).float()
+
+    def reference(i):  # the Linear and the fixed mask, written with F
+        return ((x[i] @ m.fc.weight.T + m.fc.bias) * mask).pow(2).mean()
+
+    logits = m.logits.clone()
+    _three_checked_steps(lambda i: m(x[i]).pow(2).mean(), opt, reference, fc=m.fc)
+    assert torch.equal(m.logits, logits)
+
+    a, b = nn.Parameter(torch.randn(2, 4) * 0.1), nn.Parameter(torch.zeros(4, 2))
+    opt_a, opt_b = torch.optim.SGD([a], lr=1e-2), torch.optim.SGD([b], lr=1e-1)
+    y = torch.randn(3, 4, 4)
+    loss = (x[0].repeat(1, 2)[:, :4] @ a.T @ b.T - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, A=a, B=b, opt=opt_a)["A"]
+    assert "B is in no optimizer named: it never moves by the optimizers named" in found.why
+    assert "(one not named may hold it)" in found.why and "not named holds it" in found.fix
+    moved = []
+    for i in range(3):
+        opt_a.zero_grad()
+        opt_b.zero_grad()
+        (x[i].repeat(1, 2)[:, :4] @ a.T @ b.T - y[i]).pow(2).mean().backward()
+        moved.append((bool(a.grad.any()), bool(b.grad.any())))
+        opt_a.step()
+        opt_b.step()
+    assert moved == [(False, True), (True, True), (True, True)], moved
