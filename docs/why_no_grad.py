@@ -1308,6 +1308,13 @@ def _zero_params(data: torch.Tensor, g: _Context, kid) -> list:
     leaf = next(
         (v for v, _ in g.leaves.values() if v.requires_grad and _same_storage(data, v)), None
     )
+    frozen = (  # a frozen parameter of a module named (a zero conv with requires_grad_(False))
+        (p for _, m in g.modules for p in m.parameters(recurse=False) if not p.requires_grad)
+        if leaf is None and kid is None
+        else ()
+    )
+    if leaf is None:
+        leaf = next((p for p in frozen if p.numel() and _same_storage(data, p)), None)
     return [leaf] if leaf is not None else _zero_chain([kid] if kid is not None else [])
 
 
@@ -1315,10 +1322,18 @@ def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
     """A zero factor made by parameters at zero, named, and whether they can move: one in no
     optimizer named never does, so what it multiplies never gets a gradient."""
     names = ", ".join(dict.fromkeys(g.label(v) for v in zeros))
+    frozen = [v for v in zeros if not v.requires_grad]
+    zeros = [v for v in zeros if v.requires_grad]
     stuck = [v for v in zeros if g.held["opt"] and id(v) not in g.held["opt"]]
     return (
         ("a factor computed from " if computed else "a product with ")
         + f"{names}, {'parameters' if ', ' in names else 'a parameter'} {_AT_ZERO}"
+        + (
+            f"; {', '.join(g.label(v) for v in frozen)} is frozen (requires_grad is False): it "
+            "never moves, so the zero stays"
+            if frozen
+            else ""
+        )
         + (
             f"; {', '.join(dict.fromkeys(g.label(v) for v in stuck))} is in no optimizer named: "
             "it never moves by the optimizers named (one not named may hold it), so the zero stays"
@@ -5271,7 +5286,8 @@ _ZERO_FIX = {
     "trains from the next step when its own gradient is not zero; else initialise it non-zero",
     "a parameter at zero that cannot move": "a parameter at zero in no optimizer named is "
     "never moved by them, so what comes before it never gets a gradient (unless an optimizer "
-    "not named holds it): give it to the optimizer, or initialise it non-zero",
+    "not named holds it): give it to the optimizer (a frozen one: requires_grad_() first), or "
+    "initialise it non-zero",
     "two parameters at zero": "two parameters at zero in one product keep each other at zero: "
     "neither ever gets a gradient; initialise one of them non-zero (LoRA: A random, B zero)",
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
@@ -5323,7 +5339,7 @@ def _draw_fix(ops) -> str:
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves by the optimizers named"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
+    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
     ("a torch.normal draw", "torch.normal("), ("an input all zero", "whose input is all zero ("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),

@@ -15699,3 +15699,44 @@ def test_fix49_freeze_the_parameter_not_the_root_and_other_optimizers():
         opt_a.step()
         opt_b.step()
     assert moved == [(False, True), (True, True), (True, True)], moved
+
+
+def test_fix49_a_frozen_zero_conv_is_named_and_cannot_move():
+    """Review 46 R11: a zero conv frozen with requires_grad_(False) is named as the parameter
+    at zero that never moves; the body behind it gets zero for 3 steps; the fix (trainable, in
+    the optimizer) trains the body from the second step (checked against F.conv2d)."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    body, zc = nn.Conv2d(2, 2, 3, padding=1), nn.Conv2d(2, 2, 1)
+    nn.init.zeros_(zc.weight)
+    nn.init.zeros_(zc.bias)
+    zc.requires_grad_(False)
+    x = torch.randn(3, 1, 2, 5, 5)
+    opt = torch.optim.SGD(body.parameters(), lr=0.1)
+    found = why_no_grad((x[0] + zc(body(x[0]))).pow(2).mean(), body=body, zc=zc, opt=opt)
+    found = found["body.weight"]
+    assert found.rule.endswith("will be zero: a parameter at zero that cannot move"), found
+    assert "zc.weight is frozen (requires_grad is False): it never moves" in found.why, found
+    assert "requires_grad_() first" in found.fix, found
+    for i in range(3):
+        opt.zero_grad()
+        (x[i] + zc(body(x[i]))).pow(2).mean().backward()
+        assert not body.weight.grad.any() and not body.bias.grad.any()
+        opt.step()
+
+    zc.requires_grad_(True)
+    opt = torch.optim.SGD([*body.parameters(), *zc.parameters()], lr=0.1)
+
+    def reference(i):
+        h = F.conv2d(x[i], body.weight, body.bias, padding=1)
+        return (x[i] + F.conv2d(h, zc.weight, zc.bias)).pow(2).mean()
+
+    moved = []
+    with checked(opt, reference, train=[zc.weight, zc.bias], body=body, zc=zc) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (x[i] + zc(body(x[i]))).pow(2).mean().backward()
+            moved.append(bool(body.weight.grad.any()))
+            opt.step()
+    assert len(done) == 3 and moved == [False, True, True], moved
