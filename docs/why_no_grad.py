@@ -1100,7 +1100,7 @@ def _stuck(factors: dict, fn, said: dict, g: _Context) -> str:
         return ""
     zeros = {id(v): v for data, kid in factors.values() for v in _zero_params(data, g, kid)}
     made = [kid for _, kid in factors.values()]
-    if not zeros or not all(k is not None and _zero_by(k, zeros) for k in made):
+    if len(zeros) < 2 or not all(k is not None and _zero_by(k, zeros) for k in made):
         return ""
     edges = {(fn, e) for e in factors}
     if not all(
