@@ -136,7 +136,8 @@ Where it stops:
   graph is alive, and a factor made from leaves at zero through views, splits and Linears
   (adaLN-Zero's gate); after ``backward()``, the leaves at zero such products read. It blocks
   what comes before it on that step: right if on purpose; in no optimizer named, or beside a
-  second zero in one product, it cannot move, and that is said.
+  second zero in one product (a chain of two zero Linears too) that no other path moves, it
+  cannot move, and that is said.
 * With ``watch_cuts``: a parameter no call read while its module ran (others read) is told per
   parameter, with whether the forward's source names it. ``self.a.b = nn.Parameter(<a value
   computed in forward>)`` is read from the source as a cut (a new leaf); the watch cannot see
@@ -1055,15 +1056,12 @@ def _zero_nodes(g: _Context) -> dict:
             zero = [i for i, c in enumerate(kids[:2]) if c is not None
                     and data[1 - i] is not None and data[1 - i].is_floating_point() and not data[1 - i].any()]  # fmt: skip
             said = {i: _zero_factor(data[1 - i], g, twice, kids[1 - i]) for i in zero}
-            if len(zero) == 2 and all(
-                _AT_ZERO in said[i] for i in zero
+            if said.get(1) == _TIMES and _linear_weight(fn):  # F.linear(x, W): x is all zero
+                said[1] = _zero_input(kids[0], g)
+            if len(zero) == 2 and (
+                both := _stuck({i: (data[1 - i], kids[1 - i]) for i in zero}, fn, said, g)
             ):  # two zero parameters, each the other's factor: neither ever gets a gradient
-                both = [v for i in zero for v in _zero_params(data[1 - i], g, kids[1 - i])]
-                found[fn] = (
-                    "a product of two parameters at zero ("
-                    + ", ".join(dict.fromkeys(g.label(v) for v in both))
-                    + ": the gradient of each passes through the other, so both stay zero)"
-                )
+                found[fn] = both
             elif (
                 zero
                 and len(zero) == sum(c is not None for c in kids[:2])
@@ -1073,6 +1071,7 @@ def _zero_nodes(g: _Context) -> dict:
             else:
                 found.update(((fn, i), said[i]) for i in zero)
         for fn in g.nodes:  # a layer's weight at zero: x @ W.T + b, a convolution, a norm's gamma
+            factors = {}
             for edge, saved, kid in _WEIGHTED.get(type(fn).__name__, ()):
                 raw = getattr(fn, f"_raw_saved_{saved}", None)
                 data = raw.data if raw is not None and raw.unpack_hook is None else None
@@ -1081,8 +1080,73 @@ def _zero_nodes(g: _Context) -> dict:
                     edge < len(kids) and kids[edge] is not None and data is not None
                     and data.is_floating_point() and data.numel() and not data.any()
                 ):  # fmt: skip
+                    factors[edge] = (data, kids[kid])
                     found[(fn, edge)] = _zero_factor(data, g, twice, kids[kid])
+                    if edge == _INPUT_EDGE.get(type(fn).__name__) and found[(fn, edge)] == _TIMES:
+                        found[(fn, edge)] = _zero_input(kids[kid], g)
+            said = {e: found[(fn, e)] for e in factors}
+            if len(factors) == 2 and (both := _stuck(factors, fn, said, g)):
+                found.update(((fn, e), both) for e in factors)  # two zero layers in a chain
     return found
+
+
+def _stuck(factors: dict, fn, said: dict, g: _Context) -> str:
+    """Two zero factors of the product ``fn`` ({edge: (the factor, the node that made it)}), each
+    made by parameters at zero: "a product of two parameters at zero (...)" where neither can
+    ever move: each factor stays zero while those parameters do (``_zero_by``), and every path
+    from the loss to each of them passes through these two zero edges (no other path gives one a
+    gradient); "" otherwise."""
+    if not all(_AT_ZERO in said[e] for e in factors):
+        return ""
+    zeros = {id(v): v for data, kid in factors.values() for v in _zero_params(data, g, kid)}
+    made = [kid for _, kid in factors.values()]
+    if len(zeros) < 2 or not all(k is not None and _zero_by(k, zeros) for k in made):
+        return ""
+    edges = {(fn, e) for e in factors}
+    if not all(
+        i in g.leaves and _cut_by(edges, g.loss.grad_fn, g.leaves[i][1], g.kids) for i in zeros
+    ):
+        return ""
+    return (
+        "a product of two parameters at zero ("
+        + ", ".join(dict.fromkeys(g.label(v) for v in zeros.values()))
+        + ": the gradient of each passes through the other zero factor, so none ever moves)"
+    )
+
+
+def _zero_by(fn, zeros: dict, most: int = 200) -> bool:
+    """Whether the value the node ``fn`` makes is zero whenever the leaves ``zeros`` ({id: leaf})
+    are: one of them, an op that keeps a zero (``_KEEPS_ZERO``) of such a value, a product with
+    one, a Linear or convolution whose factor and bias (if any) are; no for another op."""
+    seen = {}
+
+    def by(f) -> bool:
+        if f is None or len(seen) > most:
+            return False
+        if f in seen:
+            return seen[f]
+        seen[f] = False  # a cycle cannot occur; a repeat is answered once
+        name, kids = type(f).__name__, [c for c, _ in f.next_functions]
+        v = getattr(f, "variable", None)
+        if v is not None:
+            out = id(v) in zeros
+        elif name in _KEEPS_ALL:
+            out = bool(kids) and all(c is not None and by(c) for c in kids)
+        elif name in _KEEPS_ZERO:
+            out = bool(kids) and by(kids[0])
+        elif name in ("MulBackward0", "MmBackward0", "BmmBackward0", "MvBackward0"):
+            out = any(by(c) for c in kids[:2])
+        elif name == "AddmmBackward0":
+            out = by(kids[0]) and (by(kids[1]) or by(kids[2]))
+        elif name == "ConvolutionBackward0":
+            bias = getattr(f, "_saved_bias_sym_sizes_opt", None)
+            out = (by(kids[0]) or by(kids[1])) and (bias in (None, (0,)) or by(kids[2]))
+        else:
+            out = False
+        seen[f] = out
+        return out
+
+    return by(fn)
 
 
 # the edges (input index) whose gradient is a product with a saved weight (its name, its input
@@ -1122,17 +1186,59 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
             f"a product with the zero of {' or '.join(twice)}'s derivative differentiated again "
             "(its second derivative, multiplied on)"
         )
-    return "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+    return _TIMES
+
+
+_TIMES = "a multiplication by zero (a weight of 0.0, an all-zero mask, a state reset to 0)"
+# the edge of a layer's weight whose gradient is a product with the layer's input (x @ W.T + b)
+_INPUT_EDGE = {"AddmmBackward0": 2}
+
+
+def _linear_weight(fn) -> bool:
+    """``fn`` is x @ W.T (``F.linear`` without a bias): a matrix product whose second factor is
+    the transpose of a leaf."""
+    kid = fn.next_functions[1][0] if len(fn.next_functions) > 1 else None
+    return (
+        type(fn).__name__ == "MmBackward0" and type(kid).__name__ == "TBackward0"
+        and hasattr(kid.next_functions[0][0], "variable")
+    )  # fmt: skip
+
+
+def _zero_input(kid, g: _Context) -> str:
+    """A layer's weight edge whose zero factor is the layer's input (made by ``kid``): a ReLU the
+    report flags as dead (``g.dead``) reached through ops that keep a zero, named; else zero
+    features."""
+    seen, todo = set(), [kid]
+    while todo and len(seen) < 200:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if fn in g.dead:
+            return "a layer whose input is all zero: a ReLU before it is all zero (dead)"
+        if type(fn).__name__ in _KEEPS_ZERO:
+            todo.extend(c for c, _ in fn.next_functions)
+    return "a layer whose input is all zero (a dead ReLU or zero features before it)"
 
 
 _BIAS_EDGE = {"AddmmBackward0": 0, "ConvolutionBackward0": 2, "NativeBatchNormBackward0": 2,
               "NativeLayerNormBackward0": 2, "MulBackward0": -1, "MmBackward0": -1,
               "BmmBackward0": -1, "MvBackward0": -1}  # fmt: skip
-# ops whose result is zero where their input is: what a zero factor may be made by
+# ops whose result is zero where their input is (0 to 0: sigmoid, cos, exp are not; the first
+# input: a gather's or an embedding's table): what a zero factor may be made by
 _KEEPS_ZERO = ("ViewBackward0", "UnsafeViewBackward0", "TBackward0", "TransposeBackward0",
                "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
                "SqueezeBackward1", "SplitBackward0", "SplitWithSizesBackward0", "SliceBackward0",
-               "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0")  # fmt: skip
+               "SelectBackward0", "CloneBackward0", "ReshapeAliasBackward0", "RepeatBackward0",
+               "UnbindBackward0", "AsStridedBackward0", "DiagonalBackward0", "FlipBackward0",
+               "RollBackward0", "ToCopyBackward0", "AliasBackward0", "IndexBackward0",
+               "IndexSelectBackward0", "GatherBackward0", "EmbeddingBackward0", "NegBackward0",
+               "TanhBackward0", "SinBackward0", "SinhBackward0", "AtanBackward0", "AsinBackward0",
+               "AsinhBackward0", "AtanhBackward0", "ErfBackward0", "ReluBackward0",
+               "GeluBackward0", "SiluBackward0", "SumBackward0", "SumBackward1", "MeanBackward0",
+               "MeanBackward1", "CatBackward0", "StackBackward0")  # fmt: skip
+# of those, the ops whose result is zero only where all their inputs are (a cat of zeros)
+_KEEPS_ALL = ("CatBackward0", "StackBackward0")
 
 
 def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
@@ -1202,6 +1308,13 @@ def _zero_params(data: torch.Tensor, g: _Context, kid) -> list:
     leaf = next(
         (v for v, _ in g.leaves.values() if v.requires_grad and _same_storage(data, v)), None
     )
+    frozen = (  # a frozen parameter of a module named (a zero conv with requires_grad_(False))
+        (p for _, m in g.modules for p in m.parameters(recurse=False) if not p.requires_grad)
+        if leaf is None and kid is None
+        else ()
+    )
+    if leaf is None:
+        leaf = next((p for p in frozen if p.numel() and _same_storage(data, p)), None)
     return [leaf] if leaf is not None else _zero_chain([kid] if kid is not None else [])
 
 
@@ -1209,13 +1322,21 @@ def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
     """A zero factor made by parameters at zero, named, and whether they can move: one in no
     optimizer named never does, so what it multiplies never gets a gradient."""
     names = ", ".join(dict.fromkeys(g.label(v) for v in zeros))
+    frozen = [v for v in zeros if not v.requires_grad]
+    zeros = [v for v in zeros if v.requires_grad]
     stuck = [v for v in zeros if g.held["opt"] and id(v) not in g.held["opt"]]
     return (
         ("a factor computed from " if computed else "a product with ")
         + f"{names}, {'parameters' if ', ' in names else 'a parameter'} {_AT_ZERO}"
         + (
+            f"; {', '.join(g.label(v) for v in frozen)} is frozen (requires_grad is False): it "
+            "never moves, so the zero stays"
+            if frozen
+            else ""
+        )
+        + (
             f"; {', '.join(dict.fromkeys(g.label(v) for v in stuck))} is in no optimizer named: "
-            "it never moves, so the zero stays"
+            "it never moves by the optimizers named (one not named may hold it), so the zero stays"
             if stuck
             else ""
         )
@@ -1982,6 +2103,11 @@ def _rewraps(cls: type) -> list:
             made = getattr(args[0], "func", None) if args else None
             if getattr(made, "attr", getattr(made, "id", "")) in _FRESH:
                 continue  # a new tensor of a shape (torch.randn(n, d)): made, not computed
+            if _detached(args[0] if args else None) or any(
+                k.arg == "requires_grad" and getattr(k.value, "value", True) is False
+                for k in n.value.keywords
+            ):  # a value cut on purpose (.detach()), or a parameter that never trains: no cut
+                continue
             local = any(
                 isinstance(a, ast.Name) and a.id != me and a.id not in _LIBRARIES
                 for arg in args for a in ast.walk(arg)
@@ -1994,6 +2120,17 @@ def _rewraps(cls: type) -> list:
                     at = f"{where}:{start + n.lineno - 1}: {line}"
                     found.append((key, at, ast.unparse(args[0])))
     return found
+
+
+def _detached(value) -> bool:
+    """``value`` is a chain of calls and attributes with ``.detach()`` in it (``h.mean(0).detach()``,
+    ``h.detach().clone()``): cut on purpose."""
+    while isinstance(value, (ast.Call, ast.Attribute, ast.Subscript)):
+        func = value.func if isinstance(value, ast.Call) else None
+        if getattr(func, "attr", "") in ("detach", "detach_"):
+            return True
+        value = getattr(func, "value", None) if func is not None else value.value
+    return False
 
 
 def _rewrapped(path: str, g: _Context, anywhere: bool = False) -> tuple[str, str]:
@@ -2565,7 +2702,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             return _read_under_detach(owner, line, module)
         if kept_cut := _kept_cut(t, g):
             return kept_cut
-        unused = _unused_fix(owner, g)
+        unused = _unused_fix(owner, g, t)
         switches = _switches(owner, g)
         if seen := _watched_use(t, g):
             return _watched_rule(seen, owner, g, t, unused, switches)
@@ -4478,11 +4615,16 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     )
 
 
-def _unused_fix(owner: str, g: _Context) -> str:
+def _unused_fix(owner: str, g: _Context, t=None) -> str:
     """The fix by purpose for a module that runs while the loss does not use its output: the
     topmost module above ``owner`` (or itself) whose parameters are all off the graph is the
-    one to freeze or drop."""
+    one to freeze or drop; where ``owner`` has parameters on the graph (``model.logits`` beside
+    ``model.fc``), the parameter ``t`` alone."""
     modules, top = dict(g.modules), owner
+    mine = list(modules[owner].parameters()) if owner in modules else []
+    name = g.held["module"].get(id(t), "") if t is not None else ""
+    if name and any(id(p) in g.leaves for p in mine):
+        top = name  # freezing the module would freeze the parameters that train
     parts = owner.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:depth])
@@ -5134,12 +5276,17 @@ _ZERO_FIX = {
     "a multiplication by zero": "a per-sample weight (an advantage, a reward) all zero: zero is "
     "right for that batch; a weight of 0.0: a non-zero weight for that term; a mask from a "
     "comparison (x > 0): a soft one (torch.sigmoid(k * x)); " + _STATE_FIX,
+    "an input all zero": "an all-zero input gives the layer's weight no gradient on this "
+    "batch: right for features that are zero in it; else find what zeroes it (a ReLU before it "
+    "that died: a lower learning rate, another initialisation, or LeakyReLU; a mask or padding "
+    "that covers every value)",
     "a parameter at zero": "a parameter at zero blocks the gradient of what comes before it on "
     "this step; right if the zero init is on purpose (a zero-initialised output layer, "
     "ControlNet's zero conv, adaLN-Zero's gate, LoRA's B, zero_init_residual's last norm): it "
     "trains from the next step when its own gradient is not zero; else initialise it non-zero",
-    "a parameter at zero that cannot move": "a parameter at zero in no optimizer named never "
-    "moves, so what comes before it never gets a gradient: give it to the optimizer, or "
+    "a parameter at zero that cannot move": "a parameter at zero in no optimizer named is "
+    "never moved by them, so what comes before it never gets a gradient (unless an optimizer "
+    "not named holds it): give it to the optimizer (a frozen one: requires_grad_() first), or "
     "initialise it non-zero",
     "two parameters at zero": "two parameters at zero in one product keep each other at zero: "
     "neither ever gets a gradient; initialise one of them non-zero (LoRA: A random, B zero)",
@@ -5192,8 +5339,8 @@ def _draw_fix(ops) -> str:
 _KINDS = (  # _ZERO_FIX's key for each kind of zero node, by a word of its description
     ("dead ReLU", "is all zero (dead)"), ("a multiplication by zero", "multiplication"),
     ("a step op", "(zero derivative)"), ("saturated", "saturated"), ("an exact fit", "minimum"),
-    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "it never moves, so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
-    ("a torch.normal draw", "torch.normal("),
+    ("a softmax over one element", "size 1"), ("a parameter at zero", _AT_ZERO), ("a parameter at zero that cannot move", "so the zero stays"), ("two parameters at zero", "a product of two parameters at zero"), ("a clamp at its bound", "a clamp ("),
+    ("a torch.normal draw", "torch.normal("), ("an input all zero", "whose input is all zero ("),
     ("a draw that replaces the values", "(drawn anew"),
     ("a second derivative of a piecewise-linear op", "differentiated again"),
 )  # fmt: skip

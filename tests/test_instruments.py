@@ -15397,3 +15397,346 @@ def test_fix47_a_parameter_at_zero_is_named_in_any_layer_and_whether_it_can_move
     _three_checked_steps(
         lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, reference, A=fixed.A, B=fixed.B
     )
+
+
+# review 46 (fix49)
+
+
+class _Adapter(nn.Module):
+    """A trainable base beside a down and an up Linear, both zero-initialised (biases too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.base, self.down, self.up = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(2, 4)
+        for layer in (self.down, self.up):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x):
+        return self.base(x) + self.up(self.down(x))
+
+
+def test_fix49_two_parameters_at_zero_only_where_no_other_path_moves_them():
+    """Review 46 R1, R6: two zero factors of one product are told 'cannot move' only where no
+    other path gives either a gradient: a second use of a (a * c) moves a at step 0 and b from
+    step 1; two zero Linears in a chain (an adapter, biases included) never move, while the up
+    bias does."""
+    torch.manual_seed(0)
+    a, b = torch.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    c, xs = torch.randn(3, requires_grad=True), torch.randn(3, 3)
+    opt = torch.optim.SGD([a, b, c], lr=0.1)
+    report = why_no_grad((a * b * xs[0]).sum() + (a * c).sum(), a=a, b=b, c=c, opt=opt)
+    assert "two parameters" not in str(report), report
+    assert report["b"].rule.endswith("will be zero: a parameter at zero"), report["b"]
+    assert "a product with a, a parameter at zero" in report["b"].why, report["b"]
+    assert "will be zero" not in report["a"].rule, report["a"]
+
+    def reference(i):  # the same loss, written with the product of a and b taken first
+        return (xs[i] * (a * b)).sum() + (c * a).sum()
+
+    from outcome import checked
+
+    moved = []
+    with checked(opt, reference, train=[a], a=a, b=b, c=c) as done:  # b, c: zero at step 0
+        for i in range(3):
+            opt.zero_grad()
+            ((a * b * xs[i]).sum() + (a * c).sum()).backward()
+            moved.append(bool(b.grad.any()))
+            opt.step()
+    assert len(done) == 3 and moved == [False, True, True] and b.any()
+
+    torch.manual_seed(0)
+    m, x, y = _Adapter(), torch.randn(3, 8, 4), torch.randn(3, 8, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    report = why_no_grad((m(x[0]) - y[0]).pow(2).mean(), model=m, opt=opt)
+    for name in ("model.down.weight", "model.down.bias", "model.up.weight"):
+        found = report[name]
+        assert found.rule.endswith("will be zero: two parameters at zero"), found
+        assert "initialise one of them non-zero" in found.fix, found
+        assert "trains from the next step" not in found.fix, found
+    assert "will be zero" not in report["model.up.bias"].rule, report["model.up.bias"]
+    bias = m.up.bias.detach().clone()
+    for i in range(3):
+        opt.zero_grad()
+        (m(x[i]) - y[i]).pow(2).mean().backward()
+        opt.step()
+    assert not any(p.any() for p in (m.down.weight, m.down.bias, m.up.weight))
+    assert not torch.equal(m.up.bias, bias)
+
+    fixed = _Adapter()  # the fix: down random, up zero: from the second step on, all train
+    nn.init.normal_(fixed.down.weight, std=0.3)
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+    opt.zero_grad()
+    (fixed(x[0]) - y[0]).pow(2).mean().backward()
+    opt.step()
+    report = why_no_grad((fixed(x[1]) - y[1]).pow(2).mean(), model=fixed, opt=opt)
+    assert "will be zero" not in str(report), report
+
+    def adapted(i):  # the adapter written as one matrix on the input
+        w = fixed.base.weight + fixed.up.weight @ fixed.down.weight
+        b = fixed.base.bias + fixed.up.weight @ fixed.down.bias + fixed.up.bias
+        return (x[i] @ w.T + b - y[i]).pow(2).mean()
+
+    _three_checked_steps(
+        lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, adapted, **dict(fixed.named_parameters())
+    )
+
+
+class _TanhGate(nn.Module):
+    """Flamingo's gated cross-attention, reduced: x + tanh(alpha) * layer(x), alpha at zero."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn, self.alpha = nn.Linear(4, 4), nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return x + self.alpha.tanh() * self.attn(x)
+
+
+class _RepeatedGate(nn.Module):
+    """adaLN-Zero's gate from a zero Linear, repeated over the tokens and joined by a cat."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp, self.ada = nn.Linear(4, 4), nn.Linear(4, 8)
+        nn.init.zeros_(self.ada.weight)
+        nn.init.zeros_(self.ada.bias)
+
+    def forward(self, x, c):
+        shift, gate = self.ada(c).unsqueeze(1).repeat(1, x.shape[1], 1).chunk(2, dim=-1)
+        gate = torch.cat([gate[..., :2], -gate[..., 2:].sin()], dim=-1)
+        return x + gate * self.mlp(x + shift)
+
+
+def test_fix49_a_gate_at_zero_through_ops_that_keep_zero_is_a_parameter_at_zero():
+    """Review 46 R9, R10: a gate made from a parameter at zero by ops that map 0 to 0 (tanh,
+    repeat, cat, sin, neg) is 'a factor computed from' that parameter, not 'a weight of 0.0';
+    it trains from the next step, and so does what it gates (checked 3 steps). A sigmoid gate
+    (0.5 at zero) is no zero."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x, y, c = torch.randn(3, 2, 3, 4), torch.randn(3, 2, 3, 4), torch.randn(3, 2, 4)
+    tanh_gate, repeated = _TanhGate(), _RepeatedGate()
+    cases = (
+        (tanh_gate, lambda i: (tanh_gate(x[i]) - y[i]).pow(2).mean(), "model.alpha", "attn"),
+        (repeated, lambda i: (repeated(x[i], c[i]) - y[i]).pow(2).mean(), "model.ada.", "mlp"),
+    )
+    for m, loss_of, zero, gated in cases:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        found = why_no_grad(loss_of(0), model=m, opt=opt)[f"model.{gated}.weight"]
+        assert found.rule.endswith("will be zero: a parameter at zero"), found
+        assert f"a factor computed from {zero}" in found.why, found
+        assert "a weight of 0.0" not in found.fix and "trains from the next step" in found.fix
+
+        def reference(i, m=m):  # the same loss by torch.func on the module's parameters
+            params = {k: p.detach().requires_grad_() for k, p in m.named_parameters()}
+            args = (x[i],) if m is tanh_gate else (x[i], c[i])
+            out = torch.func.functional_call(m, params, args)
+            grads = torch.autograd.grad((out - y[i]).pow(2).mean(), list(params.values()))
+            return sum((g * p).sum() for g, p in zip(grads, m.parameters()))
+
+        trains = [p for n, p in m.named_parameters() if not n.startswith(gated)]
+        moved = []
+        with checked(opt, reference, train=trains, model=m) as done:
+            for i in range(3):
+                opt.zero_grad()
+                loss_of(i).backward()
+                moved.append(bool(getattr(m, gated).weight.grad.any()))
+                opt.step()
+        assert len(done) == 3 and moved == [False, True, True], moved
+
+    sig = _TanhGate()
+    sig.forward = lambda x: x + sig.alpha.sigmoid() * sig.attn(x)
+    report = why_no_grad((sig(x[0]) - y[0]).pow(2).mean(), model=sig)
+    assert "will be zero" not in str(report), report
+
+
+def test_fix49_a_layer_whose_input_is_all_zero_is_told_so():
+    """Review 46 R5: a Linear's weight behind a dead ReLU is 'a layer whose input is all zero: a
+    ReLU before it is all zero (dead)' (the dead ReLU's fix), not 'a weight of 0.0'; zero
+    features without a ReLU are 'an input all zero'. Checked 3 steps: behind the dead ReLU only
+    the last bias trains; with LeakyReLU (the fix) every parameter does."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 16, 4), torch.randn(3, 16, 1)
+    for leaky in (False, True):
+        net = nn.Sequential(
+            nn.Linear(4, 8), nn.LeakyReLU() if leaky else nn.ReLU(), nn.Linear(8, 1)
+        )
+        with torch.no_grad():
+            net[0].bias.fill_(-100.0)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        report = why_no_grad((net(x[0]) - y[0]).pow(2).mean(), model=net)
+        if leaky:
+            assert "will be zero" not in str(report), report
+
+            def reference(i, net=net):  # the same net written with F; LeakyReLU slope 0.01
+                h = x[i] @ net[0].weight.T + net[0].bias
+                h = torch.where(h > 0, h, 0.01 * h)
+                return (h @ net[2].weight.T + net[2].bias - y[i]).pow(2).mean()
+
+            _three_checked_steps(
+                lambda i, net=net: (net(x[i]) - y[i]).pow(2).mean(), opt, reference, model=net
+            )
+            continue
+        found = report["model.2.weight"]
+        assert found.rule.endswith("will be zero: dead ReLU"), found
+        assert "a layer whose input is all zero: a ReLU before it is all zero (dead)" in found.why
+        assert "a weight of 0.0" not in found.fix and "LeakyReLU" in found.fix, found
+
+        def plain(i, net=net):  # the dead net written with F
+            h = (x[i] @ net[0].weight.T + net[0].bias).clamp_min(0)
+            return (h @ net[2].weight.T + net[2].bias - y[i]).pow(2).mean()
+
+        with checked(opt, plain, train=[net[2].bias], model=net) as done:
+            for i in range(3):
+                opt.zero_grad()
+                (net(x[i]) - y[i]).pow(2).mean().backward()
+                assert not any(p.grad.any() for p in (net[0].weight, net[0].bias, net[2].weight))
+                opt.step()
+        assert len(done) == 3
+
+    lin = nn.Linear(4, 1)
+    found = why_no_grad((lin(torch.zeros(16, 4)) - y[0]).pow(2).mean(), lin=lin)["lin.weight"]
+    assert found.rule.endswith("will be zero: an input all zero"), found
+    assert "a layer whose input is all zero (a dead ReLU or zero features before it)" in found.why
+    assert "right for features that are zero in it" in found.fix, found
+
+
+class _Bank(nn.Module):
+    """A memory bank rewritten in forward as a parameter that never trains, from a detached
+    value; a layer defined but never called."""
+
+    def __init__(self, frozen=True):
+        super().__init__()
+        self.enc, self.aux, self.frozen = nn.Linear(3, 4), nn.Linear(4, 2), frozen
+        self.bank = nn.Parameter(torch.zeros(4), requires_grad=False)
+
+    def forward(self, x):
+        h = self.enc(x)
+        if self.frozen:
+            self.bank = nn.Parameter(h.mean(0), requires_grad=False)
+        else:
+            self.bank = nn.Parameter(h.mean(0).detach().clone())
+        return h
+
+
+def test_fix49_a_frozen_or_detached_rewrap_is_no_cut():
+    """Review 46 R7: nn.Parameter(..., requires_grad=False) or of a value ending in .detach()
+    written in forward is not named as a possible cut for a layer never called; the encoder
+    trains (3 steps checked)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 3)
+    for frozen in (True, False):
+        m = _Bank(frozen)
+        opt = torch.optim.SGD(m.enc.parameters(), lr=0.1)
+        loss = m(x[0]).pow(2).mean()
+        loss.backward()
+        found = why_no_grad(loss, model=m, opt=opt)["model.aux.weight"]
+        assert "nn.Parameter(...) makes a new leaf" not in found.why, found
+        assert "nn.Parameter" not in found.fix, found
+
+        def reference(i, m=m):  # the encoder alone, written with F
+            return (x[i] @ m.enc.weight.T + m.enc.bias).pow(2).mean()
+
+        _three_checked_steps(lambda i, m=m: m(x[i]).pow(2).mean(), opt, reference, enc=m.enc)
+
+
+class _Masked(nn.Module):
+    """A mask made by a comparison of a parameter on the root module, beside a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return self.fc(x) * (self.logits > 0).float()
+
+
+def test_fix49_freeze_the_parameter_not_the_root_and_other_optimizers():
+    """Review 46 R11: a parameter of the root module cut before the loss is frozen alone
+    (model.logits.requires_grad_(False)), not the whole model; done so, the Linear trains (3
+    steps checked). A zero B held by another optimizer than the one named: 'never moves by the
+    optimizers named (one not named may hold it)'; with both optimizers, A and B train."""
+    from why_no_grad import watch_cuts
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 3)
+    m = _Masked()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with watch_cuts():
+        loss = m(x[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m, opt=opt)["model.logits"]
+    assert "freeze it (model.logits.requires_grad_(False))" in found.fix, found
+    assert "(model.requires_grad_(False))" not in found.fix, found
+    m.logits.requires_grad_(False)
+    mask = (m.logits > 0).float()
+
+    def reference(i):  # the Linear and the fixed mask, written with F
+        return ((x[i] @ m.fc.weight.T + m.fc.bias) * mask).pow(2).mean()
+
+    logits = m.logits.clone()
+    _three_checked_steps(lambda i: m(x[i]).pow(2).mean(), opt, reference, fc=m.fc)
+    assert torch.equal(m.logits, logits)
+
+    a, b = nn.Parameter(torch.randn(2, 4) * 0.1), nn.Parameter(torch.zeros(4, 2))
+    opt_a, opt_b = torch.optim.SGD([a], lr=1e-2), torch.optim.SGD([b], lr=1e-1)
+    y = torch.randn(3, 4, 4)
+    loss = (x[0].repeat(1, 2)[:, :4] @ a.T @ b.T - y[0]).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, A=a, B=b, opt=opt_a)["A"]
+    assert "B is in no optimizer named: it never moves by the optimizers named" in found.why
+    assert "(one not named may hold it)" in found.why and "not named holds it" in found.fix
+    moved = []
+    for i in range(3):
+        opt_a.zero_grad()
+        opt_b.zero_grad()
+        (x[i].repeat(1, 2)[:, :4] @ a.T @ b.T - y[i]).pow(2).mean().backward()
+        moved.append((bool(a.grad.any()), bool(b.grad.any())))
+        opt_a.step()
+        opt_b.step()
+    assert moved == [(False, True), (True, True), (True, True)], moved
+
+
+def test_fix49_a_frozen_zero_conv_is_named_and_cannot_move():
+    """Review 46 R11: a zero conv frozen with requires_grad_(False) is named as the parameter
+    at zero that never moves; the body behind it gets zero for 3 steps; the fix (trainable, in
+    the optimizer) trains the body from the second step (checked against F.conv2d)."""
+    from outcome import checked
+
+    torch.manual_seed(0)
+    body, zc = nn.Conv2d(2, 2, 3, padding=1), nn.Conv2d(2, 2, 1)
+    nn.init.zeros_(zc.weight)
+    nn.init.zeros_(zc.bias)
+    zc.requires_grad_(False)
+    x = torch.randn(3, 1, 2, 5, 5)
+    opt = torch.optim.SGD(body.parameters(), lr=0.1)
+    found = why_no_grad((x[0] + zc(body(x[0]))).pow(2).mean(), body=body, zc=zc, opt=opt)
+    found = found["body.weight"]
+    assert found.rule.endswith("will be zero: a parameter at zero that cannot move"), found
+    assert "zc.weight is frozen (requires_grad is False): it never moves" in found.why, found
+    assert "requires_grad_() first" in found.fix, found
+    for i in range(3):
+        opt.zero_grad()
+        (x[i] + zc(body(x[i]))).pow(2).mean().backward()
+        assert not body.weight.grad.any() and not body.bias.grad.any()
+        opt.step()
+
+    zc.requires_grad_(True)
+    opt = torch.optim.SGD([*body.parameters(), *zc.parameters()], lr=0.1)
+
+    def reference(i):
+        h = F.conv2d(x[i], body.weight, body.bias, padding=1)
+        return (x[i] + F.conv2d(h, zc.weight, zc.bias)).pow(2).mean()
+
+    moved = []
+    with checked(opt, reference, train=[zc.weight, zc.bias], body=body, zc=zc) as done:
+        for i in range(3):
+            opt.zero_grad()
+            (x[i] + zc(body(x[i]))).pow(2).mean().backward()
+            moved.append(bool(body.weight.grad.any()))
+            opt.step()
+    assert len(done) == 3 and moved == [False, True, True], moved
