@@ -2620,6 +2620,17 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         key = g.held["module"].get(id(t), "").rpartition(".")[2]
         unnamed = _never_named(type(module), key) if module is not None and key else ""
         return rule, why + (f"; {unnamed}" if unnamed else ""), fix
+    if seen == "tensor compared":  # (x > thr) outside a module: its only read (review 46 R8)
+        return (
+            "not on the graph: read only by a comparison",
+            "inside the with watch_cuts() block that made the loss, it was read with gradients "
+            "on only by a comparison or another op whose result has no gradient by nature (x > "
+            "thr, torch.where's condition, an argmax, torch.isfinite): such a result passes no "
+            "gradient back to it",
+            "None is right if it is not meant to train; to train it, replace the hard comparison "
+            "by a soft surrogate that has a gradient (mask = torch.sigmoid((x - thr) / t), a "
+            "temperature t; a straight-through estimator: hard + soft - soft.detach())",
+        )
     if seen in ("tensor unread", "tensor read off"):  # a tensor of no module named
         return (
             "not on the graph: no call read it",
@@ -5850,7 +5861,9 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
             mine = set(g.leaves) & (set(g.names) | set(g.held["module"]))
             if watch.compiled or not mine or not mine <= watch.used_on or id(t) in watch.used_on:
                 return None
-            return "tensor read off" if id(t) in watch.read_off else "tensor unread"
+            if id(t) in watch.read_off:
+                return "tensor read off"
+            return "tensor compared" if id(t) in watch.compared else "tensor unread"
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch
@@ -5865,12 +5878,13 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
 
 
 def _in_forward() -> bool:
-    """Whether a module's forward is on the stack: a read without history (a comparison, a
+    """Whether a method of an nn.Module (its forward, an ``encode`` called directly, a
+    Lightning ``training_step``) is on the stack: a read without history (a comparison, a
     torch.equal) counts as its module's run only there (a learned mask); the same read in the
-    loop (torch.isfinite(p), a NaN check) is a check, not a run (rev45 N7)."""
+    plain loop (torch.isfinite(p), a NaN check) is a check, not a run (rev45 N7, review 46 R3)."""
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_name == "forward" and isinstance(
+        if frame.f_code.co_filename not in _THIS_FILES and isinstance(
             frame.f_locals.get("self"), torch.nn.Module
         ):
             return True
@@ -5897,6 +5911,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.compiled = 0  # calls made while torch.compile traced: not seen
         self.used_on: set = set()  # ids of leaves a call read with gradients on
         self.read_off: set = set()  # the same, with gradients off
+        self.compared: set = set()  # read with gradients on outside a module, no history made
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
         self.made: set = set()  # keys of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
@@ -6060,6 +6075,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 not name.startswith("__") or name == "__bool__"
             ):
                 if mode and not _in_forward():  # a check in the loop (a NaN check): no run
+                    self.compared.update(id(t) for t in tracked if t.grad_fn is None)
                     return
                 (self.used_on if mode else self.read_off).update(
                     id(t) for t in tracked if t.grad_fn is None
@@ -6069,7 +6085,10 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             self.read_off.update(id(t) for t in tracked if t.grad_fn is None)
             return
         if all(r.grad_fn is None for r in results) and not _in_forward():
-            return  # torch.isfinite(p) in the loop: a check, not a run of its module
+            # torch.isfinite(p) in the loop: a check, not a run of its module; for a tensor of
+            # no module, (x > thr) is its only read (review 46 R8)
+            self.compared.update(id(t) for t in tracked if t.grad_fn is None)
+            return
         self.made.update(_node_key(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 

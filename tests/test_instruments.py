@@ -15397,3 +15397,52 @@ def test_fix47_a_parameter_at_zero_is_named_in_any_layer_and_whether_it_can_move
     _three_checked_steps(
         lambda i: (fixed(x[i]) - y[i]).pow(2).mean(), opt, reference, A=fixed.A, B=fixed.B
     )
+
+
+# review 46 (fix48)
+def test_rev46_a_parameter_compared_in_a_method_other_than_forward_was_read():
+    """Review 46 R3: ``m.encode(x)`` reads ``self.logits > 0`` (a learned mask): the read counts
+    as its module's run in any method of an nn.Module on the stack, not only in ``forward``, so
+    "no op read this parameter" is not said of a parameter the watch lists a read of."""
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+        def encode(self, x):
+            return self.fc(x) * (self.logits > 0).float()
+
+    torch.manual_seed(0)
+    m, x = Masked(), torch.randn(4, 3)
+    with watch_cuts(show=False) as watch:
+        loss = m.encode(x).pow(2).mean()
+    loss.backward()
+    assert any("self.logits > 0" in v[2] for v in watch.by_nature.values()), watch.by_nature
+    found = why_no_grad(loss, model=m)["model.logits"]
+    assert found.rule == "not on the graph: its output is unused or cut", found
+    assert "no op read this parameter" not in found.why, found
+
+
+def test_rev46_a_plain_tensor_read_only_by_a_comparison_is_told():
+    """Review 46 R8: a learned threshold of no module read only by ``x > thr`` is told as read by
+    a comparison (not "no torch call read this tensor"); the printed surrogate trains it."""
+    torch.manual_seed(0)
+    w, thr = torch.randn(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    x = torch.randn(3, 8, 3)
+    with watch_cuts(show=False):
+        loss = (x[0] * w * (x[0] > thr).float()).sum(1).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, w=w, thr=thr)["thr"]
+    assert found.rule == "not on the graph: read only by a comparison", found
+    assert "no torch call read" not in found.why and "torch.sigmoid((x - thr) / t)" in found.fix
+    opt, t = torch.optim.SGD([w, thr], lr=0.1), 0.5
+
+    def fixed(i):  # the printed fix: a soft mask
+        return (x[i] * w * torch.sigmoid((x[i] - thr) / t)).sum(1).pow(2).mean()
+
+    def reference(i):  # the logistic function written out
+        soft = 1 / (1 + torch.exp((thr - x[i]) / t))
+        return sum((x[i][r] * w * soft[r]).sum() ** 2 for r in range(8)) / 8
+
+    _three_checked_steps(fixed, opt, reference, w=w, thr=thr)
