@@ -614,6 +614,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         g.grad_read, g.grad_beside = _grad_read(sys._getframe(1), loss)
         if g.grad_read and _grads_kept(sys._getframe(1), g.grad_read, tensors):
             g.grad_kept, g.grad_read, g.grad_beside = g.grad_read, "", []  # not the cut
+            if "autograd.grad(" not in g.grad_kept:  # x.grad of an input (review 46 R2)
+                g.grad_fix = _grad_fix(sys._getframe(1), g.grad_kept, held["module"])
         if g.grad_read:
             g.grad_fix = _grad_fix(sys._getframe(1), g.grad_read, held["module"])
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
@@ -2300,7 +2302,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             ),
             _off_here_fix(g)
             + (
-                "make the term from those gradients with gradients on (outside the "
+                "the gradients it reads are an input's, and that backward(create_graph=True) "
+                "also wrote the parameters' .grad, so a term made from them with gradients on "
+                "would train on those too: drop that backward() (or zero the parameters' .grad "
+                "after it), and " + g.grad_fix + ", with gradients on (outside the "
+                "torch.no_grad() block, no .detach()); "
+                if g.grad_kept and g.grad_fix
+                else "make the term from those gradients with gradients on (outside the "
                 "torch.no_grad() block, no .detach()); "
                 if g.grad_kept
                 else ""

@@ -15446,3 +15446,44 @@ def test_rev46_a_plain_tensor_read_only_by_a_comparison_is_told():
         return sum((x[i][r] * w * soft[r]).sum() ** 2 for r in range(8)) / 8
 
     _three_checked_steps(fixed, opt, reference, w=w, thr=thr)
+
+
+def test_rev46_an_input_gradient_kept_by_backward_is_taken_by_autograd_grad():
+    """Review 46 R2: a WGAN-GP penalty from ``x.grad`` after ``out.sum().backward(create_graph=
+    True)``, made under no_grad: that backward also wrote D's .grad, so the fix takes the input's
+    gradient by torch.autograd.grad and drops it; followed, D's gradients equal a reference
+    whose input gradient is written out (Linear, Tanh, Linear)."""
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    real, fake = torch.randn(3, 6, 3), torch.randn(3, 6, 3)
+    x = real[0].clone().requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # backward(create_graph=True)'s reference-cycle warning
+        out = D(x)
+        out.sum().backward(create_graph=True)
+    with torch.no_grad():
+        gp = ((x.grad.norm(2, dim=1) - 1) ** 2).mean()
+    found = why_no_grad(gp, D=D)["D.0.weight"]
+    assert "drop that backward() (or zero the parameters' .grad after it)" in found.fix, found
+    assert "(g,) = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=True)" in (
+        found.fix
+    )
+    assert "((g.norm(2, dim=1) - 1) ** 2).mean()" in found.fix, found.fix
+    for p in D.parameters():
+        p.grad = None
+    trained = [D[0].weight, D[0].bias, D[2].weight]  # a critic's last bias: no gradient in WGAN
+    opt = torch.optim.SGD(trained, lr=0.05)
+
+    def fixed(i):  # the printed fix: no backward() before; autograd.grad to x
+        x = real[i].clone().requires_grad_(True)
+        out = D(x).sum()
+        (g,) = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=True)
+        return D(fake[i]).mean() - D(real[i]).mean() + ((g.norm(2, dim=1) - 1) ** 2).mean()
+
+    def reference(i):  # d out / d x written out: ((1 - tanh(h)^2) * w2) @ W1
+        w1, b1, w2 = D[0].weight, D[0].bias, D[2].weight
+        gx = ((1 - torch.tanh(real[i] @ w1.T + b1) ** 2) * w2) @ w1
+        gp = ((gx.pow(2).sum(1).sqrt() - 1) ** 2).mean()
+        return D(fake[i]).mean() - D(real[i]).mean() + gp
+
+    _three_checked_steps(fixed, opt, reference, first=D[0], w2=D[2].weight)
