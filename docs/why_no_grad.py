@@ -3133,10 +3133,23 @@ def _grads_kept(frame, where: str, tensors: list) -> bool:
     line's names; then create_graph=True was used and the cut is elsewhere (a no_grad block)."""
     try:
         code, scope = where.split(": ", 1)[1], {**frame.f_globals, **frame.f_locals}
-        grads = []
+        try:  # a comprehension's targets: loop variables, whatever a global of the same name
+            tree = ast.parse(code.strip())  # holds (p = 0.1 beside a p in ...: review 46 R12)
+        except SyntaxError:  # a line that is part of a statement
+            tree = ast.Module(body=[], type_ignores=[])
+        grads: list = []
+        bound = {
+            n.id
+            for c in ast.walk(tree)
+            if isinstance(c, ast.comprehension)
+            for n in ast.walk(c.target)
+            if isinstance(n, ast.Name)
+        }
         for name in re.findall(r"\b(\w+)\.grad\b(?!\s*\()", code):
             v = scope.get(name)
-            if isinstance(v, torch.Tensor):
+            if name in bound:
+                grads += [t.grad for _, t in tensors if t.is_leaf]
+            elif isinstance(v, torch.Tensor):
                 grads.append(v.grad)
             elif v is None or name not in frame.f_locals:  # a loop variable: the tensors named
                 grads += [t.grad for _, t in tensors if t.is_leaf]

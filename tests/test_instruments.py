@@ -15487,3 +15487,39 @@ def test_rev46_an_input_gradient_kept_by_backward_is_taken_by_autograd_grad():
         return D(fake[i]).mean() - D(real[i]).mean() + gp
 
     _three_checked_steps(fixed, opt, reference, first=D[0], w2=D[2].weight)
+
+
+def test_rev46_a_comprehension_variable_is_a_loop_variable_beside_a_same_named_value():
+    """Review 46 R12: ``sum(p.grad.pow(2).sum() for p in D.parameters())`` where the caller also
+    binds ``p = 0.1`` (a dropout rate): ``p`` in the generator is its loop variable, so the
+    gradients it reads are found kept by create_graph=True and the cut is the no_grad block;
+    the term made with gradients on, backward() on it after the loss's, trains as a reference."""
+    torch.manual_seed(0)
+    p = 0.1  # the same name as the generator's variable, bound by the caller
+    D = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    xs = torch.randn(3, 6, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # backward(create_graph=True)'s reference-cycle warning
+        loss = D(xs[0]).pow(2).mean()
+        loss.backward(create_graph=True)
+        with torch.no_grad():
+            pen = sum(p.grad.pow(2).sum() for p in D.parameters())
+        found = why_no_grad(pen, D=D)["D.0.weight"]
+        assert "have history (create_graph=True), so they are not the cut" in found.why, found
+        assert found.fix.startswith("make the term from those gradients with gradients on")
+        assert p == 0.1
+        for q in D.parameters():
+            q.grad = None
+        opt = torch.optim.SGD(D.parameters(), lr=0.05)
+
+        def fixed(i):  # the printed fix: the same lines, the term outside no_grad
+            loss = D(xs[i]).pow(2).mean()
+            loss.backward(create_graph=True)
+            return sum(p.grad.pow(2).sum() for p in D.parameters())
+
+        def reference(i):  # loss + its gradients' squared norm, by torch.autograd.grad
+            loss = D(xs[i]).pow(2).mean()
+            grads = torch.autograd.grad(loss, list(D.parameters()), create_graph=True)
+            return loss + sum(g.pow(2).sum() for g in grads)
+
+        _three_checked_steps(fixed, opt, reference, D=D)
