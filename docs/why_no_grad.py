@@ -1099,6 +1099,13 @@ _WEIGHTED = {
 _AT_ZERO = "at zero (zero-initialised, or set to zero since)"
 
 
+_FACTORS = {"MulBackward0": ("self", "other"), "MulBackward1": (), "MmBackward0": ("self", "mat2"),
+            "BmmBackward0": ("self", "mat2"), "MvBackward0": ("self", "vec")}  # fmt: skip
+# ops whose result is zero where all their inputs are (a sum or mean of zeros, their negation)
+_SUMS_ZERO = ("AddBackward0", "SubBackward0", "NegBackward0", "SumBackward0", "SumBackward1",
+              "MeanBackward0", "MeanBackward1", "CatBackward0", "StackBackward0")  # fmt: skip
+
+
 def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
     """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
     leaf's, or the factor is made from leaves at 0 (``kid``, the node that made it: adaLN-Zero's
@@ -1110,13 +1117,28 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
     if zeros:
         return _at_zero(zeros, g, computed=not _same_storage(data, zeros[0]))
     seen, todo, found = set(), [kid] if kid is not None else [], set()
-    while todo and twice:  # the second-derivative ops the factor's own graph holds
-        fn = todo.pop()
-        if fn in seen:
+    while todo and twice:  # the second-derivative ops whose zero reaches the factor: through
+        fn = todo.pop()  # ops that keep a zero and products, not past a product by a zero (a
+        if fn in seen:  # weight of 0.0 times a u_x: review 46 R4)
             continue
         seen.add(fn)
         name = type(fn).__name__
-        found.add(_TWICE[name][0] if name in _TWICE else "abs" if name == "SgnBackward0" else "")
+        if name in _TWICE or name == "SgnBackward0":
+            found.add(_TWICE[name][0] if name in _TWICE else "abs")
+            continue
+        if name in _FACTORS:
+            raw = [getattr(fn, f"_raw_saved_{n}", None) for n in _FACTORS[name]]
+            data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
+            if name == "MulBackward1" and getattr(fn, "_saved_other", None) == 0:
+                continue  # a multiplication by the number 0: that is the zero
+            zero = [i for i, d in enumerate(data) if d is not None and d.is_floating_point()
+                    and not d.any()]  # fmt: skip
+            kids = [c for c, _ in fn.next_functions]
+            if zero:  # follow the zero operand: one made by no op (0.0, a mask) is the zero
+                todo.extend(kids[i] for i in zero if i < len(kids) and kids[i] is not None)
+                continue
+        elif name not in _KEEPS_ZERO and name not in _SUMS_ZERO:
+            continue  # an op whose result need not be zero where its input is
         todo.extend(c for c, _ in fn.next_functions if c is not None)
     twice = [op for op in twice if op in found]
     if twice:

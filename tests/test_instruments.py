@@ -15523,3 +15523,22 @@ def test_rev46_a_comprehension_variable_is_a_loop_variable_beside_a_same_named_v
             return loss + sum(g.pow(2).sum() for g in grads)
 
         _three_checked_steps(fixed, opt, reference, D=D)
+
+
+def test_rev46_a_weight_of_zero_times_a_relu_derivative_is_a_multiplication_by_zero():
+    """Review 46 R4: ``(lam * u_x) * v`` with ``lam = 0.0`` and u_x from a ReLU net: the factor's
+    own graph holds ReLU's derivative differentiated again, but its zero is the product by 0.0;
+    a u_xx from the same net (a product with ReLU's second derivative) is still told so."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 1))
+    v = nn.Parameter(torch.randn(5, 1))
+    x = torch.linspace(-1, 1, 5).unsqueeze(1).requires_grad_(True)
+    u = net(x)
+    (u_x,) = torch.autograd.grad(u.sum(), x, create_graph=True)
+    lam = 0.0
+    found = why_no_grad((u - 1).pow(2).mean() + ((lam * u_x) * v).mean(), v=v)["v"]
+    assert found.rule.endswith("will be zero: a multiplication by zero"), found
+    assert "ReLU" not in found.rule + found.why, found
+    (u_xx,) = torch.autograd.grad(u_x.sum(), x, create_graph=True)
+    found = why_no_grad((u - 1).pow(2).mean() + (u_xx * v).mean(), v=v)["v"]
+    assert "second derivative of a piecewise-linear op" in found.rule, found
