@@ -5129,7 +5129,13 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     return (
         "read before backward"
         + (", or left out by a retained one" if g.with_grad else "")
-        + (f"; {what}" if what == _RAISES else f"; will be zero: {what}" if what else ""),
+        + (
+            f"; {what}" + (", or raised already" if g.with_grad else "")  # review 46 R13
+            if what == _RAISES
+            else f"; will be zero: {what}"
+            if what
+            else ""
+        ),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
         "when backward() reaches it"
         + (

@@ -15542,3 +15542,28 @@ def test_rev46_a_weight_of_zero_times_a_relu_derivative_is_a_multiplication_by_z
     (u_xx,) = torch.autograd.grad(u_x.sum(), x, create_graph=True)
     found = why_no_grad((u - 1).pow(2).mean() + (u_xx * v).mean(), v=v)["v"]
     assert "second derivative of a piecewise-linear op" in found.rule, found
+
+
+def test_rev46_a_retained_backward_that_raised_is_named_in_the_label():
+    """Review 46 R13: truncated BPTT carrying h without detach; the second step's
+    backward(retain_graph=True) raises after opt.step(): the label read after it says the
+    backward may have raised already, not only that it will."""
+    torch.manual_seed(0)
+    lin, head = nn.Linear(7, 4), nn.Linear(4, 1)
+    opt = torch.optim.SGD([*lin.parameters(), *head.parameters()], lr=0.1)
+    xs, ys, h = torch.randn(3, 2, 3), torch.randn(3, 2, 1), torch.zeros(2, 4)
+    for t in range(3):
+        opt.zero_grad()
+        h = torch.tanh(lin(torch.cat([xs[t], h], 1)))
+        loss = (head(h) - ys[t]).pow(2).mean()
+        try:
+            loss.backward(retain_graph=True)
+        except RuntimeError:
+            break
+        opt.step()
+    assert t == 2  # the third step: its graph reaches through h the one step() changed
+    found = why_no_grad(loss, lin=lin, head=head, opt=opt)["lin.weight"]
+    assert found.rule == (
+        "read before backward, or left out by a retained one; backward() will raise, or raised "
+        "already"
+    ), found
