@@ -4475,6 +4475,19 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             + (f" (the switches above it: {switches})" if switches else "")
             + "; in a reentrant checkpoint: use_reentrant=False",
         )
+    if seen == "unread" and any(id(t) in w.compared for w in _WATCHES):  # review 46 R3
+        return (
+            "not on the graph: its module ran, this parameter was read only by a comparison",
+            watched + "other parameters of its module were read, this one only by a comparison "
+            "or a check whose result has no gradient by nature (p > 0, torch.isfinite(p)), "
+            "outside a method of a module; if that comparison is how the model uses it (a mask), "
+            "it passes no gradient; if it is a check, the forward skips it (a branch not taken, "
+            "a line that reads another parameter where it means this one)",
+            "None is right if it is not meant to train; to train it, replace the hard comparison "
+            "by a soft surrogate that has a gradient (torch.sigmoid(p / t), a temperature t; a "
+            "straight-through estimator: hard + soft - soft.detach()), or fix the code that "
+            "should read it",
+        )
     if seen == "unread":
         return (
             "not on the graph: its module ran, this parameter was not read",

@@ -15567,3 +15567,26 @@ def test_rev46_a_retained_backward_that_raised_is_named_in_the_label():
         "read before backward, or left out by a retained one; backward() will raise, or raised "
         "already"
     ), found
+
+
+def test_rev46_a_parameter_compared_in_a_plain_function_is_not_told_unread():
+    """Review 46 R3, the floor: a module's parameter compared by a plain function (no method of
+    a module on the stack) is not counted as its module's run, but is not told "no op read this
+    parameter" either: it was read, only by a comparison."""
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+    def encode(m, x):
+        return m.fc(x) * (m.logits > 0).float()
+
+    torch.manual_seed(0)
+    m, x = Masked(), torch.randn(4, 3)
+    with watch_cuts(show=False):
+        loss = encode(m, x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.logits"]
+    assert found.rule.endswith("this parameter was read only by a comparison"), found
+    assert "no op read this parameter" not in found.why and "soft surrogate" in found.fix
