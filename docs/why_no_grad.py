@@ -615,6 +615,8 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
         g.grad_read, g.grad_beside = _grad_read(sys._getframe(1), loss)
         if g.grad_read and _grads_kept(sys._getframe(1), g.grad_read, tensors):
             g.grad_kept, g.grad_read, g.grad_beside = g.grad_read, "", []  # not the cut
+            if "autograd.grad(" not in g.grad_kept:  # x.grad of an input (review 46 R2)
+                g.grad_fix = _grad_fix(sys._getframe(1), g.grad_kept, held["module"])
         if g.grad_read:
             g.grad_fix = _grad_fix(sys._getframe(1), g.grad_read, held["module"])
     if any(t.is_leaf and t.requires_grad and t.grad is None for _, t in tensors):
@@ -1161,6 +1163,13 @@ _WEIGHTED = {
 _AT_ZERO = "at zero (zero-initialised, or set to zero since)"
 
 
+_FACTORS = {"MulBackward0": ("self", "other"), "MulBackward1": (), "MmBackward0": ("self", "mat2"),
+            "BmmBackward0": ("self", "mat2"), "MvBackward0": ("self", "vec")}  # fmt: skip
+# ops whose result is zero where all their inputs are (a sum or mean of zeros, their negation)
+_SUMS_ZERO = ("AddBackward0", "SubBackward0", "NegBackward0", "SumBackward0", "SumBackward1",
+              "MeanBackward0", "MeanBackward1", "CatBackward0", "StackBackward0")  # fmt: skip
+
+
 def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
     """What an all-zero factor of a product is: a parameter of the graph at 0 (its storage is a
     leaf's, or the factor is made from leaves at 0 (``kid``, the node that made it: adaLN-Zero's
@@ -1172,13 +1181,28 @@ def _zero_factor(data: torch.Tensor, g: _Context, twice: list, kid=None) -> str:
     if zeros:
         return _at_zero(zeros, g, computed=not _same_storage(data, zeros[0]))
     seen, todo, found = set(), [kid] if kid is not None else [], set()
-    while todo and twice:  # the second-derivative ops the factor's own graph holds
-        fn = todo.pop()
-        if fn in seen:
+    while todo and twice:  # the second-derivative ops whose zero reaches the factor: through
+        fn = todo.pop()  # ops that keep a zero and products, not past a product by a zero (a
+        if fn in seen:  # weight of 0.0 times a u_x: review 46 R4)
             continue
         seen.add(fn)
         name = type(fn).__name__
-        found.add(_TWICE[name][0] if name in _TWICE else "abs" if name == "SgnBackward0" else "")
+        if name in _TWICE or name == "SgnBackward0":
+            found.add(_TWICE[name][0] if name in _TWICE else "abs")
+            continue
+        if name in _FACTORS:
+            raw = [getattr(fn, f"_raw_saved_{n}", None) for n in _FACTORS[name]]
+            data = [r.data if r is not None and r.unpack_hook is None else None for r in raw]
+            if name == "MulBackward1" and getattr(fn, "_saved_other", None) == 0:
+                continue  # a multiplication by the number 0: that is the zero
+            zero = [i for i, d in enumerate(data) if d is not None and d.is_floating_point()
+                    and not d.any()]  # fmt: skip
+            kids = [c for c, _ in fn.next_functions]
+            if zero:  # follow the zero operand: one made by no op (0.0, a mask) is the zero
+                todo.extend(kids[i] for i in zero if i < len(kids) and kids[i] is not None)
+                continue
+        elif name not in _KEEPS_ZERO and name not in _SUMS_ZERO:
+            continue  # an op whose result need not be zero where its input is
         todo.extend(c for c, _ in fn.next_functions if c is not None)
     twice = [op for op in twice if op in found]
     if twice:
@@ -2437,7 +2461,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             ),
             _off_here_fix(g)
             + (
-                "make the term from those gradients with gradients on (outside the "
+                "the gradients it reads are an input's, and that backward(create_graph=True) "
+                "also wrote the parameters' .grad, so a term made from them with gradients on "
+                "would train on those too: drop that backward() (or zero the parameters' .grad "
+                "after it), and " + g.grad_fix + ", with gradients on (outside the "
+                "torch.no_grad() block, no .detach()); "
+                if g.grad_kept and g.grad_fix
+                else "make the term from those gradients with gradients on (outside the "
                 "torch.no_grad() block, no .detach()); "
                 if g.grad_kept
                 else ""
@@ -2757,6 +2787,17 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         key = g.held["module"].get(id(t), "").rpartition(".")[2]
         unnamed = _never_named(type(module), key) if module is not None and key else ""
         return rule, why + (f"; {unnamed}" if unnamed else ""), fix
+    if seen == "tensor compared":  # (x > thr) outside a module: its only read (review 46 R8)
+        return (
+            "not on the graph: read only by a comparison",
+            "inside the with watch_cuts() block that made the loss, it was read with gradients "
+            "on only by a comparison or another op whose result has no gradient by nature (x > "
+            "thr, torch.where's condition, an argmax, torch.isfinite): such a result passes no "
+            "gradient back to it",
+            "None is right if it is not meant to train; to train it, replace the hard comparison "
+            "by a soft surrogate that has a gradient (mask = torch.sigmoid((x - thr) / t), a "
+            "temperature t; a straight-through estimator: hard + soft - soft.detach())",
+        )
     if seen in ("tensor unread", "tensor read off"):  # a tensor of no module named
         return (
             "not on the graph: no call read it",
@@ -3251,10 +3292,23 @@ def _grads_kept(frame, where: str, tensors: list) -> bool:
     line's names; then create_graph=True was used and the cut is elsewhere (a no_grad block)."""
     try:
         code, scope = where.split(": ", 1)[1], {**frame.f_globals, **frame.f_locals}
-        grads = []
+        try:  # a comprehension's targets: loop variables, whatever a global of the same name
+            tree = ast.parse(code.strip())  # holds (p = 0.1 beside a p in ...: review 46 R12)
+        except SyntaxError:  # a line that is part of a statement
+            tree = ast.Module(body=[], type_ignores=[])
+        grads: list = []
+        bound = {
+            n.id
+            for c in ast.walk(tree)
+            if isinstance(c, ast.comprehension)
+            for n in ast.walk(c.target)
+            if isinstance(n, ast.Name)
+        }
         for name in re.findall(r"\b(\w+)\.grad\b(?!\s*\()", code):
             v = scope.get(name)
-            if isinstance(v, torch.Tensor):
+            if name in bound:
+                grads += [t.grad for _, t in tensors if t.is_leaf]
+            elif isinstance(v, torch.Tensor):
                 grads.append(v.grad)
             elif v is None or name not in frame.f_locals:  # a loop variable: the tensors named
                 grads += [t.grad for _, t in tensors if t.is_leaf]
@@ -4558,6 +4612,19 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             + (f" (the switches above it: {switches})" if switches else "")
             + "; in a reentrant checkpoint: use_reentrant=False",
         )
+    if seen == "unread" and any(id(t) in w.compared for w in _WATCHES):  # review 46 R3
+        return (
+            "not on the graph: its module ran, this parameter was read only by a comparison",
+            watched + "other parameters of its module were read, this one only by a comparison "
+            "or a check whose result has no gradient by nature (p > 0, torch.isfinite(p)), "
+            "outside a method of a module; if that comparison is how the model uses it (a mask), "
+            "it passes no gradient; if it is a check, the forward skips it (a branch not taken, "
+            "a line that reads another parameter where it means this one)",
+            "None is right if it is not meant to train; to train it, replace the hard comparison "
+            "by a soft surrogate that has a gradient (torch.sigmoid(p / t), a temperature t; a "
+            "straight-through estimator: hard + soft - soft.detach()), or fix the code that "
+            "should read it",
+        )
     if seen == "unread":
         return (
             "not on the graph: its module ran, this parameter was not read",
@@ -5217,7 +5284,13 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     return (
         "read before backward"
         + (", or left out by a retained one" if g.with_grad else "")
-        + (f"; {what}" if what == _RAISES else f"; will be zero: {what}" if what else ""),
+        + (
+            f"; {what}" + (", or raised already" if g.with_grad else "")  # review 46 R13
+            if what == _RAISES
+            else f"; will be zero: {what}"
+            if what
+            else ""
+        ),
         "it is on the loss's graph, and no backward pass has freed the graph yet: .grad is written "
         "when backward() reaches it"
         + (
@@ -5997,7 +6070,9 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
             mine = set(g.leaves) & (set(g.names) | set(g.held["module"]))
             if watch.compiled or not mine or not mine <= watch.used_on or id(t) in watch.used_on:
                 return None
-            return "tensor read off" if id(t) in watch.read_off else "tensor unread"
+            if id(t) in watch.read_off:
+                return "tensor read off"
+            return "tensor compared" if id(t) in watch.compared else "tensor unread"
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch
@@ -6012,12 +6087,13 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
 
 
 def _in_forward() -> bool:
-    """Whether a module's forward is on the stack: a read without history (a comparison, a
+    """Whether a method of an nn.Module (its forward, an ``encode`` called directly, a
+    Lightning ``training_step``) is on the stack: a read without history (a comparison, a
     torch.equal) counts as its module's run only there (a learned mask); the same read in the
-    loop (torch.isfinite(p), a NaN check) is a check, not a run (rev45 N7)."""
+    plain loop (torch.isfinite(p), a NaN check) is a check, not a run (rev45 N7, review 46 R3)."""
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_name == "forward" and isinstance(
+        if frame.f_code.co_filename not in _THIS_FILES and isinstance(
             frame.f_locals.get("self"), torch.nn.Module
         ):
             return True
@@ -6044,6 +6120,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.compiled = 0  # calls made while torch.compile traced: not seen
         self.used_on: set = set()  # ids of leaves a call read with gradients on
         self.read_off: set = set()  # the same, with gradients off
+        self.compared: set = set()  # read with gradients on outside a module, no history made
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
         self.made: set = set()  # keys of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
@@ -6207,6 +6284,7 @@ class CutWatch(torch.overrides.TorchFunctionMode):
                 not name.startswith("__") or name == "__bool__"
             ):
                 if mode and not _in_forward():  # a check in the loop (a NaN check): no run
+                    self.compared.update(id(t) for t in tracked if t.grad_fn is None)
                     return
                 (self.used_on if mode else self.read_off).update(
                     id(t) for t in tracked if t.grad_fn is None
@@ -6216,7 +6294,10 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             self.read_off.update(id(t) for t in tracked if t.grad_fn is None)
             return
         if all(r.grad_fn is None for r in results) and not _in_forward():
-            return  # torch.isfinite(p) in the loop: a check, not a run of its module
+            # torch.isfinite(p) in the loop: a check, not a run of its module; for a tensor of
+            # no module, (x > thr) is its only read (review 46 R8)
+            self.compared.update(id(t) for t in tracked if t.grad_fn is None)
+            return
         self.made.update(_node_key(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
 

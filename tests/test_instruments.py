@@ -14921,7 +14921,7 @@ def test_rev45_a_weight_changed_by_the_step_under_a_kept_graph_gets_the_carried_
         loss.backward(retain_graph=True)
         opt.step(), opt.zero_grad()
     found = why_no_grad(loss, model=lin, opt=opt)["model.weight"]
-    assert found.rule.endswith("backward() will raise"), found
+    assert found.rule.endswith("backward() will raise, or raised already"), found  # rev46 R13
     assert "changed in place after it (model.weight, a tensor that trains: an optimizer's step" in (
         found.why
     ), found.why
@@ -15740,3 +15740,196 @@ def test_fix49_a_frozen_zero_conv_is_named_and_cannot_move():
             moved.append(bool(body.weight.grad.any()))
             opt.step()
     assert len(done) == 3 and moved == [False, True, True], moved
+
+
+# review 46 (fix48)
+def test_rev46_a_parameter_compared_in_a_method_other_than_forward_was_read():
+    """Review 46 R3: ``m.encode(x)`` reads ``self.logits > 0`` (a learned mask): the read counts
+    as its module's run in any method of an nn.Module on the stack, not only in ``forward``, so
+    "no op read this parameter" is not said of a parameter the watch lists a read of."""
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+        def encode(self, x):
+            return self.fc(x) * (self.logits > 0).float()
+
+    torch.manual_seed(0)
+    m, x = Masked(), torch.randn(4, 3)
+    with watch_cuts(show=False) as watch:
+        loss = m.encode(x).pow(2).mean()
+    loss.backward()
+    assert any("self.logits > 0" in v[2] for v in watch.by_nature.values()), watch.by_nature
+    found = why_no_grad(loss, model=m)["model.logits"]
+    assert found.rule == "not on the graph: its output is unused or cut", found
+    assert "no op read this parameter" not in found.why, found
+
+
+def test_rev46_a_plain_tensor_read_only_by_a_comparison_is_told():
+    """Review 46 R8: a learned threshold of no module read only by ``x > thr`` is told as read by
+    a comparison (not "no torch call read this tensor"); the printed surrogate trains it."""
+    torch.manual_seed(0)
+    w, thr = torch.randn(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    x = torch.randn(3, 8, 3)
+    with watch_cuts(show=False):
+        loss = (x[0] * w * (x[0] > thr).float()).sum(1).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, w=w, thr=thr)["thr"]
+    assert found.rule == "not on the graph: read only by a comparison", found
+    assert "no torch call read" not in found.why and "torch.sigmoid((x - thr) / t)" in found.fix
+    opt, t = torch.optim.SGD([w, thr], lr=0.1), 0.5
+
+    def fixed(i):  # the printed fix: a soft mask
+        return (x[i] * w * torch.sigmoid((x[i] - thr) / t)).sum(1).pow(2).mean()
+
+    def reference(i):  # the logistic function written out
+        soft = 1 / (1 + torch.exp((thr - x[i]) / t))
+        return sum((x[i][r] * w * soft[r]).sum() ** 2 for r in range(8)) / 8
+
+    _three_checked_steps(fixed, opt, reference, w=w, thr=thr)
+
+
+def test_rev46_an_input_gradient_kept_by_backward_is_taken_by_autograd_grad():
+    """Review 46 R2: a WGAN-GP penalty from ``x.grad`` after ``out.sum().backward(create_graph=
+    True)``, made under no_grad: that backward also wrote D's .grad, so the fix takes the input's
+    gradient by torch.autograd.grad and drops it; followed, D's gradients equal a reference
+    whose input gradient is written out (Linear, Tanh, Linear)."""
+    torch.manual_seed(0)
+    D = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    real, fake = torch.randn(3, 6, 3), torch.randn(3, 6, 3)
+    x = real[0].clone().requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # backward(create_graph=True)'s reference-cycle warning
+        out = D(x)
+        out.sum().backward(create_graph=True)
+    with torch.no_grad():
+        gp = ((x.grad.norm(2, dim=1) - 1) ** 2).mean()
+    found = why_no_grad(gp, D=D)["D.0.weight"]
+    assert "drop that backward() (or zero the parameters' .grad after it)" in found.fix, found
+    assert "(g,) = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=True)" in (
+        found.fix
+    )
+    assert "((g.norm(2, dim=1) - 1) ** 2).mean()" in found.fix, found.fix
+    for p in D.parameters():
+        p.grad = None
+    trained = [D[0].weight, D[0].bias, D[2].weight]  # a critic's last bias: no gradient in WGAN
+    opt = torch.optim.SGD(trained, lr=0.05)
+
+    def fixed(i):  # the printed fix: no backward() before; autograd.grad to x
+        x = real[i].clone().requires_grad_(True)
+        out = D(x).sum()
+        (g,) = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=True)
+        return D(fake[i]).mean() - D(real[i]).mean() + ((g.norm(2, dim=1) - 1) ** 2).mean()
+
+    def reference(i):  # d out / d x written out: ((1 - tanh(h)^2) * w2) @ W1
+        w1, b1, w2 = D[0].weight, D[0].bias, D[2].weight
+        gx = ((1 - torch.tanh(real[i] @ w1.T + b1) ** 2) * w2) @ w1
+        gp = ((gx.pow(2).sum(1).sqrt() - 1) ** 2).mean()
+        return D(fake[i]).mean() - D(real[i]).mean() + gp
+
+    _three_checked_steps(fixed, opt, reference, first=D[0], w2=D[2].weight)
+
+
+def test_rev46_a_comprehension_variable_is_a_loop_variable_beside_a_same_named_value():
+    """Review 46 R12: ``sum(p.grad.pow(2).sum() for p in D.parameters())`` where the caller also
+    binds ``p = 0.1`` (a dropout rate): ``p`` in the generator is its loop variable, so the
+    gradients it reads are found kept by create_graph=True and the cut is the no_grad block;
+    the term made with gradients on, backward() on it after the loss's, trains as a reference."""
+    torch.manual_seed(0)
+    p = 0.1  # the same name as the generator's variable, bound by the caller
+    D = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    xs = torch.randn(3, 6, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # backward(create_graph=True)'s reference-cycle warning
+        loss = D(xs[0]).pow(2).mean()
+        loss.backward(create_graph=True)
+        with torch.no_grad():
+            pen = sum(p.grad.pow(2).sum() for p in D.parameters())
+        found = why_no_grad(pen, D=D)["D.0.weight"]
+        assert "have history (create_graph=True), so they are not the cut" in found.why, found
+        assert found.fix.startswith("make the term from those gradients with gradients on")
+        assert p == 0.1
+        for q in D.parameters():
+            q.grad = None
+        opt = torch.optim.SGD(D.parameters(), lr=0.05)
+
+        def fixed(i):  # the printed fix: the same lines, the term outside no_grad
+            loss = D(xs[i]).pow(2).mean()
+            loss.backward(create_graph=True)
+            return sum(p.grad.pow(2).sum() for p in D.parameters())
+
+        def reference(i):  # loss + its gradients' squared norm, by torch.autograd.grad
+            loss = D(xs[i]).pow(2).mean()
+            grads = torch.autograd.grad(loss, list(D.parameters()), create_graph=True)
+            return loss + sum(g.pow(2).sum() for g in grads)
+
+        _three_checked_steps(fixed, opt, reference, D=D)
+
+
+def test_rev46_a_weight_of_zero_times_a_relu_derivative_is_a_multiplication_by_zero():
+    """Review 46 R4: ``(lam * u_x) * v`` with ``lam = 0.0`` and u_x from a ReLU net: the factor's
+    own graph holds ReLU's derivative differentiated again, but its zero is the product by 0.0;
+    a u_xx from the same net (a product with ReLU's second derivative) is still told so."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(1, 8), nn.ReLU(), nn.Linear(8, 1))
+    v = nn.Parameter(torch.randn(5, 1))
+    x = torch.linspace(-1, 1, 5).unsqueeze(1).requires_grad_(True)
+    u = net(x)
+    (u_x,) = torch.autograd.grad(u.sum(), x, create_graph=True)
+    lam = 0.0
+    found = why_no_grad((u - 1).pow(2).mean() + ((lam * u_x) * v).mean(), v=v)["v"]
+    assert found.rule.endswith("will be zero: a multiplication by zero"), found
+    assert "ReLU" not in found.rule + found.why, found
+    (u_xx,) = torch.autograd.grad(u_x.sum(), x, create_graph=True)
+    found = why_no_grad((u - 1).pow(2).mean() + (u_xx * v).mean(), v=v)["v"]
+    assert "second derivative of a piecewise-linear op" in found.rule, found
+
+
+def test_rev46_a_retained_backward_that_raised_is_named_in_the_label():
+    """Review 46 R13: truncated BPTT carrying h without detach; the second step's
+    backward(retain_graph=True) raises after opt.step(): the label read after it says the
+    backward may have raised already, not only that it will."""
+    torch.manual_seed(0)
+    lin, head = nn.Linear(7, 4), nn.Linear(4, 1)
+    opt = torch.optim.SGD([*lin.parameters(), *head.parameters()], lr=0.1)
+    xs, ys, h = torch.randn(3, 2, 3), torch.randn(3, 2, 1), torch.zeros(2, 4)
+    for t in range(3):
+        opt.zero_grad()
+        h = torch.tanh(lin(torch.cat([xs[t], h], 1)))
+        loss = (head(h) - ys[t]).pow(2).mean()
+        try:
+            loss.backward(retain_graph=True)
+        except RuntimeError:
+            break
+        opt.step()
+    assert t == 2  # the third step: its graph reaches through h the one step() changed
+    found = why_no_grad(loss, lin=lin, head=head, opt=opt)["lin.weight"]
+    assert found.rule == (
+        "read before backward, or left out by a retained one; backward() will raise, or raised "
+        "already"
+    ), found
+
+
+def test_rev46_a_parameter_compared_in_a_plain_function_is_not_told_unread():
+    """Review 46 R3, the floor: a module's parameter compared by a plain function (no method of
+    a module on the stack) is not counted as its module's run, but is not told "no op read this
+    parameter" either: it was read, only by a comparison."""
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+    def encode(m, x):
+        return m.fc(x) * (m.logits > 0).float()
+
+    torch.manual_seed(0)
+    m, x = Masked(), torch.randn(4, 3)
+    with watch_cuts(show=False):
+        loss = encode(m, x).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.logits"]
+    assert found.rule.endswith("this parameter was read only by a comparison"), found
+    assert "no op read this parameter" not in found.why and "soft surrogate" in found.fix
