@@ -2782,7 +2782,11 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         )
     if kept_cut := _kept_cut(t, g):
         return kept_cut
-    if (seen := _watched_use(t, g)) in ("unread", "read off"):  # its module ran, others read
+    if (seen := _watched_use(t, g)) in (
+        "unread",
+        "read off",
+        "compared",
+    ):  # its module ran, others read
         rule, why, fix = _watched_rule(seen, owner, g, t, "", "; ".join(_all_switches(g)[:3]))
         key = g.held["module"].get(id(t), "").rpartition(".")[2]
         unnamed = _never_named(type(module), key) if module is not None and key else ""
@@ -4612,7 +4616,9 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             + (f" (the switches above it: {switches})" if switches else "")
             + "; in a reentrant checkpoint: use_reentrant=False",
         )
-    if seen == "unread" and any(id(t) in w.compared for w in _WATCHES):  # review 46 R3
+    if (
+        seen == "compared"
+    ):  # read only by a comparison in the watch that made the loss (review 46 R3)
         return (
             "not on the graph: its module ran, this parameter was read only by a comparison",
             watched + "other parameters of its module were read, this one only by a comparison "
@@ -6082,7 +6088,9 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         others = [p for p in module.parameters() if p is not t] if module is not None else []
         if not any(id(p) in watch.used_on for p in others):
             return "none"
-        return "read off" if id(t) in watch.read_off else "unread"
+        if id(t) in watch.read_off:
+            return "read off"
+        return "compared" if id(t) in watch.compared else "unread"
     return None
 
 
