@@ -5367,6 +5367,10 @@ _ZERO_FIX = {
     "never moved by them, so what comes before it never gets a gradient (unless an optimizer "
     "not named holds it): give it to the optimizer (a frozen one: requires_grad_() first), or "
     "initialise it non-zero",
+    "zeros that block each other": "this parameter is at zero too, and those zeros got no gradient "
+    "on this step either: each blocks the other's gradient, so with no other loss or batch that "
+    "gives one of them a gradient they stay at zero; initialise one of them non-zero (LoRA: A "
+    "random, B zero)",
     "two parameters at zero": "two parameters at zero in one product keep each other at zero: "
     "neither ever gets a gradient; initialise one of them non-zero (LoRA: A random, B zero)",
     "saturated": "feed logits to a loss that takes logits (F.cross_entropy, "
@@ -5680,9 +5684,14 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
         fix = _ZERO_FIX["a second derivative of a piecewise-linear op"]
     elif node is not None and g.loss is not None and (zeros := _zero_read_on_the_way(g, node, t)):
         said = _at_zero(zeros, g, computed=False)
+        stuck = not t.detach().any() and all(  # t at zero too, and none got a gradient
+            v.grad is None or not v.grad.any() for v in zeros if v.requires_grad
+        )  # (review 46 R6: a zero down and a zero up Linear keep each other at zero)
         kind = (
             "a parameter at zero that cannot move"
             if "never moves" in said
+            else "zeros that block each other"
+            if stuck
             else "a parameter at zero"
         )
         why = (

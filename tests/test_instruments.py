@@ -15933,3 +15933,35 @@ def test_rev46_a_parameter_compared_in_a_plain_function_is_not_told_unread():
     found = why_no_grad(loss, model=m)["model.logits"]
     assert found.rule.endswith("this parameter was read only by a comparison"), found
     assert "no op read this parameter" not in found.why and "soft surrogate" in found.fix
+
+
+# review 46 R6 after backward (lead)
+def test_rev46_zeros_that_block_each_other_are_told_after_backward_too():
+    """Review 46 R6, read after ``backward()``: a zero down and a zero up Linear got no gradient
+    and each is read on the other's way, so the report says they stay at zero (not "it trains
+    from the next step"), which three steps confirm; a zero ``b`` beside an ``a`` that got a
+    gradient from another path is told the plain way, and moves from the next step."""
+    torch.manual_seed(0)
+    m, x, y = _Adapter(), torch.randn(3, 8, 4), torch.randn(3, 8, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    loss = (m(x[0]) - y[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=m, opt=opt)
+    for name in ("model.down.weight", "model.down.bias", "model.up.weight"):
+        found = report[name]
+        assert found.rule == "zero: zeros that block each other", found
+        assert "they stay at zero" in found.fix and "trains from" not in found.fix, found
+    assert report["model.up.bias"].grad == "nonzero", report["model.up.bias"]
+    for i in range(3):
+        opt.step()
+        opt.zero_grad()
+        (m(x[i]) - y[i]).pow(2).mean().backward()
+    assert not any(p.any() for p in (m.down.weight, m.down.bias, m.up.weight))
+
+    a, b = torch.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    c, xs = torch.randn(3, requires_grad=True), torch.randn(3, 3)
+    loss = (a * b * xs[0]).sum() + (a * c).sum()
+    loss.backward()
+    report = why_no_grad(loss, a=a, b=b, c=c)
+    assert report["b"].rule == "zero: a parameter at zero", report["b"]
+    assert "trains from the next step" in report["b"].fix, report["b"]
