@@ -1281,7 +1281,15 @@ def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
                 above.add(up)
                 todo.append(up)
     starts = [c for fn in above for c in _product_inputs(fn) if c not in above]
-    return [v for v in _zero_chain(starts, above) if v is not t]
+    found = [v for c in starts for v in _making_zero(c, _zero_chain([c], above))]
+    return [v for v in dict.fromkeys(found) if v is not t]
+
+
+def _making_zero(fn, zeros: list) -> list:
+    """``zeros`` (leaves at zero reached from ``fn``) if they make ``fn``'s value zero
+    (``_zero_by``), else none: a dead ReLU's zero reached from a zero bias beside a non-zero
+    weight is the ReLU's, not the bias's (review 47 S1)."""
+    return zeros if zeros and _zero_by(fn, {id(v): v for v in zeros}) else []
 
 
 def _zero_chain(starts: list, avoid=(), most: int = 400) -> list:
@@ -1339,7 +1347,9 @@ def _zero_params(data: torch.Tensor, g: _Context, kid) -> list:
     )
     if leaf is None:
         leaf = next((p for p in frozen if p.numel() and _same_storage(data, p)), None)
-    return [leaf] if leaf is not None else _zero_chain([kid] if kid is not None else [])
+    if leaf is not None:
+        return [leaf]
+    return _making_zero(kid, _zero_chain([kid])) if kid is not None else []
 
 
 def _at_zero(zeros: list, g: _Context, computed: bool) -> str:
@@ -2797,10 +2807,13 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "inside the with watch_cuts() block that made the loss, it was read with gradients "
             "on only by a comparison or another op whose result has no gradient by nature (x > "
             "thr, torch.where's condition, an argmax, torch.isfinite): such a result passes no "
-            "gradient back to it",
-            "None is right if it is not meant to train; to train it, replace the hard comparison "
-            "by a soft surrogate that has a gradient (mask = torch.sigmoid((x - thr) / t), a "
-            "temperature t; a straight-through estimator: hard + soft - soft.detach())",
+            "gradient back to it; if that read is a check (torch.isnan), the code that should "
+            "use it does not (a line that reads another tensor where it means this one)",
+            "None is right if it is not meant to train; to train it, if the comparison is how "
+            "it is used (a threshold, a mask), replace it by a soft surrogate that has a gradient "
+            "(mask = torch.sigmoid((x - thr) / t), a temperature t; a straight-through estimator: "
+            "hard + soft - soft.detach()); if it is only checked, make the code that should use it "
+            "read it",
         )
     if seen in ("tensor unread", "tensor read off"):  # a tensor of no module named
         return (

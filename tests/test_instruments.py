@@ -15965,3 +15965,29 @@ def test_rev46_zeros_that_block_each_other_are_told_after_backward_too():
     report = why_no_grad(loss, a=a, b=b, c=c)
     assert report["b"].rule == "zero: a parameter at zero", report["b"]
     assert "trains from the next step" in report["b"].fix, report["b"]
+
+
+def test_rev47_a_zero_bias_beside_a_dead_relu_is_not_its_cause():
+    """Review 47 S1: an MLP with zero-initialised biases whose first layer went negative on
+    inputs in [0, 1]: the ReLU is dead whatever the bias, so the bias at zero is not named as
+    the zero (with a bias of 0.01 nothing trains either); the dead ReLU is."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    for layer in (m[0], m[2]):
+        nn.init.zeros_(layer.bias)
+    with torch.no_grad():
+        m[0].weight.copy_(-m[0].weight.abs())
+    x, y = torch.rand(8, 4), torch.randn(8, 2)
+    report = why_no_grad(F.mse_loss(m(x), y), model=m)
+    assert report["model.2.weight"].rule.endswith("will be zero: dead ReLU"), report
+    assert "model.0.bias, a parameter at zero" not in str(report), report
+    with torch.no_grad():
+        m[0].bias.fill_(0.01)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in m.parameters()]
+    for _ in range(3):
+        opt.zero_grad()
+        F.mse_loss(m(x), y).backward()
+        opt.step()
+    moved = [not torch.equal(a, b) for a, b in zip(before, m.parameters())]
+    assert moved == [False, False, False, True], moved  # only the last bias: the ReLU is dead
