@@ -15743,21 +15743,24 @@ def test_fix49_a_frozen_zero_conv_is_named_and_cannot_move():
 
 
 # review 46 (fix48)
+class _MaskedByLogits(nn.Module):
+    """A Linear whose outputs a learned mask keeps where ``logits > 0`` (``encode``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
+
+    def encode(self, x):
+        return self.fc(x) * (self.logits > 0).float()
+
+
 def test_rev46_a_parameter_compared_in_a_method_other_than_forward_was_read():
     """Review 46 R3: ``m.encode(x)`` reads ``self.logits > 0`` (a learned mask): the read counts
     as its module's run in any method of an nn.Module on the stack, not only in ``forward``, so
     "no op read this parameter" is not said of a parameter the watch lists a read of."""
 
-    class Masked(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
-
-        def encode(self, x):
-            return self.fc(x) * (self.logits > 0).float()
-
     torch.manual_seed(0)
-    m, x = Masked(), torch.randn(4, 3)
+    m, x = _MaskedByLogits(), torch.randn(4, 3)
     with watch_cuts(show=False) as watch:
         loss = m.encode(x).pow(2).mean()
     loss.backward()
@@ -15917,16 +15920,11 @@ def test_rev46_a_parameter_compared_in_a_plain_function_is_not_told_unread():
     a module on the stack) is not counted as its module's run, but is not told "no op read this
     parameter" either: it was read, only by a comparison."""
 
-    class Masked(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc, self.logits = nn.Linear(3, 3), nn.Parameter(torch.randn(3))
-
-    def encode(m, x):
+    def encode(m, x):  # the same mask, in a plain function
         return m.fc(x) * (m.logits > 0).float()
 
     torch.manual_seed(0)
-    m, x = Masked(), torch.randn(4, 3)
+    m, x = _MaskedByLogits(), torch.randn(4, 3)
     with watch_cuts(show=False):
         loss = encode(m, x).pow(2).mean()
     loss.backward()
