@@ -561,18 +561,22 @@ def _equal_values(a: torch.Tensor, b: torch.Tensor) -> bool:
         )
 
 
-def _hooks(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module]]) -> list[str]:
-    """The hooks that run on ``t``'s gradient or on a module holding it."""
+def _hooks(t: torch.Tensor, g: _Context) -> list[str]:
+    """The hooks that run on ``t``'s gradient or on a module holding it. The modules with
+    backward hooks are found once per call (asked per parameter, a walk would cost a product)."""
     found = []
     if getattr(t, "_backward_hooks", None):
         found.append(f"{len(t._backward_hooks)} tensor hook(s) (register_hook)")
     if getattr(t, "_post_accumulate_grad_hooks", None):
         found.append("a post-accumulate-grad hook")
-    for name, module in modules:
+    if g.module_hooks is None:
+        g.module_hooks = [
+            (name, module, kind) for name, module in g.modules
+            for kind in ("_backward_hooks", "_backward_pre_hooks") if getattr(module, kind, None)
+        ]  # fmt: skip
+    for name, module, _ in g.module_hooks:
         if any(p is t for p in module.parameters(recurse=False)):
-            for kind in ("_backward_hooks", "_backward_pre_hooks"):
-                if getattr(module, kind, None):
-                    found.append(f"a module backward hook on {name or 'the module'}")
+            found.append(f"a module backward hook on {name or 'the module'}")
     glob = torch.nn.modules.module
     if getattr(glob, "_global_backward_hooks", None) or getattr(
         glob, "_global_backward_pre_hooks", None
@@ -689,7 +693,7 @@ def why_no_grad(loss: torch.Tensor | None, /, **expected: object) -> Report:
     rows = collections.defaultdict(list)  # (zero rows, rows) -> names, for tensors with a gradient
     for (name, t), f in zip(tensors, findings):
         if f.rule == "has a gradient" and t.grad is not None:
-            counted = _zero_rows(t, t.grad, modules)
+            counted = _zero_rows(t, t.grad, g)
             if counted:
                 rows[counted].append(name)
     for (zero, total), names in rows.items():
@@ -876,6 +880,9 @@ class _Context:
     grad_fix: str = ""  # the fix for grad_read written with the reader's own term (_grad_fix)
     stale: dict | None = None  # _stale_nodes, once
     stale_after: dict | None = None  # _stale_nodes(after=True), once (_raised_at)
+    special: tuple | None = None  # _special: compiled regions and Functions, once
+    embeddings: dict | None = None  # _embedding_of: id(weight) -> nn.Embedding(Bag) named, once
+    module_hooks: list | None = None  # _hooks: (name, module, kind) of module backward hooks, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1716,7 +1723,7 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     if grad is None:
         return _not_written(t, g)
     if grad.any():
-        padding = _padding_row(t, grad, g.modules)
+        padding = _padding_row(t, grad, g)
         if padding is not None:
             return (
                 "zero in one row: padding_idx",
@@ -1830,31 +1837,36 @@ def _kept_on(t: torch.Tensor, g: _Context) -> str | None:
     return None
 
 
-def _padding_row(t: torch.Tensor, grad: torch.Tensor, modules: list) -> int | None:
+def _embedding_of(t: torch.Tensor, g: _Context):
+    """The nn.Embedding or nn.EmbeddingBag named whose weight ``t`` is, or None. The map is made
+    once per call: asked for each parameter, a walk over the modules would cost their product."""
+    if g.embeddings is None:
+        g.embeddings = {
+            id(m.weight): m for _, m in g.modules
+            if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+        }  # fmt: skip
+    module = g.embeddings.get(id(t))
+    return module if module is not None and module.weight is t else None
+
+
+def _padding_row(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> int | None:
     """The padding_idx of the nn.Embedding named whose weight ``t`` is, when that row of ``grad``
     is zero (torch gives it no gradient)."""
-    for _, module in modules:
-        index = getattr(module, "padding_idx", None)
-        if (
-            isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag))
-            and module.weight is t
-            and index is not None
-            and grad.dim() == 2
-            and not grad[index].any()
-        ):
-            return index % grad.shape[0]
+    module = _embedding_of(t, g)
+    index = getattr(module, "padding_idx", None)
+    if index is not None and grad.dim() == 2 and not grad[index].any():
+        return index % grad.shape[0]
     return None
 
 
-def _zero_rows(t: torch.Tensor, grad: torch.Tensor, modules: list) -> tuple[int, int] | None:
+def _zero_rows(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[int, int] | None:
     """(rows whose gradient is all zero, rows) for a gradient zero in at most half its rows (dim
     0): a few rows that silently do not train. None for an embedding's weight (rows of indices
     not in the batch are zero by design) and for most rows zero (a loss that reads a few outputs,
     one class's score, is ordinary)."""
     if grad.dim() < 2 or grad.shape[0] < 2:
         return None
-    if any(isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.weight is t
-           for _, m in modules):  # fmt: skip
+    if _embedding_of(t, g) is not None:
         return None
     zero = int((~grad.detach().reshape(grad.shape[0], -1).ne(0).any(1)).sum())
     return (zero, grad.shape[0]) if 0 < 2 * zero <= grad.shape[0] else None  # a few rows
@@ -5215,9 +5227,19 @@ _COMPILED_FIX = (
 )
 
 
+def _special(g: _Context) -> tuple[set, set]:
+    """The nodes of torch.compile's regions (AOTAutograd's CompiledFunctionBackward), and of the
+    other custom Functions: read once per call, since each parameter's rule asks for them."""
+    if g.special is None:
+        compiled = {f for f in g.nodes if type(f).__name__.startswith("CompiledFunction")}
+        functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
+        g.special = (compiled, functions)
+    return g.special
+
+
 def _compiled(g: _Context) -> set:
     """The nodes of torch.compile's regions (AOTAutograd's CompiledFunctionBackward)."""
-    return {f for f in g.nodes if type(f).__name__.startswith("CompiledFunction")}
+    return _special(g)[0]
 
 
 def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
@@ -5255,7 +5277,7 @@ def _not_written(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 "it a gradient cannot be read",
                 f"call loss.backward(), then read .grad; if it stays None: {_COMPILED_FIX}",
             )
-    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
+    functions = _special(g)[1]
     if (
         g.with_grad
         and node is not None
@@ -5610,7 +5632,7 @@ def _will_be_zero(g: _Context, node) -> tuple[str, str, str]:
 
 def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     """``.grad`` is all zero: say what can make it so, and what the graph shows."""
-    hooks = _hooks(t, g.modules)
+    hooks = _hooks(t, g)
     node = g.leaves.get(id(t), (None, None))[1]
     if g.loss is not None and not g.ran and g.alive:  # before backward, or after a retained one
         what, cause, fix = _will_be_zero(g, node)
@@ -5651,7 +5673,7 @@ def _zero(t: torch.Tensor, grad: torch.Tensor, g: _Context) -> tuple[str, str, s
     if node is not None and compiled and _cut_by(compiled, g.loss.grad_fn, node, g.kids):
         return ("zero: from a compiled region", f"every path from the loss to it passes through "
                 f"{_REGION}, which wrote this zero", _COMPILED_FIX)  # fmt: skip
-    functions = {f for f in g.nodes if isinstance(f, _FUNCTION_NODE)} - compiled
+    functions = _special(g)[1]
     if node is not None and functions and _cut_by(functions, g.loss.grad_fn, node, g.kids):
         names = sorted({re.sub(r"Backward$", "", type(f).__name__) for f in functions})
         return (
