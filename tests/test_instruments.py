@@ -8786,7 +8786,7 @@ class _ATan(torch.autograd.Function):
         return grad / (1 + (torch.pi * x).square())  # alpha = 2
 
 
-class _Neuron(nn.Module):
+class _LeakyNeuron(nn.Module):
     """spikingjelly#397's neuron: a learnable a on the membrane potential v, which is reset to 0
     (a number, made a tensor at the first step) between sequences."""
 
@@ -8808,7 +8808,7 @@ class _Neuron(nn.Module):
 
 def test_a_zero_state_factor_is_read_before_backward_and_more_steps_train():
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(4, 4), _Neuron())
+    net = nn.Sequential(nn.Linear(4, 4), _LeakyNeuron())
     opt = torch.optim.SGD(net.parameters(), lr=0.5)
     x, target = torch.rand(3, 4, 8, 4) * 2, torch.rand(3, 8, 4)
     loss = net(x[0, 0]).sum()  # one step, as the report ran it
