@@ -2808,6 +2808,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         "unread",
         "read off",
         "compared",
+        "compared in",
     ):  # its module ran, others read
         rule, why, fix = _watched_rule(seen, owner, g, t, "", "; ".join(_all_switches(g)[:3]))
         key = g.held["module"].get(id(t), "").rpartition(".")[2]
@@ -4656,6 +4657,18 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
             "straight-through estimator: hard + soft - soft.detach()), or fix the code that "
             "should read it",
         )
+    if seen == "compared in":  # (h > self.thr) in its forward: its only reads (review 47 S3)
+        return (
+            "not on the graph: read only by a comparison in its module",
+            watched + "a method of its module read it, but only by a comparison or another op "
+            "whose result has no gradient by nature (h > self.thr, torch.where's condition, an "
+            "argmax): such a result passes no gradient back to it",
+            "None is right if it is not meant to train: freeze it ("
+            + re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", g.held["module"].get(id(t), "") or "it")
+            + ".requires_grad_(False)); to train it, replace the hard comparison by a soft "
+            "surrogate that has a gradient (torch.sigmoid((h - thr) / t), a temperature t; a "
+            "straight-through estimator: hard + soft - soft.detach())",
+        )
     if seen == "unread":
         return (
             "not on the graph: its module ran, this parameter was not read",
@@ -6035,6 +6048,18 @@ _COMPILER_FILE = str(Path("_dynamo", "convert_frame.py"))  # torch.compile's tra
 _FUNCTION_FORWARDS: dict = {}  # a code object -> whether it is a torch.autograd.Function's forward
 
 
+def _wrapped_chain(f) -> list:
+    """``f`` and what its decorators wrap (``__wrapped__``, set by functools.wraps), innermost
+    last: a Function's forward under ``@torch.amp.custom_fwd`` runs the innermost code (review 45
+    N14). A bounded walk: a decorator's attribute may point anywhere, even at ``f`` itself."""
+    chain = [f]
+    while len(chain) < 20 and callable(getattr(chain[-1], "__wrapped__", None)):
+        if any(chain[-1].__wrapped__ is g for g in chain):
+            break
+        chain.append(chain[-1].__wrapped__)
+    return chain
+
+
 def _function_forward(frame) -> bool:
     """Whether ``frame`` runs a ``torch.autograd.Function``'s forward. Up to torch 2.13,
     ``Function.apply`` is Python: its frame in ``autograd/function.py`` is just above the forward;
@@ -6052,8 +6077,10 @@ def _function_forward(frame) -> bool:
                 continue
             seen.add(kind)
             todo.extend(type.__subclasses__(kind))
-            own = kind.__dict__.get("forward")
-            found = getattr(getattr(own, "__func__", own), "__code__", None) is code
+            own = getattr(kind.__dict__.get("forward"), "__func__", kind.__dict__.get("forward"))
+            found = any(  # decorated (torch.amp.custom_fwd, functools.wraps): the wrapped code
+                getattr(f, "__code__", None) is code for f in _wrapped_chain(own)
+            )
         _FUNCTION_FORWARDS[code] = found
     return _FUNCTION_FORWARDS[code]
 
@@ -6126,8 +6153,8 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         params = set(g.leaves) & set(g.held["module"])
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch
-        if id(t) in watch.used_on:
-            return "on"
+        if id(t) in watch.used_on:  # read in its forward, only by comparisons (review 47 S3)
+            return "compared in" if id(t) in watch.compared_in - watch.graphed else "on"
         module = dict(g.modules).get(g.held["module"].get(id(t), "").rpartition(".")[0])
         others = [p for p in module.parameters() if p is not t] if module is not None else []
         if not any(id(p) in watch.used_on for p in others):
@@ -6173,6 +6200,8 @@ class CutWatch(torch.overrides.TorchFunctionMode):
         self.used_on: set = set()  # ids of leaves a call read with gradients on
         self.read_off: set = set()  # the same, with gradients off
         self.compared: set = set()  # read with gradients on outside a module, no history made
+        self.compared_in: set = set()  # the same inside a module's method (h > self.thr)
+        self.graphed: set = set()  # read by a call whose result has history
         self.span = (None, None)  # autograd's sequence numbers at entry and exit (_WATCHES)
         self.made: set = set()  # keys of the nodes the calls seen made (the loss's, for _WATCHES)
         self.hidden = 0  # cuts in your code run under torch's own no_grad: not reported
@@ -6352,6 +6381,10 @@ class CutWatch(torch.overrides.TorchFunctionMode):
             return
         self.made.update(_node_key(r.grad_fn) for r in results if r.grad_fn is not None)
         self.used_on.update(id(t) for t in tracked if t.grad_fn is None)
+        history = any(r.grad_fn is not None for r in results)  # else a comparison in a forward
+        (self.graphed if history else self.compared_in).update(
+            id(t) for t in tracked if t.grad_fn is None
+        )
 
     def _record(self, book: dict, label: str, kind: str) -> None:
         place = caller = first = None

@@ -13955,8 +13955,8 @@ def test_rev41_a_comparison_reads_and_a_skipped_parameter_is_told_as_unread():
     loss.backward()
     report = why_no_grad(loss, model=m)
     scores = report["model.mask.scores"]
-    assert scores.rule == "not on the graph: its output is unused or cut", scores
-    assert "a comparison or an integer result passes none" in scores.why, scores
+    assert scores.rule == "not on the graph: read only by a comparison in its module", scores
+    assert "passes no gradient back to it" in scores.why, scores  # review 47 S3
     cls = report["model.cls_token"]
     assert cls.rule == "not on the graph: its module ran, this parameter was not read", cls
 
@@ -15794,7 +15794,7 @@ def test_rev46_a_parameter_compared_in_a_method_other_than_forward_was_read():
     loss.backward()
     assert any("self.logits > 0" in v[2] for v in watch.by_nature.values()), watch.by_nature
     found = why_no_grad(loss, model=m)["model.logits"]
-    assert found.rule == "not on the graph: its output is unused or cut", found
+    assert found.rule == "not on the graph: read only by a comparison in its module", found
     assert "no op read this parameter" not in found.why, found
 
 
@@ -16017,3 +16017,100 @@ def test_rev47_a_zero_bias_beside_a_dead_relu_is_not_its_cause():
         opt.step()
     moved = [not torch.equal(a, b) for a, b in zip(before, m.parameters())]
     assert moved == [False, False, False, True], moved  # only the last bias: the ReLU is dead
+
+
+class _HardGate(nn.Module):
+    """A learned threshold compared inside forward: ``h * (h > self.thr)`` (review 47 S3)."""
+
+    def __init__(self, soft: float = 0.0):
+        super().__init__()
+        self.lin, self.thr, self.soft = nn.Linear(4, 4), nn.Parameter(torch.zeros(4)), soft
+
+    def forward(self, x):
+        if torch.isnan(self.lin.weight).any():  # a check: a comparison of a parameter also read
+            raise RuntimeError("NaN weight")
+        h = self.lin(x)
+        if self.soft:  # the printed fix: a sigmoid surrogate with temperature soft
+            return h * torch.sigmoid((h - self.thr) / self.soft)
+        return h * (h > self.thr)
+
+
+def test_rev47_a_threshold_compared_in_forward_is_told_and_the_surrogate_trains_it():
+    """Review 47 S3: a module's threshold read in its forward only by ``h > self.thr`` is told as
+    read by a comparison in its module (not the general "unused or cut" list); a weight the same
+    forward also checks (isnan) is on the graph and not told so. The printed surrogate trains thr
+    and the Linear three steps against a reference with the logistic function written out."""
+    torch.manual_seed(0)
+    m, x = _HardGate(), torch.randn(3, 6, 4)
+    with watch_cuts(show=False):
+        loss = m(x[0]).pow(2).mean()
+    loss.backward()
+    report = why_no_grad(loss, model=m)
+    found = report["model.thr"]
+    assert found.rule == "not on the graph: read only by a comparison in its module", found
+    assert "torch.sigmoid((h - thr) / t)" in found.fix, found
+    assert report["model.lin.weight"].rule == "has a gradient"
+    fixed = _HardGate(soft=0.5)
+    fixed.load_state_dict(m.state_dict())
+    opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+
+    def reference(i):  # the same loss by other code: Linear as a sum, the sigmoid written out
+        h = x[i] @ fixed.lin.weight.T + fixed.lin.bias
+        gate = 1 / (1 + torch.exp(-(h - fixed.thr) / 0.5))
+        return sum(((h[r] * gate[r]) ** 2).sum() for r in range(6)) / 24
+
+    _three_checked_steps(lambda i: fixed(x[i]).pow(2).mean(), opt, reference, model=fixed)
+
+
+def _logged(f):
+    """A decorator of the reader's that keeps the function's name (functools.wraps)."""
+
+    @functools.wraps(f)
+    def inner(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    return inner
+
+
+class _AmpMatmul(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.T, x.T @ grad
+
+
+class _LoggedMatmul(torch.autograd.Function):
+    @staticmethod
+    @_logged
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w.T, x.T @ grad
+
+
+@pytest.mark.parametrize("function", [_AmpMatmul, _LoggedMatmul], ids=["custom_fwd", "wraps"])
+def test_rev45_a_decorated_function_forward_is_not_a_cut(function):
+    """Review 45 N14: a Function whose forward is decorated (torch.amp.custom_fwd, a
+    functools.wraps decorator) runs its ops without history by design, as any Function's forward:
+    not a cut (torch 2.14, where apply leaves no frame), nor torch running your code under its own
+    no_grad (2.13: custom_fwd's frame between apply and the forward). Seen on real 2.13.0 and
+    2.14.1; the gradient is x.T @ ones."""
+    torch.manual_seed(0)
+    w, x = torch.randn(3, 3, requires_grad=True), torch.randn(2, 3)
+    with watch_cuts(show=False) as watch:
+        loss = function.apply(x, w).sum()
+    loss.backward()
+    assert not watch.cuts and not watch.hidden, str(watch)
+    assert "no op dropped the history" in str(watch), str(watch)
+    torch.testing.assert_close(w.grad, x.T @ torch.ones(2, 3))
