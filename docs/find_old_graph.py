@@ -103,7 +103,11 @@ and reports:
   or unknown scaling (``-d_loss``, another loss for a second optimizer), either, with a line to
   paste for a while that prints the callers of each (a grad call's fix: ``retain_graph=True``);
 * the nodes through which this loss enters an earlier step's graph, with the line that made
-  each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``.
+  each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``;
+* when nothing is old: the nodes whose saved value was changed in place after they saved it
+  (read where no unpack hook is set), or, in the ``except`` of a backward that raised "modified
+  by an inplace operation", that error's tensor: the version-counter error, which no old graph
+  causes, with its fixes (it names the op, not the line that changed the value).
 
 Use (torch only). Call it before ``backward()``, or in the ``except`` of the failing one::
 
@@ -476,9 +480,19 @@ class Report:
     unfinished: tuple[str, ...] = field(default=())  # objects given whose walk BUDGET stopped
     unread: tuple[str, ...] = field(default=())  # places whose own code raised when read
     again: str = ""  # "loss": this loss was already backwarded in this step; "part": a part of it
+    changed: tuple[str, ...] = field(
+        default=()
+    )  # this step's ops whose saved value changed in place
+    inplace: str = ""  # the in-place error of the backward this is called in the except of
 
     def __bool__(self) -> bool:  # an error to fix, or growth; a graph only kept is no error
-        return bool(self.freed or self.twice or any(not c.memory_only for c in self.carriers))
+        return bool(
+            self.freed
+            or self.twice
+            or self.changed
+            or self.inplace
+            or any(not c.memory_only for c in self.carriers)
+        )
 
     def __str__(self) -> str:
         lines = []
@@ -534,6 +548,8 @@ class Report:
                 0,
                 f"This loss uses nothing from an earlier step: none of its {self.nodes} nodes is old",
             )
+        elif not lines and (self.changed or self.inplace):
+            lines += _in_place_lines(self.changed, self.inplace)
         elif not lines:
             lines.append(
                 f"Nothing from an earlier step: none of the loss's {self.nodes} nodes is old"
@@ -560,6 +576,71 @@ class Report:
             lines.append(f"Not read (its own code raised when read): {shown}")
         lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+
+_IN_PLACE_FIX = (
+    "  Fix: write that change out of place (y = y * 2 for y.mul_(2), out = out + r for out += r, "
+    "nn.ReLU() without inplace=True), or read a .clone() where the value is used first; a "
+    "module that writes its own weight or buffers in forward (nn.Embedding(max_norm=...) "
+    "renormalises the rows it looks up; a power iteration updates its vectors): read "
+    "weight.clone() in your own ops, and call it once before backward (one call on torch.cat of "
+    "the inputs), not twice; an optimizer.step() "
+    "between the forward that saved it and this backward: step after backward(), or run the "
+    "forward again after the step. retain_graph=True cannot fix this"
+)
+
+
+def _in_place_lines(changed: tuple[str, ...], error: str) -> list[str]:
+    """The report when nothing is old but this step changed a value a node saved: that is the
+    version-counter error, not a freed graph (trial 17: find_old_graph said only "nothing")."""
+    found = re.search(
+        r"\[torch\.\w+ \[([\d, ]*)\]\].*?is at version (\d+); expected version (\d+)", error
+    )
+    what = (
+        f" (a [{found[1]}] tensor at version {found[2]}, saved at version {found[3]})"
+        if found
+        else ""
+    )
+    ops = ", ".join(dict.fromkeys(changed))
+    return [
+        "No freed graph, but a value the loss's graph saved was changed in place after it was "
+        f"saved{what}" + (f": saved by {ops}" if ops else "") + ". backward() raises 'one of "
+        "the variables needed for gradient computation has been modified by an inplace "
+        "operation' for that",
+        _IN_PLACE_FIX,
+        "  Where: torch.autograd.set_detect_anomaly(True) before the forward names the line of "
+        "the op that saved it; print the tensor's ._version before and after the lines that "
+        "follow it to find the change",
+    ]
+
+
+def _changed_in_place(fn: object) -> bool:
+    """Whether ``fn`` saved a tensor that was changed in place since (reading ``_saved_<name>``
+    checks the version; ``_raw_saved_*`` does not). Read only where no unpack hook is set:
+    reading would run it (a checkpoint's recomputation)."""
+    if isinstance(fn, _FUNCTION_NODE):
+        return False
+    attrs = _SAVED_ATTRS.get(type(fn))
+    if attrs is None:
+        attrs = _SAVED_ATTRS[type(fn)] = tuple(
+            sorted(a for a in dir(fn) if a.startswith("_raw_saved_"))
+        )
+    for attr in attrs:
+        try:
+            raw = getattr(fn, attr)
+        except RuntimeError:  # freed: an old graph's business, reported elsewhere
+            continue
+        items = raw if isinstance(raw, (list, tuple)) else [raw]
+        if not any(i is not None for i in items) or any(
+            i is not None and getattr(i, "unpack_hook", None) is not None for i in items
+        ):
+            continue
+        try:
+            getattr(fn, "_saved_" + attr.removeprefix("_raw_saved_"))
+        except RuntimeError as error:
+            if _CHANGED in str(error):
+                return True
+    return False
 
 
 # ---- saved tensors and lines -------------------------------------------------------------------
@@ -2830,8 +2911,14 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             "turn it on before the loop; if it was, this torch keeps the stack elsewhere: no lines"
         )
     notes += _GAPS
+    changed = tuple(  # this step's nodes whose saved value was changed in place (trial 17)
+        type(fn).__name__ for fn in order if fn not in known_old and _changed_in_place(fn)
+    )
+    error = sys.exc_info()[1]  # in the except of a backward that raised the in-place error?
+    inplace = str(error) if isinstance(error, RuntimeError) and _CHANGED in str(error) else ""
     return Report(
         len(order), tuple(freed), tuple(culprits), tuple(carriers), tuple(holding),
         tuple(objects), walk.visited, bool(walk.unfinished), tuple(notes),
         tuple(type(fn).__name__ for fn in twice), walk.unfinished, tuple(walk.unread), again,
+        changed, inplace,
     )  # fmt: skip

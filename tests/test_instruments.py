@@ -16114,3 +16114,45 @@ def test_rev45_a_decorated_function_forward_is_not_a_cut(function):
     assert not watch.cuts and not watch.hidden, str(watch)
     assert "no op dropped the history" in str(watch), str(watch)
     torch.testing.assert_close(w.grad, x.T @ torch.ones(2, 3))
+
+
+def test_trial17_a_value_changed_in_place_this_step_is_told_and_the_clone_trains():
+    """Trial 17 (pytorch/pytorch#26596): nn.Embedding(max_norm=...) renormalises the rows it
+    looks up in place, after ``weight @ W.T`` saved the weight. find_old_graph said only
+    "Nothing from an earlier step"; before backward it now names the op whose saved value
+    changed, and in the except the error's tensor, with the fixes. max_norm=100 renormalises no
+    row here, yet the lookup still writes the weight in place (its version advances): the
+    printed fix (weight.clone() in your own ops) trains both three steps against a reference
+    that indexes the weight instead of looking it up."""
+    torch.manual_seed(0)
+    emb, w = nn.Embedding(3, 5, max_norm=100.0), torch.randn(7, 5, requires_grad=True)
+    idx = torch.tensor([1, 2])
+    mark_step()
+    loss = ((emb.weight @ w.T).unsqueeze(0) + (emb(idx) @ w.T).unsqueeze(1)).sigmoid().mean()
+    report = find_old_graph(loss, model=emb, w=w)
+    text = str(report)
+    assert report and report.changed == ("MmBackward0",), text
+    assert "changed in place after it was saved: saved by MmBackward0" in text, text
+    assert "read weight.clone() in your own ops" in text and "Nothing from" not in text, text
+    try:
+        loss.backward()
+    except RuntimeError:
+        caught = find_old_graph(None, model=emb, w=w)
+    assert "a [3, 5] tensor at version 2, saved at version 1" in str(caught), str(caught)
+    quiet = find_old_graph((emb(idx) @ w.T).sum(), model=emb, w=w)  # nothing changed after
+    assert not quiet and "No freed graph" not in str(quiet), str(quiet)
+
+    opt = torch.optim.SGD([emb.weight, w], lr=0.5)
+
+    def fixed(i):  # the printed fix: the weight read by a clone
+        return (
+            ((emb.weight.clone() @ w.T).unsqueeze(0) + (emb(idx) @ w.T).unsqueeze(1))
+            .sigmoid()
+            .mean()
+        )
+
+    def reference(i):  # no in-place lookup: the rows indexed out of the weight
+        table = emb.weight
+        return ((table @ w.T).unsqueeze(0) + (table[idx] @ w.T).unsqueeze(1)).sigmoid().mean()
+
+    _three_checked_steps(fixed, opt, reference, emb=emb, w=w)
