@@ -2523,6 +2523,14 @@ def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
     return ""
 
 
+def _yours_reached(g: _Context) -> bool:
+    """Once per call: whether the graph reaches a tensor named or a parameter of the modules
+    named (asked per tensor, sets of every leaf and name each time)."""
+    return _memo(
+        "yours reached", g, lambda: bool(set(g.leaves) & (set(g.names) | set(g.held["module"])))
+    )
+
+
 def _unheld_by_shape(g: _Context) -> dict:
     """Once per call: shape -> the leaves on the graph that are parameters no module named holds,
     in the leaves' order (asked per tensor, a walk of the leaves each)."""
@@ -2705,9 +2713,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     ]  # fmt: skip
     if name and older and not copy and (where := _per_call(name, g)):
         return _recreated(where[0], _BY_GRAPH, _rewrapped(name, g))
-    if not _memo(
-        "yours reached", g, lambda: bool(set(g.leaves) & (set(g.names) | set(g.held["module"])))
-    ):
+    if not _yours_reached(g):  # none of yours reached
         leaves = [v for v, _ in g.leaves.values()]
         shaped = next((v for v in leaves if _copy_shaped(v, t, g)), None)
         mine = g.held["module"].get(id(t), "").rpartition(".")[0]
@@ -2783,10 +2789,16 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             owner,
             g.label(t),
         )
-    foreign = [
-        v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
-    ]
-    if foreign and not set(g.leaves) & (set(g.names) | set(g.held["module"])):
+    foreign = _memo(  # once per call: the leaves reached that are neither named nor held
+        "foreign",
+        g,
+        lambda: [
+            v
+            for v, _ in g.leaves.values()
+            if id(v) not in g.names and id(v) not in g.held["module"]
+        ],
+    )
+    if foreign and not _yours_reached(g):
         shown = ", ".join(g.label(v) for v in foreign[:3])
         if all(isinstance(v, torch.nn.Parameter) for v in foreign):
             return (
