@@ -1380,20 +1380,31 @@ def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
     """After backward (the saved values freed, the leaves readable): the parameters at zero (all
     zero, floating, not ``t``) that a product on the way from the loss to ``node`` reads
     (``_BIAS_EDGE``), directly or through ops that keep a zero (``_zero_chain``); a bias edge is
-    not followed: adding a zero blocks nothing."""
-    parents = collections.defaultdict(list)
-    for fn, kids in g.kids.items():
-        for child in kids:
-            parents[child].append(fn)
+    not followed: adding a zero blocks nothing. The parents of each node are found once per
+    call (``_parents``): asked per parameter, a walk of every edge each time."""
+    parents = _parents(g)
     above, todo = {node}, [node]
     while todo:
-        for up in parents[todo.pop()]:
+        for up in parents.get(todo.pop(), ()):
             if up not in above:
                 above.add(up)
                 todo.append(up)
     starts = [c for fn in above for c in _product_inputs(fn) if c not in above]
     found = [v for c in starts for v in _making_zero(c, _zero_chain([c], above))]
     return [v for v in dict.fromkeys(found) if v is not t]
+
+
+def _parents(g: _Context) -> dict:
+    """Once per call: node -> the nodes whose inputs it is (``g.kids`` read the other way)."""
+
+    def make():
+        parents = {}
+        for fn, kids in g.kids.items():
+            for child in kids:
+                parents.setdefault(child, []).append(fn)
+        return parents
+
+    return _memo("parents", g, make)
 
 
 def _making_zero(fn, zeros: list) -> list:
