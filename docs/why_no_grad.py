@@ -177,6 +177,7 @@ Where it stops:
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import collections
 import functools
@@ -561,6 +562,95 @@ def _equal_values(a: torch.Tensor, b: torch.Tensor) -> bool:
         )
 
 
+def _storage_of(t: torch.Tensor) -> int | None:
+    """The address ``_same_memory`` compares (None where ``t`` has no storage): a key to find the
+    tensors that share ``t``'s memory without comparing it with each."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _fingerprint(t: torch.Tensor, g: _Context) -> tuple | None:
+    """Sums of ``t``'s values (plain, absolute, squared) and its largest and smallest, read once per
+    tensor (kept with it, so its id is not reused): ``_equal_values`` holds only where these are
+    close (``_may_equal``). None where they are not finite or cannot be read: compare with all."""
+    if id(t) not in g.prints:
+        try:
+            with torch.no_grad():
+                x = t.detach().cpu().double().reshape(-1)
+                sums = (x.sum(), x.abs().sum(), (x * x).sum(), x.max(), x.min())
+                found = tuple(float(v) for v in sums)
+        except Exception:  # noqa: BLE001 - unreadable here: _equal_values decides (or raises)
+            found = None
+        if found is not None and not all(abs(v) < float("inf") for v in found):
+            found = None  # inf or nan: allclose's own rules decide
+        g.prints[id(t)] = (t, found)
+    return g.prints[id(t)][1]
+
+
+def _may_equal(a: tuple, b: tuple, n: int) -> bool:
+    """Whether fingerprints ``a`` and ``b`` of ``n`` values allow ``_equal_values(A, B)``: its
+    allclose bounds each |A - B| by atol + rtol |B|, so bounds the sums' differences (the
+    transpose has the same values); a margin covers the rounding of the sums."""
+    s, a_abs, sq, hi, lo = a
+    t_s, t_abs, t_sq, t_hi, t_lo = b
+    atol, rtol = 1e-3, 1e-2
+    worst = atol + rtol * max(abs(t_hi), abs(t_lo))
+    tiny = 1e-6 * (a_abs + t_abs + sq + t_sq) + 1e-9
+    return (
+        abs(s - t_s) <= n * atol + rtol * t_abs + tiny
+        and abs(sq - t_sq)
+        <= n * atol * atol + 2 * atol * (1 + rtol) * t_abs + rtol * (2 + rtol) * t_sq + tiny
+        and abs(hi - t_hi) <= worst + tiny
+        and abs(lo - t_lo) <= worst + tiny
+    )
+
+
+class _Index:
+    """Tensors in their order, found by storage and by size: the ones that may share a tensor's
+    memory or hold its values (``_same_memory``, ``_equal_values``), so a rule asked per tensor
+    compares it with those, not with all (a product). ``near`` keeps the order: the first match
+    found is the one a walk over all of them finds."""
+
+    def __init__(self, tensors, g: _Context):
+        self.tensors, self.g = list(tensors), g
+        self.by_storage, self.by_size, self.sorted = {}, {}, {}
+        for i, v in enumerate(self.tensors):
+            self.by_storage.setdefault(_storage_of(v), []).append(i)
+            if v.numel() and not v.is_complex():
+                self.by_size.setdefault(v.numel(), []).append(i)
+        self.by_storage.pop(None, None)
+
+    def near(self, t: torch.Tensor) -> list[int]:
+        """The positions of the tensors that may share ``t``'s memory or hold its values."""
+        found = set(self.by_storage.get(_storage_of(t), ()))
+        n = t.numel()
+        if n in self.by_size and not t.is_complex():
+            found.update(self._close(t, n))
+        return sorted(found)
+
+    def _close(self, t: torch.Tensor, n: int) -> list[int]:
+        """The positions of the tensors of ``n`` values whose sums allow ``t``'s values: a window
+        of the sorted sums (made on the first ask for that size), then each fingerprint."""
+        if n not in self.sorted:
+            prints = [(_fingerprint(self.tensors[i], self.g), i) for i in self.by_size[n]]
+            known = sorted((p[0], p, i) for p, i in prints if p is not None)
+            margin = max((p[1] + p[2] for _, p, _ in known), default=0.0)
+            wild = [i for p, i in prints if p is None]
+            self.sorted[n] = ([k[0] for k in known], known, wild, margin)
+        sums, known, wild, margin = self.sorted[n]
+        mine = _fingerprint(t, self.g)
+        if mine is None:
+            return self.by_size[n]
+        width = n * 1e-3 + 1e-2 * mine[1] + 1e-6 * (margin + mine[1] + mine[2]) + 1e-9
+        start, stop = (
+            bisect.bisect_left(sums, mine[0] - width),
+            bisect.bisect_right(sums, mine[0] + width),
+        )
+        return wild + [i for _, p, i in known[start:stop] if _may_equal(p, mine, n)]
+
+
 def _hooks(t: torch.Tensor, g: _Context) -> list[str]:
     """The hooks that run on ``t``'s gradient or on a module holding it. The modules with
     backward hooks are found once per call (asked per parameter, a walk would cost a product)."""
@@ -883,6 +973,20 @@ class _Context:
     special: tuple | None = None  # _special: compiled regions and Functions, once
     embeddings: dict | None = None  # _embedding_of: id(weight) -> nn.Embedding(Bag) named, once
     module_hooks: list | None = None  # _hooks: (name, module, kind) of module backward hooks, once
+    reentrant: bool | None = None  # _reentrant, once
+    saved_ids: set | None = None  # _saved_ids: ids of the saved tensors, once
+    saved_memory: tuple | None = None  # _saved_memory: storages of the saved tensors, once
+    twice_found: set | None = None  # _twice_found: the _TWICE nodes on the graph, once
+    leaf_parents: set | None = None  # _leaf_parents: the containers of the leaves' names, once
+    attribute_of: dict | None = None  # _kept_on: id -> the first module attribute holding it, once
+    by_name: dict | None = None  # _by_name: dict(modules), once
+    first_named: dict | None = None  # _module_named: the first module of each name, once
+    adds: tuple | None = (
+        None  # _straight_through: the graph's adds of a value without history, once
+    )
+    above: dict | None = None  # _switches: id(module) -> the modules named that hold it, once
+    index: dict = field(default_factory=dict)  # _memo: indexes a per-tensor rule reads, once each
+    prints: dict = field(default_factory=dict)  # id -> _fingerprint of a tensor asked about, once
 
     def label(self, t: torch.Tensor) -> str:
         return (
@@ -1276,20 +1380,31 @@ def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
     """After backward (the saved values freed, the leaves readable): the parameters at zero (all
     zero, floating, not ``t``) that a product on the way from the loss to ``node`` reads
     (``_BIAS_EDGE``), directly or through ops that keep a zero (``_zero_chain``); a bias edge is
-    not followed: adding a zero blocks nothing."""
-    parents = collections.defaultdict(list)
-    for fn, kids in g.kids.items():
-        for child in kids:
-            parents[child].append(fn)
+    not followed: adding a zero blocks nothing. The parents of each node are found once per
+    call (``_parents``): asked per parameter, a walk of every edge each time."""
+    parents = _parents(g)
     above, todo = {node}, [node]
     while todo:
-        for up in parents[todo.pop()]:
+        for up in parents.get(todo.pop(), ()):
             if up not in above:
                 above.add(up)
                 todo.append(up)
     starts = [c for fn in above for c in _product_inputs(fn) if c not in above]
     found = [v for c in starts for v in _making_zero(c, _zero_chain([c], above))]
     return [v for v in dict.fromkeys(found) if v is not t]
+
+
+def _parents(g: _Context) -> dict:
+    """Once per call: node -> the nodes whose inputs it is (``g.kids`` read the other way)."""
+
+    def make():
+        parents = {}
+        for fn, kids in g.kids.items():
+            for child in kids:
+                parents.setdefault(child, []).append(fn)
+        return parents
+
+    return _memo("parents", g, make)
 
 
 def _making_zero(fn, zeros: list) -> list:
@@ -1663,16 +1778,13 @@ def _rule(t: torch.Tensor, grad, g: _Context) -> tuple[str, str, str]:
     if loss is not None and not on_graph:
         rule, why, fix = _drawn(t, _not_reached(t, g), g)
         fix += "" if rule.endswith("a detached copy") else _fast_hedge(t, g)
-        twice = sorted({f"{_TWICE[n][0]} ({n})" for n in map(lambda f: type(f).__name__, g.nodes)
-                        if n in _TWICE})  # fmt: skip
+        twice = sorted({f"{_TWICE[n][0]} ({n})" for n in _twice_found(g)})
         named = g.held["module"].get(id(t), "").split(".")
         # kin: a tensor of the container that holds its module (model.4's is model; gan.G.0's is
         # gan.G, not gan: a generator beside its critic in one container is not kin of it)
         parent = ".".join(named[:-2]) or named[0]
-        kin = parent and any(g.held["module"].get(i, "").startswith(parent + ".") for i in g.leaves)
-        ops = sorted(
-            {_TWICE[n][0] for n in map(lambda f: type(f).__name__, g.nodes) if n in _TWICE}
-        )
+        kin = parent and parent in _leaf_parents(g)
+        ops = sorted({_TWICE[n][0] for n in _twice_found(g)})
         if twice and kin and named[-1] == "bias":  # added after the last nonlinearity: in no u_x
             why += (
                 f"; the loss's graph holds {', '.join(twice)}, a derivative differentiated again "
@@ -1759,7 +1871,7 @@ def _requires_fix(t: torch.Tensor, g: _Context) -> str:
     attr = (where or "").rpartition(".")[2]
     constant = "" if t.is_floating_point() or t.is_complex() else "integer"
     if where and _made_in_forward(where, g) and not constant:
-        owner = dict(g.modules).get(where.rpartition(".")[0])
+        owner = _by_name(g).get(where.rpartition(".")[0])
         constant = _made_without_grad(type(owner)).get(attr, "")
     if constant == "no_grad":
         return (
@@ -1822,19 +1934,58 @@ def _made_in_forward(where: str, g: _Context, every: bool = False) -> bool:
     ``if self.w is None:``) assigns the attribute ``where`` names (``model.feat``): an
     activation it keeps, not a value to make a parameter. Unreadable source: False."""
     owner, _, attr = where.rpartition(".")
-    module = dict(g.modules).get(owner)
+    module = _by_name(g).get(owner)
     found = _assigned_per_call(type(module)).get(attr) if module is not None else None
     return found is not None and (found[1] or not every)
 
 
+def _by_name(g: _Context) -> dict:
+    """Once per call: ``dict(g.modules)`` (name -> module, the last of a name), read per tensor."""
+    if g.by_name is None:
+        g.by_name = dict(g.modules)
+    return g.by_name
+
+
+def _module_named(owner: str, g: _Context):
+    """The first module named ``owner`` in ``g.modules``, or None: a map made once per call, not
+    a walk of the modules per tensor."""
+    if g.first_named is None:
+        g.first_named = {}
+        for name, module in g.modules:
+            g.first_named.setdefault(name, module)
+    return g.first_named.get(owner)
+
+
+def _twice_found(g: _Context) -> set:
+    """Once per call: the names of the graph's nodes that ``_TWICE`` lists (asked per tensor, a
+    walk of every node each)."""
+    if g.twice_found is None:
+        g.twice_found = {type(f).__name__ for f in g.nodes} & _TWICE.keys()
+    return g.twice_found
+
+
+def _leaf_parents(g: _Context) -> set:
+    """Once per call: each ``p`` such that a leaf's name starts with ``p + "."`` (its name cut
+    at any dot), so "a leaf under ``parent``" is one look-up, not a walk of the leaves."""
+    if g.leaf_parents is None:
+        g.leaf_parents = set()
+        for i in g.leaves:
+            name = g.held["module"].get(i, "")
+            g.leaf_parents.update(name[:k] for k, c in enumerate(name) if c == ".")
+    return g.leaf_parents
+
+
 def _kept_on(t: torch.Tensor, g: _Context) -> str | None:
     """``model.memory.keys``: the attribute of a module named that holds ``t`` as a plain tensor
-    (not in its parameters or buffers)."""
-    for name, module in g.modules:
-        for key, value in vars(module).items():
-            if value is t:
-                return f"{name}.{key}"
-    return None
+    (not in its parameters or buffers). The attributes are read once per call (asked per
+    parameter, a walk of every module's would cost a product); the first one found is named."""
+    if g.attribute_of is None:
+        g.attribute_of = {}
+        for name, module in g.modules:
+            for key, value in vars(module).items():
+                g.attribute_of.setdefault(id(value), (value, f"{name}.{key}"))
+    value, where = g.attribute_of.get(id(t), (None, None))
+    return where if value is t else None
 
 
 def _embedding_of(t: torch.Tensor, g: _Context):
@@ -2184,7 +2335,7 @@ def _rewrapped(path: str, g: _Context, anywhere: bool = False) -> tuple[str, str
     ``path`` assigns it ``nn.Parameter(<a value computed in forward>)`` (``_rewraps``); with
     ``anywhere``, any such assignment in the forwards of ``path``'s module and those above it
     (what ``path``'s module computes may be that value); ("", "") elsewhere."""
-    modules, parts = dict(g.modules), path.split(".")
+    modules, parts = _by_name(g), path.split(".")
     for depth in range(len(parts) - (0 if anywhere else 1), 0, -1):
         owner, key = modules.get(".".join(parts[:depth])), ".".join(parts[depth:])
         for got, at, value in _rewraps(type(owner)) if owner is not None else ():
@@ -2236,7 +2387,7 @@ def _per_call(path: str, g: _Context) -> tuple[str, str] | None:
     """(where, attribute) when the parameter at ``path`` (``model.attn.rel_h``) is assigned in
     a forward call: its module, or a module above it, assigns it (or the submodule holding it);
     ``where`` says on every call or on some (under an ``if``, a loop)."""
-    modules = dict(g.modules)
+    modules = _by_name(g)
     parts = path.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         owner = modules.get(".".join(parts[:depth]))
@@ -2292,7 +2443,7 @@ def _replaced(t: torch.Tensor, g: _Context) -> int:
     path = g.held["module"].get(id(t), "")
     if not path or id(t) in g.held["opt"]:
         return 0
-    modules, parts = dict(g.modules), path.split(".")
+    modules, parts = _by_name(g), path.split(".")
     owners = [modules.get(".".join(parts[:depth])) for depth in range(len(parts) - 1, 0, -1)]
     if all(_read(type(owner)) for owner in owners if owner is not None):
         return 0
@@ -2352,7 +2503,7 @@ def _fast_pairs(g: _Context) -> dict:
 def _partner(g: _Context, i: int, module: str) -> str:
     """The name of the parameter of ``module`` of the shape of the leaf whose id is ``i``."""
     v = g.leaves.get(i, (None,))[0]
-    m = dict(g.modules).get(module)
+    m = _by_name(g).get(module)
     p = next((p for p in m.parameters(recurse=False) if p.shape == v.shape), None) if m else None
     return g.held["module"].get(id(p), "") if p is not None and v is not None else ""
 
@@ -2383,12 +2534,39 @@ def _fast_hedge(t: torch.Tensor, g: _Context) -> str:
     return ""
 
 
+def _yours_reached(g: _Context) -> bool:
+    """Once per call: whether the graph reaches a tensor named or a parameter of the modules
+    named (asked per tensor, sets of every leaf and name each time)."""
+    return _memo(
+        "yours reached", g, lambda: bool(set(g.leaves) & (set(g.names) | set(g.held["module"])))
+    )
+
+
+def _unheld_by_shape(g: _Context) -> dict:
+    """Once per call: shape -> the leaves on the graph that are parameters no module named holds,
+    in the leaves' order (asked per tensor, a walk of the leaves each)."""
+    return _memo("unheld by shape", g, lambda: _grouped(
+        (v.shape, v) for v, _ in g.leaves.values()
+        if isinstance(v, torch.nn.Parameter) and id(v) not in g.held["module"]
+    ))  # fmt: skip
+
+
 def _twin(t: torch.Tensor, g: _Context) -> str | None:
     """A parameter or leaf that requires grad and shares ``t``'s memory, ``t`` itself not
     requiring grad: ``t`` is a detached view of it (``state_dict()``, ``.data``)."""
-    candidates = [v for v, _ in g.leaves.values()]
-    candidates += [p for _, m in g.modules for p in m.parameters(recurse=False)]
-    for v in candidates:
+    twins = _memo(
+        "twins",
+        g,
+        lambda: _grouped(
+            (_storage_of(v), v)
+            for v in (
+                *(v for v, _ in g.leaves.values()),
+                *(p for _, m in g.modules for p in m.parameters(recurse=False)),
+            )
+            if v.requires_grad
+        ),
+    )  # fmt: skip  (once per call, by storage: the ones that can share t's memory, in order)
+    for v in twins.get(_storage_of(t), []) if _storage_of(t) is not None else ():
         if v is not t and v.requires_grad and _same_memory(v, t) and v.shape == t.shape:
             return g.label(v)
     return None
@@ -2524,7 +2702,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "compute the loss with torch operations on the model's outputs, without .item(), numpy "
             "or torch.tensor(...)",
         )
-    if any(v is t for v in g.saved):
+    if id(t) in _saved_ids(g):
         return (
             "not on the graph: used before requires_grad_()",
             "the graph saved it as a constant: requires_grad was switched on after the forward pass "
@@ -2541,13 +2719,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     name = g.held["module"].get(id(t))
     older = [  # the graph used a parameter of its shape that no module named holds now, and
         # that the optimizer named holds (or the optimizer does not hold this one either)
-        v for v, _ in g.leaves.values() if isinstance(v, torch.nn.Parameter)
-        and v.shape == t.shape and id(v) not in g.held["module"]
-        and (id(v) in g.held["opt"] or id(t) not in g.held["opt"])
+        v for v in _unheld_by_shape(g).get(t.shape, [])
+        if id(v) in g.held["opt"] or id(t) not in g.held["opt"]
     ]  # fmt: skip
     if name and older and not copy and (where := _per_call(name, g)):
         return _recreated(where[0], _BY_GRAPH, _rewrapped(name, g))
-    if not (set(g.leaves) & (set(g.names) | set(g.held["module"]))):  # none of yours reached
+    if not _yours_reached(g):  # none of yours reached
         leaves = [v for v, _ in g.leaves.values()]
         shaped = next((v for v in leaves if _copy_shaped(v, t, g)), None)
         mine = g.held["module"].get(id(t), "").rpartition(".")[0]
@@ -2564,7 +2741,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             f"{copy} is on the loss's graph instead of it",
             _copy_fix(copy),
         )
-    kept = _copy_kept(t, g.modules, g.saved)
+    kept = _copy_kept(t, g)
     if kept:
         return (
             "not on the graph: a copy is kept",
@@ -2572,7 +2749,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             _copy_fix(kept),
         )
     owner = g.held["module"].get(id(t), "").rpartition(".")[0]
-    module = next((m for n, m in g.modules if n == owner), None) if owner else None
+    module = _module_named(owner, g) if owner else None
     for key, sibling in module.named_parameters(recurse=False) if module is not None else ():
         name = f"{owner}.{key}"  # a sibling found copied: the module was copied
         if sibling is not t:
@@ -2609,8 +2786,12 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             + "make the optimizer after the model is final, or assign into the parameter (with "
             "torch.no_grad(): p.copy_(new)) instead of replacing it",
         )  # fmt: skip
-    fast = next((v for v, _ in g.leaves.values() if _fast_pairs(g).get(id(v)) == owner
-                 and v.shape == t.shape), None) if owner else None  # fmt: skip
+    fast_of = _memo(
+        "fast by owner",
+        g,
+        lambda: _grouped((_fast_pairs(g).get(id(v)), v) for v, _ in g.leaves.values()),
+    )
+    fast = next((v for v in fast_of.get(owner, []) if v.shape == t.shape), None) if owner else None
     if fast is not None and id(t) in g.held["opt"]:
         named = id(fast) in g.names or id(fast) in g.held["module"]
         return _adapted(
@@ -2619,10 +2800,16 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             owner,
             g.label(t),
         )
-    foreign = [
-        v for v, _ in g.leaves.values() if id(v) not in g.names and id(v) not in g.held["module"]
-    ]
-    if foreign and not set(g.leaves) & (set(g.names) | set(g.held["module"])):
+    foreign = _memo(  # once per call: the leaves reached that are neither named nor held
+        "foreign",
+        g,
+        lambda: [
+            v
+            for v, _ in g.leaves.values()
+            if id(v) not in g.names and id(v) not in g.held["module"]
+        ],
+    )
+    if foreign and not _yours_reached(g):
         shown = ", ".join(g.label(v) for v in foreign[:3])
         if all(isinstance(v, torch.nn.Parameter) for v in foreign):
             return (
@@ -2651,7 +2838,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "tensor off the graph may be inside it, or not used",
             "read .grad after backward(); if it is None then, call why_no_grad there",
         )
-    checkpointed = _checkpointing(owner, g.modules)
+    checkpointed = _checkpointing(owner, g)
     if checkpointed:
         return (
             "not on the graph: checkpointed",
@@ -2662,10 +2849,14 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
             "{'use_reentrant': False}), or make its input require grad (transformers: "
             "model.enable_input_require_grads())",
         )
-    siblings = [
-        i for i, n in g.held["module"].items() if n.rpartition(".")[0] == owner and i != id(t)
-    ]
-    if owner and not any(i in g.leaves for i in siblings) and set(g.leaves) & set(g.held["module"]):
+    by_owner = _memo(
+        "by owner",
+        g,
+        lambda: _grouped((n.rpartition(".")[0], i) for i, n in g.held["module"].items()),
+    )
+    siblings = [i for i in by_owner.get(owner, []) if i != id(t)]
+    held_reached = _memo("held reached", g, lambda: set(g.leaves) & set(g.held["module"]))
+    if owner and not any(i in g.leaves for i in siblings) and held_reached:
         copied = _copied_into(t, g)
         if copied and not isinstance(g.leaves[copied[1]][0], torch.nn.Parameter):
             return _adapted(copied[0], owner.partition(".")[0], param=g.label(t))
@@ -2703,7 +2894,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                 + f", or use a layer whose forward calls {short}(...)"
             )
             reads = (
-                f"{above} ({type(dict(g.modules)[above]).__name__}) reads .{short}."
+                f"{above} ({type(_by_name(g)[above]).__name__}) reads .{short}."
                 + " and .".join(attrs)
                 + (f" ({at})" if at else "")
                 + f" and never calls {short}"
@@ -2714,7 +2905,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
                     f"{reads}; nothing of {above} is on the graph (frozen), so whether it runs "
                     f"is not seen: if it runs, {short}'s forward, and what wraps it (an adapter: "
                     "peft's LoRA; a hook), never runs",
-                    f"to see which: {_probe(above, dict(g.modules)[above])}; printed: {fix}; "
+                    f"to see which: {_probe(above, _by_name(g)[above])}; printed: {fix}; "
                     f"nothing printed: {above} is not called (a branch not taken): None is right "
                     "if it is not meant to run",
                 )
@@ -2727,7 +2918,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
         if zipped := _zipped(owner, g):
             holder, item, at, ran, total, first = zipped
             path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", holder)
-            both = inspect.getattr_static(dict(g.modules)[holder], "train_inputs", None)
+            both = inspect.getattr_static(_by_name(g)[holder], "train_inputs", None)
             why = (
                 f"{holder} pairs its sub-models with other values by zip ({at}); {ran} of {total} "
                 "sub-models ran"
@@ -2843,7 +3034,7 @@ def _not_reached(t: torch.Tensor, g: _Context) -> tuple[str, str, str]:
     switches = "; ".join(_all_switches(g)[:3])
     # a copy the graph may read unsaved (an add's operand); none where gradients are turned off
     # in the forward: a teacher's copy read there on purpose is no cause
-    kept = _kept_equal(t, g.modules)
+    kept = _kept_equal(t, g)
     equal = None if switches else kept
     return (
         "not on the graph",
@@ -3712,7 +3903,7 @@ def _eval_too(t: torch.Tensor, g: _Context) -> str:
     """For a frozen parameter whose module is in eval mode (``training`` False, as a library's
     freeze often sets both): training it needs ``.train()`` too, or dropout and BatchNorm stay in
     their inference behaviour (trial 15: speechbrain's ``freeze_params``)."""
-    owner, modules = g.held["module"].get(id(t), "").rpartition(".")[0], dict(g.modules)
+    owner, modules = g.held["module"].get(id(t), "").rpartition(".")[0], _by_name(g)
     parts = owner.split(".")
     above = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]  # the topmost first
     owner = next((n for n in above if n in modules and not modules[n].training), None)
@@ -3731,7 +3922,7 @@ def _not_a_parameter(t: torch.Tensor, kept: str, g: _Context) -> tuple[str, str,
     missed by code that collects the module's parameters; a custom Function on the loss's graph
     (odeint_adjoint's) puts the second first."""
     owner, _, key = kept.rpartition(".")
-    module = next((m for n, m in g.modules if n == owner), None)
+    module = _module_named(owner, g)
     plain = [  # the module's plain tensors the optimizer holds: all go in one list
         f"{owner}.{k}" for k, v in (vars(module).items() if module is not None else ())
         if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter)
@@ -3780,7 +3971,7 @@ def _probe_owner(t: torch.Tensor, g: _Context) -> str:
     """The forward-hook probe for the named module that holds ``t``, and what None means for a
     parameter that only steers a random or rounded choice (nothing differentiable uses it)."""
     owner = g.held["module"].get(id(t), "").rpartition(".")[0]
-    module = next((m for n, m in g.modules if n == owner), None) if owner else None
+    module = _module_named(owner, g) if owner else None
     if module is None:
         return ""
     return (
@@ -4055,7 +4246,7 @@ def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str, bool] | No
     (``child``) whose parent's forward reads the child's tensors (``out_proj.weight``) without
     calling it (torch's ``nn.MultiheadAttention``), while each tensor read that requires grad is
     on the loss's graph: code in the child's forward, or wrapping it, never runs."""
-    modules = dict(g.modules)
+    modules = _by_name(g)
     parts = owner.split(".")
     for depth in range(len(parts), 1, -1):
         name, above, attr = ".".join(parts[:depth]), ".".join(parts[: depth - 1]), parts[depth - 1]
@@ -4081,7 +4272,10 @@ def _bypassed(owner: str, g: _Context) -> tuple[str, str, tuple, str, bool] | No
             inside = {id(p) for p in child.parameters()}
             mine = [v for v in (*values, *parent.parameters()) if id(v) not in inside]
             seen = any(  # the parent ran: a tensor it reads, or one of its own, on the graph
-                v.requires_grad and id(v) in g.leaves or any(_same_memory(v, w) for w in g.saved)
+                v.requires_grad
+                and id(v) in g.leaves
+                or v.numel() > 0
+                and _storage_of(v) in _saved_memory(g)[1]
                 for v in (*values, *mine)
             )
             return above, name, reads[0], reads[1], seen
@@ -4094,7 +4288,7 @@ def _zipped(owner: str, g: _Context) -> tuple | None:
     ``nn.ModuleList``/``ModuleDict`` that its holder's forward or ``__call__`` pairs with other
     values by ``zip`` (``zip(self.models, inputs)``: gpytorch's ``IndependentModelList``), when no
     parameter of that item is on the loss's graph while one of a sibling's is."""
-    modules = dict(g.modules)
+    modules = _by_name(g)
     parts = owner.split(".")
     for depth in range(len(parts), 2, -1):
         item, lst, holder = (".".join(parts[:k]) for k in (depth, depth - 1, depth - 2))
@@ -4265,12 +4459,23 @@ def _switches(owner: str, g: _Context) -> str:
     """The grad switches in the forward of ``owner`` and of the modules named above it (the
     forwards that call it; a module shared by two has a name under each), nearest first, at most
     three: a library's switch and its option."""
-    me = next((m for n, m in g.modules if n == owner), None)
+    me = _module_named(owner, g)
     found = []
-    for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
-        if me is not None and any(sub is me for sub in module.modules()):
-            found += [line for line in _module_switches(module) if line not in found]
+    for module in _modules_above(g).get(id(me), []) if me is not None else ():
+        found += [line for line in _module_switches(module) if line not in found]
     return "; ".join(found[:3])
+
+
+def _modules_above(g: _Context) -> dict:
+    """Once per call: id(module) -> the modules named that hold it (itself too), longest name
+    first: ``_switches`` asks per parameter, and a walk of every module's submodules each time
+    would cost a product."""
+    if g.above is None:
+        g.above = {}
+        for _, module in sorted(g.modules, key=lambda nm: -len(nm[0])):
+            for sub in module.modules():
+                g.above.setdefault(id(sub), []).append(module)
+    return g.above
 
 
 def _straight_through(g: _Context, t: torch.Tensor) -> str:
@@ -4281,25 +4486,40 @@ def _straight_through(g: _Context, t: torch.Tensor) -> str:
     form alone cannot tell them apart. Decided per module: the last size of any tensor of
     ``t``'s module counts, so an adapter's A and B are said alike."""
     name = g.held["module"].get(id(t), "")
-    holder = dict(g.modules).get(name.rpartition(".")[0]) if name else None
+    holder = _by_name(g).get(name.rpartition(".")[0]) if name else None
     same = holder.parameters(recurse=False) if holder is not None else ()
     sizes = {v.shape[-1] for v in (t, *same) if v.dim()}
-    for fn in g.nodes:
-        if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
-            inputs = [c for c, _ in fn.next_functions]
-            if len(inputs) != 2 or inputs.count(None) != 1:
-                continue
-            meta = getattr(fn, "_input_metadata", None)
-            shape = tuple(getattr(meta[0], "shape", ())) if meta else None
-            if shape is None or (shape and shape[-1] in sizes):
-                return (
-                    "; if this is a straight-through estimator (x + (q - x).detach(), a "
-                    "quantizer; an add of a buffer, a positional encoding, has its form too), it "
-                    "cuts on purpose: keep it, and train what makes q (a codebook) by a loss term "
-                    "on q itself, not on the straight-through output (VQ-VAE's codebook loss: (q - "
-                    "x.detach()).pow(2).mean())"
-                )
+    unsized, lasts = _adds_of_constants(g)
+    if unsized or lasts & sizes:
+        return (
+            "; if this is a straight-through estimator (x + (q - x).detach(), a "
+            "quantizer; an add of a buffer, a positional encoding, has its form too), it "
+            "cuts on purpose: keep it, and train what makes q (a codebook) by a loss term "
+            "on q itself, not on the straight-through output (VQ-VAE's codebook loss: (q - "
+            "x.detach()).pow(2).mean())"
+        )
     return ""
+
+
+def _adds_of_constants(g: _Context) -> tuple[bool, set]:
+    """Once per call (``_straight_through`` asks per parameter): whether the graph adds (or
+    subtracts) a value without history where torch records no size, and the last sizes of
+    those it records (the operand's, from the node's private ``_input_metadata``)."""
+    if g.adds is None:
+        unsized, lasts = False, set()
+        for fn in g.nodes:
+            if type(fn).__name__ in ("AddBackward0", "SubBackward0"):
+                inputs = [c for c, _ in fn.next_functions]
+                if len(inputs) != 2 or inputs.count(None) != 1:
+                    continue
+                meta = getattr(fn, "_input_metadata", None)
+                shape = tuple(getattr(meta[0], "shape", ())) if meta else None
+                if shape is None:
+                    unsized = True
+                elif shape:
+                    lasts.add(shape[-1])
+        g.adds = (unsized, lasts)
+    return g.adds
 
 
 def _straight_lines(owner: str, g: _Context) -> str:
@@ -4472,13 +4692,17 @@ def _copied_into(t: torch.Tensor, g: _Context) -> tuple[str, int] | None:
     likely copied into it (one that tracks ``t``'s values first: a target or EMA copy)."""
     if id(t) not in g.held["opt"]:
         return None
-    found = [
-        (name, i)
-        for i, name in g.held["module"].items()
-        if (leaf := g.leaves.get(i, (None,))[0]) is not None
-        and i not in g.held["opt"]
-        and leaf.shape == t.shape
-    ]
+    found = list(
+        _memo(
+            "held by shape",
+            g,
+            lambda: _grouped(
+                (leaf.shape, (name, i))
+                for i, name in g.held["module"].items()
+                if (leaf := g.leaves.get(i, (None,))[0]) is not None and i not in g.held["opt"]
+            ),
+        ).get(t.shape, [])
+    )  # fmt: skip  (once per call: the leaves the modules hold, by shape)
     found.sort(key=lambda f: not _tracks(g.leaves[f[1]][0], t))
     return found[0] if found else None
 
@@ -4567,7 +4791,7 @@ def _call_site(owner: str, g: _Context) -> str:
 
 
 def _call_site_read(owner: str, g: _Context) -> str:
-    modules, top = dict(g.modules), owner
+    modules, top = _by_name(g), owner
     parts = owner.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         above = modules.get(".".join(parts[:depth]))
@@ -4726,22 +4950,32 @@ def _watched_rule(seen: str, owner: str, g: _Context, t, unused: str, switches: 
     )
 
 
+def _params_reached(name: str, g: _Context) -> tuple[bool, bool]:
+    """Whether the module named ``name`` (``_by_name``) has parameters, and whether one is a leaf
+    the graph reaches; kept per name for the call (a model's top module holds every parameter,
+    asked per parameter, a walk of them all each)."""
+    known = _memo("params reached", g, dict)
+    if name not in known:
+        module = _by_name(g).get(name)
+        params = list(module.parameters()) if module is not None else []
+        known[name] = (bool(params), any(id(p) in g.leaves for p in params))
+    return known[name]
+
+
 def _unused_fix(owner: str, g: _Context, t=None) -> str:
     """The fix by purpose for a module that runs while the loss does not use its output: the
     topmost module above ``owner`` (or itself) whose parameters are all off the graph is the
     one to freeze or drop; where ``owner`` has parameters on the graph (``model.logits`` beside
     ``model.fc``), the parameter ``t`` alone."""
-    modules, top = dict(g.modules), owner
-    mine = list(modules[owner].parameters()) if owner in modules else []
+    top = owner
     name = g.held["module"].get(id(t), "") if t is not None else ""
-    if name and any(id(p) in g.leaves for p in mine):
+    if name and _params_reached(owner, g)[1]:
         top = name  # freezing the module would freeze the parameters that train
     parts = owner.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:depth])
-        above = modules.get(name)
-        params = list(above.parameters()) if above is not None else []
-        if not params or any(id(p) in g.leaves for p in params):
+        has, reached = _params_reached(name, g)
+        if not has or reached:
             break
         top = name
     path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", top)
@@ -5212,11 +5446,15 @@ _DRAW_RULES = (
 )
 
 
-def _checkpointing(owner: str, modules: list) -> str | None:
+def _checkpointing(owner: str, g: _Context) -> str | None:
     """A module at or above ``owner`` that checkpoints its blocks, unless it is known to use the
     non-reentrant checkpoint: transformers' ``gradient_checkpointing``, timm's ``grad_checkpointing``
-    (plain attributes, read from ``__dict__``)."""
-    for name, module in modules:
+    (plain attributes, read from ``__dict__``). Only the modules named ``owner`` or above it are
+    read (found by name in a map made once per call), in the order of ``g.modules``."""
+    by_name = _memo("positions", g, lambda: _grouped((n, i) for i, (n, _) in enumerate(g.modules)))
+    above = {owner, ""} | {owner[:k] for k, c in enumerate(owner) if c == "."}
+    for i in sorted(i for n in above for i in by_name.get(n, ())):
+        name, module = g.modules[i]
         if not (owner == name or owner.startswith(name + ".") or not name):
             continue
         own = vars(module)
@@ -5855,9 +6093,49 @@ def _ops_below(fn, most: int = 4) -> str:
     return ", ".join(found[:most]) + (", ..." if len(found) > most else "")
 
 
+def _index(kind: str, g: _Context, tensors) -> _Index:
+    """The ``_Index`` of ``tensors()`` (the leaves, the saved tensors), made once per call."""
+    return _memo(kind, g, lambda: _Index(tensors(), g))
+
+
+def _memo(kind: str, g: _Context, make):
+    """``make()``, made once per call and kept in ``g.index`` under ``kind``: an index of the
+    graph or the modules that a rule asked per tensor reads (made per tensor, a product)."""
+    if kind not in g.index:
+        g.index[kind] = make()
+    return g.index[kind]
+
+
+def _grouped(pairs) -> dict:
+    """key -> the values of ``pairs`` with that key, in their order."""
+    groups = {}
+    for key, value in pairs:
+        groups.setdefault(key, []).append(value)
+    return groups
+
+
+def _saved_memory(g: _Context) -> tuple[set, set]:
+    """Once per call: the storages of the saved tensors that hold values, and of all of them
+    (``_same_memory(saved, v)`` and ``_same_memory(v, saved)``), so each is one look-up."""
+    if g.saved_memory is None:
+        full = {_storage_of(v) for v in g.saved if v.numel() > 0} - {None}
+        g.saved_memory = (full, {_storage_of(v) for v in g.saved} - {None})
+    return g.saved_memory
+
+
+def _saved_ids(g: _Context) -> set:
+    """Once per call: the ids of the saved tensors (``any(v is t for v in g.saved)``, per tensor,
+    would be a walk of them each)."""
+    if g.saved_ids is None:
+        g.saved_ids = {id(v) for v in g.saved}
+    return g.saved_ids
+
+
 def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
-    """A leaf the graph reaches, or a tensor it saved, that shares ``t``'s memory or its values."""
-    for variable, _ in g.leaves.values():
+    """A leaf the graph reaches, or a tensor it saved, that shares ``t``'s memory or its values.
+    Only the ones ``_Index.near`` finds are compared: the others can match neither test."""
+    leaves = _index("leaves", g, lambda: [v for v, _ in g.leaves.values()])
+    for variable in map(leaves.tensors.__getitem__, leaves.near(t)):
         if variable is t:
             continue
         label = g.label(variable)
@@ -5871,7 +6149,8 @@ def _copy_on_graph(t: torch.Tensor, g: _Context) -> str | None:
             return f"{label}, a {variable.dtype} copy made outside the graph (a cached cast)"
         if id(variable) not in g.held["module"] and not _constant(t) and _equal_values(variable, t):
             return f"{label}, a copy with its values (.clone(), torch.tensor(), nn.Parameter(t.clone()), deepcopy)"
-    for value in g.saved:
+    saved = _index("saved", g, lambda: [v for v in g.saved if not v.requires_grad])
+    for value in map(saved.tensors.__getitem__, saved.near(t)):
         if value is t or value.requires_grad:
             continue
         if _same_memory(value, t) and value.shape != t.shape:
@@ -5893,55 +6172,59 @@ def _constant(t: torch.Tensor) -> bool:
         return flat.numel() < 2 or bool((flat == flat[0]).all())
 
 
-def _copy_kept(t: torch.Tensor, modules: list, saved: list = ()) -> str | None:
+def _kept_tensors(g: _Context) -> _Index:
+    """Once per call: the tensors kept on the modules named (buffers and attributes, not their
+    parameters) without history, in the order of the modules and their attributes, with where
+    each is (``name.key``); asked per parameter, a walk of every module would cost a product."""
+    if "kept" not in g.index:
+        params = {id(p) for _, m in g.modules for p in m.parameters(recurse=False)}
+        found = []
+        for name, module in g.modules:
+            attributes = {**vars(module).get("_buffers", {}), **vars(module)}
+            for key, value in attributes.items():
+                if not isinstance(value, torch.Tensor) or id(value) in params:
+                    continue
+                if value.grad_fn is None and not value.requires_grad:
+                    found.append((f"{name}.{key}" if name else key, value))
+        g.index["kept"] = _Index([v for _, v in found], g)
+        g.index["kept"].where = [w for w, _ in found]
+    return g.index["kept"]
+
+
+def _copy_kept(t: torch.Tensor, g: _Context) -> str | None:
     """A tensor kept on one of the modules (a buffer or an attribute, not a parameter) that is a
     copy or a cast of ``t`` without history: a cast made once, in ``__init__`` or under no_grad.
-    A same-dtype copy by value only where the graph saved it (``saved``): one of equal values the
-    graph does not use (an EMA statistic that starts as the codebook) stands in for nothing."""
-    params = {id(p) for _, m in modules for p in m.parameters(recurse=False)}
-    for name, module in modules:
-        attributes = {**vars(module).get("_buffers", {}), **vars(module)}
-        for key, value in attributes.items():
-            if not isinstance(value, torch.Tensor) or id(value) in params or value is t:
-                continue
-            if (
-                value.grad_fn is None
-                and not value.requires_grad
-                and (_same_memory(value, t) or not _constant(t) and _equal_values(value, t))
-                and (
-                    value.dtype != t.dtype
-                    or _same_memory(value, t)
-                    or any(_same_memory(v, value) for v in saved)
-                )
-            ):
-                where = f"{name}.{key}" if name else key
-                kind = "cast" if value.dtype != t.dtype else "copy"
-                return (
-                    f"{where} (a {value.dtype} {kind} of it: a cached cast)"
-                    if kind == "cast"
-                    else f"{where} (a copy of it)"
-                )
+    A same-dtype copy by value only where the graph saved it (``g.saved``): one of equal values
+    the graph does not use (an EMA statistic that starts as the codebook) stands in for nothing."""
+    kept = _kept_tensors(g)
+    for i in kept.near(t):
+        where, value = kept.where[i], kept.tensors[i]
+        if value is t:
+            continue
+        if (_same_memory(value, t) or not _constant(t) and _equal_values(value, t)) and (
+            value.dtype != t.dtype
+            or _same_memory(value, t)
+            or _storage_of(value) in _saved_memory(g)[0]
+        ):
+            kind = "cast" if value.dtype != t.dtype else "copy"
+            return (
+                f"{where} (a {value.dtype} {kind} of it: a cached cast)"
+                if kind == "cast"
+                else f"{where} (a copy of it)"
+            )
     return None
 
 
-def _kept_equal(t: torch.Tensor, modules: list) -> str | None:
+def _kept_equal(t: torch.Tensor, g: _Context) -> str | None:
     """The name of a tensor kept on a module (a buffer or an attribute, no parameter, without
     history) whose values equal ``t``'s: a candidate copy where the graph's saved tensors cannot
     show whether the forward reads it (an add saves no operand; backward() frees them)."""
     if _constant(t):
         return None
-    params = {id(p) for _, m in modules for p in m.parameters(recurse=False)}
-    for name, module in modules:
-        for key, value in {**vars(module).get("_buffers", {}), **vars(module)}.items():
-            if (
-                isinstance(value, torch.Tensor)
-                and id(value) not in params
-                and value is not t
-                and value.grad_fn is None
-                and not value.requires_grad
-                and _equal_values(value, t)
-            ):
-                return f"{name}.{key}" if name else key
+    kept = _kept_tensors(g)
+    for i in kept.near(t):
+        if kept.tensors[i] is not t and _equal_values(kept.tensors[i], t):
+            return kept.where[i]
     return None
 
 
@@ -6120,7 +6403,9 @@ def _next_node_number() -> int | None:
 def _reentrant(g: _Context) -> bool:
     """A reentrant checkpoint on the loss's graph: the modules it runs are reached only when
     backward recomputes them, so before that their parameters are off the graph."""
-    return any(type(fn).__name__ == "CheckpointFunctionBackward" for fn in g.nodes)
+    if g.reentrant is None:  # once per call: asked per parameter
+        g.reentrant = any(type(fn).__name__ == "CheckpointFunctionBackward" for fn in g.nodes)
+    return g.reentrant
 
 
 def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
@@ -6155,7 +6440,7 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
             return None  # compiled code, or a part of the forward ran outside the watch
         if id(t) in watch.used_on:  # read in its forward, only by comparisons (review 47 S3)
             return "compared in" if id(t) in watch.compared_in - watch.graphed else "on"
-        module = dict(g.modules).get(g.held["module"].get(id(t), "").rpartition(".")[0])
+        module = _by_name(g).get(g.held["module"].get(id(t), "").rpartition(".")[0])
         others = [p for p in module.parameters() if p is not t] if module is not None else []
         if not any(id(p) in watch.used_on for p in others):
             return "none"

@@ -361,13 +361,46 @@ def _zeroed(blocks):
     return (lambda: find_old_graph(loss, model=model), lambda: why_no_grad(loss, model=model))
 
 
-@pytest.mark.parametrize("state", [_before, _after, _zeroed], ids=["before", "after", "zeroed"])
+def _beside_unused(kind):
+    """The deep model beside one never called (``unused``), both in one Adam: why_no_grad as is
+    (``unused``), with the graph cut halfway (``detach``), after backward (``after``), or with the
+    model frozen and the loss made of a fresh leaf (``frozen``): the rules of copies, twins,
+    switches and unused modules, asked per parameter, read the graph and the modules once."""
+
+    def state(blocks):
+        torch.manual_seed(0)
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(blocks)])
+        unused = nn.Sequential(*[nn.Linear(8, 8) for _ in range(blocks)])
+        x = torch.randn(2, 8)
+        for i in range(20):
+            x = model(x).detach() if kind == "detach" and i == 9 else model(x)
+        loss = x.sum()
+        if kind == "after":
+            loss.backward()
+        if kind == "frozen":
+            model.requires_grad_(False)
+            loss = x.sum() * torch.ones((), requires_grad=True)
+        opt = torch.optim.Adam([*model.parameters(), *unused.parameters()])
+        return (lambda: why_no_grad(loss, model=model, unused=unused, opt=opt),)
+
+    return state
+
+
+_KINDS = ("unused", "detach", "after", "frozen")
+
+
+@pytest.mark.parametrize(
+    "state",
+    [_before, _after, _zeroed, *map(_beside_unused, _KINDS)],
+    ids=["before", "after", "zeroed", *(f"{k}-beside-unused" for k in _KINDS)],
+)
 def test_work_grows_with_the_graph_not_faster(state):
     """Twice the modules and nodes (40 and 80 blocks, each run 20 times: 160 and 320 parameters,
     about 2,500 and 5,000 nodes) cost each instrument at most 2.3 times the calls: a rule asked
     per parameter that walks every node or module (a product, 4 times) fails here. Calls, not
     seconds: the cost in training steps is measured by `nox -s bench`, never in a timed test.
-    Before backward, after it (one .grad None), and with zeros a retained backward left."""
+    Before backward, after it (one .grad None), with zeros a retained backward left, and beside
+    a module never called (``_beside_unused``)."""
     for small, large in zip(state(40), state(80)):
         ratio = _calls(large) / _calls(small)
         assert ratio < 2.3, f"{small.__code__.co_names}: {ratio:.2f} times the calls"
