@@ -1389,7 +1389,9 @@ def _zero_read_on_the_way(g: _Context, node, t: torch.Tensor) -> list:
             if up not in above:
                 above.add(up)
                 todo.append(up)
-    starts = [c for fn in above for c in _product_inputs(fn) if c not in above]
+    place = _memo("place", g, lambda: {fn: i for i, fn in enumerate(g.nodes)})
+    ordered = sorted(above, key=lambda fn: place.get(fn, len(place)))  # the graph's order, not
+    starts = [c for fn in ordered for c in _product_inputs(fn) if c not in above]  # the set's
     found = [v for c in starts for v in _making_zero(c, _zero_chain([c], above))]
     return [v for v in dict.fromkeys(found) if v is not t]
 
