@@ -105,9 +105,11 @@ and reports:
 * the nodes through which this loss enters an earlier step's graph, with the line that made
   each when the earlier step ran under ``torch.autograd.set_detect_anomaly(True)``;
 * when nothing is old: the nodes whose saved value was changed in place after they saved it
-  (read where no unpack hook is set), or, in the ``except`` of a backward that raised "modified
-  by an inplace operation", that error's tensor: the version-counter error, which no old graph
-  causes, with its fixes (it names the op, not the line that changed the value).
+  (read where no unpack hook is set; with ``mark_step()`` only, since without it an in-place op
+  of this step and an optimizer's step after an earlier step's ``retain_graph=True`` backward
+  look alike: a note says so), or, in the ``except`` of a backward that raised "modified by an
+  inplace operation", that error's tensor, first: the version-counter error, with its fixes by
+  what changed the value (it names the op that saved it, not the line that changed it).
 
 Use (torch only). Call it before ``backward()``, or in the ``except`` of the failing one::
 
@@ -484,6 +486,7 @@ class Report:
         default=()
     )  # this step's ops whose saved value changed in place
     inplace: str = ""  # the in-place error of the backward this is called in the except of
+    dated: bool = False  # mark_step() dated this step's nodes
 
     def __bool__(self) -> bool:  # an error to fix, or growth; a graph only kept is no error
         return bool(
@@ -550,6 +553,11 @@ class Report:
             )
         elif not lines and (self.changed or self.inplace):
             lines += _in_place_lines(self.changed, self.inplace)
+        elif self.inplace and not self.dated:  # the nodes this failing pass freed look old
+            lines[:0] = _in_place_lines((), self.inplace) + [
+                "  The old nodes below may be ones this failing backward freed (without "
+                "mark_step() they cannot be told apart): call mark_step() at the top of each step"
+            ]
         elif not lines:
             lines.append(
                 f"Nothing from an earlier step: none of the loss's {self.nodes} nodes is old"
@@ -579,14 +587,16 @@ class Report:
 
 
 _IN_PLACE_FIX = (
-    "  Fix: write that change out of place (y = y * 2 for y.mul_(2), out = out + r for out += r, "
-    "nn.ReLU() without inplace=True), or read a .clone() where the value is used first; a "
-    "module that writes its own weight or buffers in forward (nn.Embedding(max_norm=...) "
-    "renormalises the rows it looks up; a power iteration updates its vectors): read "
-    "weight.clone() in your own ops, and call it once before backward (one call on torch.cat of "
-    "the inputs), not twice; an optimizer.step() "
-    "between the forward that saved it and this backward: step after backward(), or run the "
-    "forward again after the step. retain_graph=True cannot fix this"
+    "  Fix, by what changed it: an optimizer.step() between the forward that saved it and this "
+    "backward: step after backward(), or run the forward again after the step; a graph an "
+    "earlier step kept (retain_graph=True) through a carried value, its weights stepped since: "
+    "detach that value at each step's start (with mark_step() at the top of each step, this "
+    "report names it); an in-place op of yours: write it out of place (y = y * 2 for y.mul_(2), "
+    "out = out + r for out += r, nn.ReLU() without inplace=True), or read a .clone() where the "
+    "value is used first; a module that writes its own weight or buffers in forward "
+    "(nn.Embedding(max_norm=...) renormalises the rows it looks up; a power iteration updates its "
+    "vectors): read weight.clone() in your own ops, and call it once before backward (one call "
+    "on torch.cat of the inputs), not twice. retain_graph=True cannot fix this"
 )
 
 
@@ -602,11 +612,16 @@ def _in_place_lines(changed: tuple[str, ...], error: str) -> list[str]:
         else ""
     )
     ops = ", ".join(dict.fromkeys(changed))
+    message = (
+        "'one of the variables needed for gradient computation has been modified by an inplace "
+        "operation'"
+    )
+    changed_text = "a value the loss's graph saved was changed in place after it was saved"
     return [
-        "No freed graph, but a value the loss's graph saved was changed in place after it was "
-        f"saved{what}" + (f": saved by {ops}" if ops else "") + ". backward() raises 'one of "
-        "the variables needed for gradient computation has been modified by an inplace "
-        "operation' for that",
+        f"backward() raised {message}: {changed_text}{what}"
+        if error
+        else f"No freed graph, but {changed_text}: saved by {ops}. backward() raises {message} "
+        "for that",
         _IN_PLACE_FIX,
         "  Where: torch.autograd.set_detect_anomaly(True) before the forward names the line of "
         "the op that saved it; print the tensor's ._version before and after the lines that "
@@ -2911,14 +2926,25 @@ def find_old_graph(loss: torch.Tensor | None, /, **objects: object) -> Report:
             "turn it on before the loop; if it was, this torch keeps the stack elsewhere: no lines"
         )
     notes += _GAPS
-    changed = tuple(  # this step's nodes whose saved value was changed in place (trial 17)
+    changed = tuple(  # nodes whose saved value was changed in place (trial 17)
         type(fn).__name__ for fn in order if fn not in known_old and _changed_in_place(fn)
     )
     error = sys.exc_info()[1]  # in the except of a backward that raised the in-place error?
     inplace = str(error) if isinstance(error, RuntimeError) and _CHANGED in str(error) else ""
+    if changed and mark is None and not inplace:  # this step's op, or a step after a kept graph
+        notes[:] = [n for n in notes if not n.startswith("with retain_graph=True nothing")]
+        notes.append(  # (review 48 F3)
+            f"{', '.join(dict.fromkeys(changed))} saved a value that was changed in place since: "
+            "backward() will raise 'modified by an inplace operation'. Without mark_step() it "
+            "cannot be told whether an in-place op of this step or an optimizer's step after an "
+            "earlier step's retain_graph=True backward changed it: call mark_step() at the top of "
+            "each step"
+        )
+    if mark is None:
+        changed = ()
     return Report(
         len(order), tuple(freed), tuple(culprits), tuple(carriers), tuple(holding),
         tuple(objects), walk.visited, bool(walk.unfinished), tuple(notes),
         tuple(type(fn).__name__ for fn in twice), walk.unfinished, tuple(walk.unread), again,
-        changed, inplace,
+        changed, inplace, mark is not None,
     )  # fmt: skip

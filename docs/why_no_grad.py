@@ -6441,7 +6441,8 @@ def _watched_use(t: torch.Tensor, g: _Context) -> str | None:
         if watch.compiled or not params or not params <= watch.used_on:
             return None  # compiled code, or a part of the forward ran outside the watch
         if id(t) in watch.used_on:  # read in its forward, only by comparisons (review 47 S3)
-            return "compared in" if id(t) in watch.compared_in - watch.graphed else "on"
+            only = watch.compared_in - watch.graphed - watch.read_off  # not cut (review 48 F2)
+            return "compared in" if id(t) in only else "on"
         module = _by_name(g).get(g.held["module"].get(id(t), "").rpartition(".")[0])
         others = [p for p in module.parameters() if p is not t] if module is not None else []
         if not any(id(p) in watch.used_on for p in others):

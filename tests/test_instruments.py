@@ -16189,3 +16189,70 @@ def test_trial17_a_value_changed_in_place_this_step_is_told_and_the_clone_trains
         return ((table @ w.T).unsqueeze(0) + (table[idx] @ w.T).unsqueeze(1)).sigmoid().mean()
 
     _three_checked_steps(fixed, opt, reference, emb=emb, w=w)
+
+
+def test_rev48_in_place_reports_without_mark_step_do_not_guess_the_step():
+    """Review 48 F1, F3: without mark_step(), a changed saved value may be this step's in-place op
+    or an optimizer's step after an earlier step's retain_graph=True backward (an RNN's carried
+    h): before backward it is a note asking for mark_step(), not the in-place verdict; in the
+    except of the error, the in-place lines lead (the nodes that pass freed look old) and name
+    the carried value's fix too. With mark_step(), the carried h is named as state."""
+    torch.manual_seed(0)
+    cell = nn.RNNCell(4, 4)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.1)
+    h, xs = torch.zeros(2, 4), torch.randn(3, 2, 4)
+    for step in range(3):
+        h = cell(xs[step], h)
+        loss = h.pow(2).sum()
+        before = find_old_graph(loss, cell=cell, opt=opt, h=h)
+        try:
+            loss.backward(retain_graph=True)
+        except RuntimeError:
+            caught = find_old_graph(loss, cell=cell, opt=opt, h=h)
+            break
+        opt.step()
+        opt.zero_grad()
+    assert step == 2 and not before.changed, str(before)
+    assert "holding this step's graph (old if the next step uses it): h" in str(before)
+    assert any("Without mark_step() it cannot be told" in n for n in before.notes), before.notes
+    assert str(caught).startswith("backward() raised 'one of the variables"), str(caught)
+    assert "detach that value at each step's start" in str(caught), str(caught)
+
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    s = torch.sigmoid(lin(torch.randn(5, 4)))
+    loss = (s * 2).pow(2).sum()
+    s.mul_(2)  # changes what sigmoid saved
+    try:
+        loss.backward()
+    except RuntimeError:
+        caught = find_old_graph(loss, lin=lin)
+    text = str(caught)
+    assert text.startswith("backward() raised") and "may be ones this failing backward" in text
+
+
+class _ThresholdReadOff(nn.Module):
+    """A threshold compared in forward, and read under no_grad there too (review 48 F2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.thr = nn.Linear(4, 4), nn.Parameter(torch.zeros(4))
+
+    def forward(self, x):
+        h = self.lin(x)
+        with torch.no_grad():
+            shift = self.thr * 2
+        return (h + shift) * (h > self.thr)
+
+
+def test_rev48_a_threshold_also_read_under_no_grad_is_not_only_compared():
+    """Review 48 F2: a parameter its forward compares and also reads under no_grad is not told
+    "read only by a comparison" (watch_cuts names the no_grad read, the cut)."""
+    torch.manual_seed(0)
+    m = _ThresholdReadOff()
+    with watch_cuts(show=False) as watch:
+        loss = m(torch.randn(6, 4)).pow(2).mean()
+    loss.backward()
+    found = why_no_grad(loss, model=m)["model.thr"]
+    assert found.rule != "not on the graph: read only by a comparison in its module", found
+    assert any("gradients off" in v[0] for v in watch.cuts.values()), str(watch)
