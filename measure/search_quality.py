@@ -47,15 +47,16 @@ from urllib.parse import quote, unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "tests" / "search_queries.toml"
 HELDOUT = ROOT / "measure" / "heldout_queries.toml"
-# The targets are what the search achieves, rounded down, since held-out sets 13 and 14 (99 real
-# reports, 65.3 % and 56.0 % right first when each was scored once) joined the queries on
-# 2026-12-07, with the messages readers paste for a `.grad` that is None ("'NoneType' object has no
-# attribute 'data'") as an index entry of `cause-grad-none-rules`: measured in Chromium, 74.3 %
-# right first (788 of 1061 queries), 87.6 % in the first three, MRR 0.820, 50.5 % page and section
-# (the two sets joining alone: 73.9 %, 87.4 %, 0.818, 49.5 %; before them, 75.3 %, 87.9 %, 0.827
-# and 50.6 % on 962). The first target fell from 0.75 because harder queries joined, not because
-# a query was dropped. Raise them with the figures; never drop queries.
-RIGHT_FIRST_TARGET = 0.74  # share of queries whose first result is a right page
+# The targets are what the search achieves, rounded down. Since held-out sets 16 and 17 (88 real
+# reports, 66.7 % and 57.5 % right first when each was scored once) joined the queries on
+# 2026-12-07, with index entries in their words at six sections (logged values and meters, no_grad
+# in a loss, deepcopy of a module holding a graph, MAML's clone, autocast's cached casts,
+# autograd.grad writing no .grad): 73.9 % right first of 1197, 87.8 % in the first three, MRR
+# 0.819, 52.4 % page and section (the two sets joining alone: 73.4 %, 87.2 %, 0.815, 51.5 %;
+# before them, 74.3 %, 87.9 %, 0.822 and 51.2 % on 1109). The first target fell from 0.75 to
+# 0.74 and now 0.73 because harder queries joined, not because a query was dropped. Raise them
+# with the figures; never drop queries.
+RIGHT_FIRST_TARGET = 0.73  # share of queries whose first result is a right page
 TOP = 3  # a right page among this many first results ...
 TOP_TARGET = 0.87  # ... for this share of the queries
 # Of the queries that name a section: the right page first and linked to that section (29.5 %
